@@ -1,0 +1,170 @@
+// ast.h: the syntax tree of a policy file, built by the parser and annotated by the checker.
+//
+// Ownership: a Module owns everything below it; nodes hold a shared pointer to their
+// SourceFile through SourceRange. The checker fills the `type`/`resolved` annotations of
+// Expr in place; afterwards the tree is read-only.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "guardpolicy/source.h"
+#include "guardpolicy/types.h"
+
+namespace guardpolicy {
+
+enum class Decision : uint8_t { kKeep = 0, kDrop = 1 };
+const char* DecisionName(Decision d);
+
+// A literal as written: "text", 42, -1, true, false.
+struct Literal {
+  enum class Kind : uint8_t { kString, kInt, kBool };
+  Kind kind = Kind::kBool;
+  std::string str;
+  int64_t i = 0;
+  bool b = false;
+  SourceRange range;
+};
+
+enum class ExprKind : uint8_t {
+  kLiteral,   // literal
+  kPath,      // dotted identifier: a field, a parameter or an enum literal (checker decides)
+  kNot,       // kids[0]
+  kCompare,   // kids[0] op kids[1]
+  kIn,        // kids[0] (not) in {kids[1..]}
+  kStringOp,  // kids[0] op kids[1]: contains, startswith, endswith, matches, glob
+  kAnd,       // kids[0] and kids[1]
+  kOr,        // kids[0] or kids[1]
+};
+
+enum class BinaryOp : uint8_t {
+  kEq, kNe, kLt, kLe, kGt, kGe,
+  kContains, kStartsWith, kEndsWith, kMatches, kGlob,
+};
+const char* BinaryOpName(BinaryOp op);
+
+// What the checker resolved a kPath to.
+struct Resolution {
+  enum class Kind : uint8_t { kNone, kField, kParam, kEnumLiteral };
+  Kind kind = Kind::kNone;
+  int index = -1;  // field index in Schema, parameter index, or enum ordinal (-1: unknown open)
+};
+
+struct Expr {
+  ExprKind kind = ExprKind::kLiteral;
+  SourceRange range;
+  Literal literal;                          // kLiteral
+  std::string path;                         // kPath, dotted
+  BinaryOp op = BinaryOp::kEq;              // kCompare, kStringOp
+  bool negated = false;                     // kIn: `not in`
+  std::vector<std::unique_ptr<Expr>> kids;  // see ExprKind
+
+  // Checker annotations.
+  Type type;
+  Resolution resolved;
+};
+using ExprPtr = std::unique_ptr<Expr>;
+
+struct Param {
+  std::string name;
+  std::string type_name;  // as written: bool, int, string, GuardType, GuardSource
+  SourceRange range;
+  std::optional<Literal> default_value;
+  Type type;  // checker
+};
+
+// `name = literal` in `use p(name = literal)`.
+struct Arg {
+  std::string name;
+  Literal value;
+  SourceRange range;
+};
+
+struct Rule {
+  Decision decision = Decision::kKeep;
+  ExprPtr condition;
+  SourceRange range;
+};
+
+struct Use {
+  std::string target;  // dotted, e.g. skip_guard_on_all_nn_modules
+  std::vector<Arg> args;
+  SourceRange range;
+};
+
+// A rule or a `use`, in source order: first match decides.
+struct Item {
+  enum class Kind : uint8_t { kRule, kUse };
+  Kind kind = Kind::kRule;
+  Rule rule;
+  Use use;
+};
+
+struct ConfigSetting {
+  std::string knob;
+  Literal value;
+  SourceRange range;
+};
+
+struct StanceSetting {
+  std::string stance;  // skip_guard_eval_unsafe
+  int64_t after_calls = 0;
+  SourceRange range;
+};
+
+enum class OnError : uint8_t { kKeep, kDrop, kRaise };
+const char* OnErrorName(OnError e);
+
+struct Module;
+
+struct PolicyDecl {
+  std::string name;
+  const Module* module = nullptr;  // the module that owns this declaration
+  bool is_unsafe = false;
+  SourceRange range;       // the whole declaration
+  SourceRange name_range;
+  std::vector<Param> params;
+  std::optional<std::string> doc;
+  std::vector<Item> items;
+  std::optional<Decision> default_decision;  // unset: `default keep`
+  SourceRange default_range;
+  std::vector<ConfigSetting> config;
+  std::optional<StanceSetting> stance;
+  std::optional<OnError> on_error;
+  SourceRange on_error_range;
+
+  Decision EffectiveDefault() const { return default_decision.value_or(Decision::kKeep); }
+};
+
+struct FieldInit {
+  std::string path;
+  Literal value;
+  SourceRange range;
+};
+
+struct Expectation {
+  Decision decision = Decision::kKeep;
+  std::vector<FieldInit> fields;
+  SourceRange range;
+};
+
+struct TestDecl {
+  std::string target;
+  SourceRange range;
+  std::vector<Expectation> expectations;
+};
+
+struct Module {
+  SourceFilePtr file;
+  int64_t version = 0;
+  SourceRange version_range;
+  std::vector<PolicyDecl> policies;
+  std::vector<TestDecl> tests;
+
+  const PolicyDecl* FindPolicy(std::string_view name) const;
+};
+
+}  // namespace guardpolicy

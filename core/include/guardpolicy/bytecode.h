@@ -1,0 +1,120 @@
+// bytecode.h: the predicate bytecode a compiled policy runs as (docs/bytecode.md).
+//
+// A Program is linear code over a small value stack. Jumps go only forward, so every run
+// ends after at most size() instructions; every path ends in kDecide. Field loads read a
+// slot of the entry view (Program::fields lists which schema field each slot holds), so a
+// caller extracts only the fields a program reads. Programs are immutable once built and
+// verified, and may be evaluated from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "guardpolicy/ast.h"
+#include "guardpolicy/types.h"
+
+namespace re2 {
+class RE2;
+}
+
+namespace guardpolicy {
+
+enum class Opcode : uint8_t {
+  kLoadField,    // a: slot                         push fields[a]
+  kPushConst,    // a: constant index               push constants[a]
+  kNot,          //                                 bool -> bool
+  kEqBool,       //                                 bool bool -> bool
+  kNeBool,
+  kEqInt,        //                                 int int -> bool (and Ne/Lt/Le/Gt/Ge)
+  kNeInt,
+  kLtInt,
+  kLeInt,
+  kGtInt,
+  kGeInt,
+  kEqStr,        //                                 string string -> bool
+  kNeStr,
+  kEqEnum,       // ordinals when both known, else names
+  kNeEnum,
+  kInSet,        // a: set index                    value -> bool (member of sets[a])
+  kSetHas,       //                                 set enum -> bool
+  kContains,     //                                 string string -> bool (substring)
+  kStartsWith,
+  kEndsWith,
+  kMatches,      // a: regex index                  string -> bool (RE2 partial match)
+  kJump,         // a: target (> pc)
+  kJumpIfFalse,  // a: target (> pc)                pops a bool
+  kJumpIfTrue,   // a: target (> pc)                pops a bool
+  kDecide,       // a: Decision, b: rule index or -1 (the policy default). Ends the run.
+  kCount_,
+};
+
+const char* OpcodeName(Opcode op);
+
+struct Instruction {
+  Opcode op = Opcode::kDecide;
+  int32_t a = 0;
+  int32_t b = 0;
+};
+
+// A runtime value. Which members are meaningful depends on the static type:
+//   bool: i (0/1); int: i; string: s; enum: i = ordinal (-1 unknown member), s = name;
+//   enum set: bits (bit k = ordinal k present).
+struct Value {
+  int64_t i = 0;
+  uint64_t bits = 0;
+  std::string_view s;
+};
+
+// A constant owns its string.
+struct Constant {
+  Type type;
+  int64_t i = 0;
+  uint64_t bits = 0;
+  std::string s;
+};
+
+// A constant set for `in {...}`: enum members as a bit mask plus, for open enums, the
+// unknown names; strings sorted; ints sorted.
+struct ConstSet {
+  Type elem;
+  uint64_t bits = 0;
+  std::vector<std::string> strings;
+  std::vector<int64_t> ints;
+};
+
+// Where a kDecide came from, for explain and disasm.
+struct RuleInfo {
+  std::string policy;  // the policy that wrote the rule (after `use`, the used one)
+  std::string file;
+  int line = 0;
+  int col = 0;
+  Decision decision = Decision::kKeep;
+};
+
+struct Program {
+  std::string policy_name;
+  std::vector<Instruction> code;
+  std::vector<std::string> fields;    // slot -> schema field name
+  std::vector<Type> field_types;      // slot -> type
+  std::vector<Constant> constants;
+  std::vector<ConstSet> sets;
+  std::vector<std::string> regexes;   // patterns; compiled by Finalize()
+  std::vector<RuleInfo> rules;
+  Decision default_decision = Decision::kKeep;
+  std::string default_file;
+  int default_line = 0;
+  int max_stack = 0;                  // computed by the verifier
+
+  // Compiled regexes, index-aligned with `regexes`; filled by Finalize().
+  std::vector<std::shared_ptr<const re2::RE2>> compiled_regexes;
+  // Compiles regexes. Returns "" or an error message (bad pattern).
+  std::string Finalize();
+};
+
+// Human-readable listing: one instruction per line with operands resolved, rule sources.
+std::string Disassemble(const Program& program);
+
+}  // namespace guardpolicy

@@ -1,0 +1,42 @@
+// diag_codes.h: every stable diagnostic code in one place (documented in docs/diagnostics.md).
+//
+// GP0xxx input and limits, GP1xxx syntax, GP2xxx names and types, GP3xxx policy analysis,
+// GP4xxx policy selection and parameters at load time.
+#pragma once
+
+namespace guardpolicy::codes {
+
+inline constexpr const char kIoError[] = "GP0001";           // file missing or unreadable
+inline constexpr const char kSourceTooLarge[] = "GP0002";    // over CompileOptions::max_source_bytes
+inline constexpr const char kNestingTooDeep[] = "GP0003";    // over CompileOptions::max_depth
+inline constexpr const char kBadEncoding[] = "GP0004";       // invalid UTF-8 or a NUL byte
+inline constexpr const char kTooManyRules[] = "GP0005";      // over CompileOptions::max_rules
+
+inline constexpr const char kSyntax[] = "GP1001";            // the parser rejected a token
+inline constexpr const char kVersion[] = "GP1002";           // unsupported `guardpolicy N`
+inline constexpr const char kBadEscape[] = "GP1003";         // unknown `\x` escape in a string
+inline constexpr const char kIntRange[] = "GP1004";          // integer literal out of int64 range
+
+inline constexpr const char kUnknownField[] = "GP2001";
+inline constexpr const char kUnknownEnumLiteral[] = "GP2002";
+inline constexpr const char kTypeMismatch[] = "GP2003";
+inline constexpr const char kConditionNotBool[] = "GP2004";
+inline constexpr const char kUnknownPolicy[] = "GP2005";
+inline constexpr const char kBadParameter[] = "GP2006";      // unknown type, bad default, bad arg
+inline constexpr const char kDuplicatePolicy[] = "GP2007";
+inline constexpr const char kUseCycle[] = "GP2008";
+inline constexpr const char kBadRegex[] = "GP2009";
+inline constexpr const char kUnknownConfig[] = "GP2010";
+inline constexpr const char kUnknownStance[] = "GP2011";
+inline constexpr const char kUnknownGuardType[] = "GP2012";  // warning: open enum
+inline constexpr const char kDuplicateItem[] = "GP2013";     // two `default`, `doc`, `stance`...
+inline constexpr const char kUnknownOnError[] = "GP2014";
+inline constexpr const char kUnknownTestField[] = "GP2015";
+
+inline constexpr const char kDropsWithoutUnsafe[] = "GP3001";
+inline constexpr const char kUnsafeNeverDrops[] = "GP3002";  // warning
+
+inline constexpr const char kPolicySelection[] = "GP4001";   // no/ambiguous/unknown policy=
+inline constexpr const char kParamValue[] = "GP4002";        // bad **params at load time
+
+}  // namespace guardpolicy::codes

@@ -1,0 +1,18 @@
+// options.h: every limit of the front end in one place.
+//
+// Exceeding a limit is a diagnostic (GP0002, GP0003, GP0005), never a crash or a hang.
+#pragma once
+
+#include <cstddef>
+
+namespace guardpolicy {
+
+struct CompileOptions {
+  size_t max_source_bytes = 1 << 20;  // 1 MiB of policy text per file
+  int max_depth = 64;                 // nesting of ( ) and { } in one file
+  int max_rules = 4096;               // rules per compiled policy, after `use` inlining
+  int max_use_depth = 16;             // nested `use` chains
+  int max_regex_bytes = 4096;         // length of one `matches`/`glob` pattern
+};
+
+}  // namespace guardpolicy

@@ -1,0 +1,93 @@
+// policy.h: the facade. Source text -> parsed, checked, compiled, verified policy.
+//
+//   Loader loader(Schema::FromFile(".../guard_entry.yaml"), ".../policies/std");
+//   auto policy = loader.Load(SourceFileFromPath("serving.gpol"), "serving", {});
+//   Outcome o = Evaluate(policy->program(), entry_view);
+//
+// A Loader resolves `use` targets in the same file first, then in its library directory
+// (`<std_dir>/<name>.gpol`). Loaders are not thread-safe; CompiledPolicy objects are
+// immutable and thread-safe. Author mistakes throw PolicyError with every diagnostic.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "guardpolicy/ast.h"
+#include "guardpolicy/bytecode.h"
+#include "guardpolicy/checker.h"
+#include "guardpolicy/compiler.h"
+#include "guardpolicy/diagnostic.h"
+#include "guardpolicy/options.h"
+#include "guardpolicy/schema.h"
+
+namespace guardpolicy {
+
+// Reads `path` into a SourceFile. Missing, unreadable or non-regular files (a directory)
+// throw PolicyError with one GP0001 diagnostic naming the path and the OS reason.
+SourceFilePtr SourceFileFromPath(const std::string& path, const CompileOptions& options = {});
+
+struct ConfigValue {
+  std::string knob;
+  Literal value;
+};
+
+// A compiled policy and what the runtime needs beside its bytecode.
+class CompiledPolicy {
+ public:
+  CompiledPolicy(Program program, const PolicyDecl& decl, std::vector<ConfigValue> config);
+
+  const Program& program() const { return program_; }
+  const std::string& name() const { return program_.policy_name; }
+  bool is_unsafe() const { return is_unsafe_; }
+  const std::string& doc() const { return doc_; }
+  const std::vector<ConfigValue>& config() const { return config_; }
+  const std::optional<StanceSetting>& stance() const { return stance_; }
+  OnError on_error() const { return on_error_; }
+
+ private:
+  Program program_;
+  bool is_unsafe_ = false;
+  std::string doc_;
+  std::vector<ConfigValue> config_;
+  std::optional<StanceSetting> stance_;
+  OnError on_error_ = OnError::kKeep;
+};
+
+struct LintResult {
+  std::unique_ptr<Module> module;  // null when the file could not be parsed at all
+  Diagnostics diagnostics;
+};
+
+class Loader final : public PolicyResolver {
+ public:
+  Loader(std::shared_ptr<const Schema> schema, std::string std_dir, CompileOptions options = {});
+  ~Loader() override;
+
+  // Parses and checks every policy in `file`; never throws on author mistakes.
+  LintResult Lint(SourceFilePtr file);
+
+  // Compiles policy `name` of `file` (or the only policy when `name` is empty) with
+  // `params` bound. Throws PolicyError (all diagnostics) when anything is wrong.
+  std::shared_ptr<const CompiledPolicy> Load(SourceFilePtr file, const std::string& name,
+                                             const ParamValues& params);
+
+  const Schema& schema() const { return *schema_; }
+
+  // PolicyResolver.
+  const PolicyDecl* Resolve(std::string_view name, const Module& from) override;
+  std::vector<std::string> KnownPolicies(const Module& from) override;
+
+ private:
+  const Module* LoadLibraryModule(const std::string& name);
+
+  std::shared_ptr<const Schema> schema_;
+  std::string std_dir_;
+  CompileOptions options_;
+  std::map<std::string, std::unique_ptr<Module>, std::less<>> library_;
+  Diagnostics library_diagnostics_;
+};
+
+}  // namespace guardpolicy

@@ -1,0 +1,75 @@
+// disassembler.cpp: a readable listing of a Program.
+#include <fmt/format.h>
+
+#include "guardpolicy/bytecode.h"
+
+namespace guardpolicy {
+namespace {
+
+std::string ConstantText(const Constant& c) {
+  switch (c.type.kind) {
+    case TypeKind::kBool: return c.i ? "true" : "false";
+    case TypeKind::kInt: return std::to_string(c.i);
+    case TypeKind::kString: return fmt::format("\"{}\"", c.s);
+    case TypeKind::kEnum: return c.s;
+    case TypeKind::kEnumSet: return fmt::format("{{bits {:#x}}}", c.bits);
+    case TypeKind::kError: break;
+  }
+  return "?";
+}
+
+std::string SetText(const ConstSet& s) {
+  std::string out = "{";
+  auto add = [&out](const std::string& item) { out += (out.size() > 1 ? ", " : "") + item; };
+  if (s.bits) add(fmt::format("bits {:#x}", s.bits));
+  for (const auto& str : s.strings) add(fmt::format("\"{}\"", str));
+  for (const int64_t i : s.ints) add(std::to_string(i));
+  return out + "}";
+}
+
+std::string Operands(const Program& p, const Instruction& ins) {
+  switch (ins.op) {
+    case Opcode::kLoadField:
+      return ins.a >= 0 && ins.a < int(p.fields.size()) ? fmt::format("{} ({})", ins.a, p.fields[ins.a])
+                                                          : std::to_string(ins.a);
+    case Opcode::kPushConst:
+      return ins.a >= 0 && ins.a < int(p.constants.size())
+                 ? fmt::format("{} ({})", ins.a, ConstantText(p.constants[ins.a]))
+                 : std::to_string(ins.a);
+    case Opcode::kInSet:
+      return ins.a >= 0 && ins.a < int(p.sets.size()) ? fmt::format("{} {}", ins.a, SetText(p.sets[ins.a]))
+                                                       : std::to_string(ins.a);
+    case Opcode::kMatches:
+      return ins.a >= 0 && ins.a < int(p.regexes.size()) ? fmt::format("{} /{}/", ins.a, p.regexes[ins.a])
+                                                          : std::to_string(ins.a);
+    case Opcode::kJump:
+    case Opcode::kJumpIfFalse:
+    case Opcode::kJumpIfTrue:
+      return fmt::format("-> {}", ins.a);
+    case Opcode::kDecide: {
+      const char* d = ins.a == 1 ? "drop" : "keep";
+      if (ins.b < 0) return fmt::format("{} (default)", d);
+      if (ins.b >= int(p.rules.size())) return fmt::format("{} rule {}", d, ins.b);
+      const RuleInfo& r = p.rules[ins.b];
+      return fmt::format("{} rule {} ({} at {}:{})", d, ins.b, r.policy, r.file, r.line);
+    }
+    default:
+      return {};
+  }
+}
+
+}  // namespace
+
+std::string Disassemble(const Program& p) {
+  std::string out = fmt::format("policy {}: {} instructions, {} fields, {} rules, default {}\n",
+                                p.policy_name, p.code.size(), p.fields.size(), p.rules.size(),
+                                p.default_decision == Decision::kDrop ? "drop" : "keep");
+  for (size_t i = 0; i < p.fields.size(); ++i) out += fmt::format("  field {}: {}\n", i, p.fields[i]);
+  for (size_t pc = 0; pc < p.code.size(); ++pc) {
+    const Instruction& ins = p.code[pc];
+    out += fmt::format("{:4}  {:<14}{}\n", pc, OpcodeName(ins.op), Operands(p, ins));
+  }
+  return out;
+}
+
+}  // namespace guardpolicy

@@ -1,0 +1,138 @@
+// verifier.cpp: abstract interpretation of a Program over stack types.
+#include "guardpolicy/verifier.h"
+
+#include <optional>
+
+#include <fmt/format.h>
+
+namespace guardpolicy {
+namespace {
+
+using Stack = std::vector<TypeKind>;
+
+class Verifier {
+ public:
+  explicit Verifier(Program& p) : p_(p), states_(p.code.size()) {}
+
+  std::string Run() {
+    if (p_.code.empty()) return "empty program";
+    if (p_.fields.size() != p_.field_types.size()) return "field table and field types differ in size";
+    if (p_.compiled_regexes.size() != p_.regexes.size()) return "regexes not finalized";
+    states_[0] = Stack{};
+    for (pc_ = 0; pc_ < p_.code.size(); ++pc_) {
+      if (!states_[pc_]) continue;  // unreachable: never executed
+      Stack stack = *states_[pc_];
+      const std::string err = Step(p_.code[pc_], stack);
+      if (!err.empty()) return fmt::format("pc {}: {}", pc_, err);
+    }
+    p_.max_stack = max_depth_;
+    return {};
+  }
+
+ private:
+  std::string Pop(Stack& s, TypeKind want) {
+    if (s.empty()) return "stack underflow";
+    if (s.back() != want) return fmt::format("operand type {} where {} is needed", int(s.back()), int(want));
+    s.pop_back();
+    return {};
+  }
+
+  std::string Push(Stack& s, TypeKind t) {
+    s.push_back(t);
+    if (static_cast<int>(s.size()) > kMaxStack) return "stack deeper than the limit";
+    max_depth_ = std::max(max_depth_, static_cast<int>(s.size()));
+    return {};
+  }
+
+  // Records the stack at a successor; shapes must agree where paths join.
+  std::string FlowTo(size_t target, const Stack& s) {
+    if (target >= p_.code.size()) return "control runs past the end of the code";
+    if (!states_[target]) {
+      states_[target] = s;
+    } else if (*states_[target] != s) {
+      return fmt::format("stack shapes differ where paths join at {}", target);
+    }
+    return {};
+  }
+
+  std::string Binary(Stack& s, TypeKind t) {
+    std::string err = Pop(s, t);
+    if (err.empty()) err = Pop(s, t);
+    if (err.empty()) err = Push(s, TypeKind::kBool);
+    return err;
+  }
+
+  static bool InRange(int32_t i, size_t n) { return i >= 0 && static_cast<size_t>(i) < n; }
+
+  std::string Step(const Instruction& ins, Stack& s) {
+    std::string err;
+    switch (ins.op) {
+      case Opcode::kLoadField:
+        if (!InRange(ins.a, p_.fields.size())) return "field slot out of range";
+        err = Push(s, p_.field_types[ins.a].kind);
+        break;
+      case Opcode::kPushConst:
+        if (!InRange(ins.a, p_.constants.size())) return "constant index out of range";
+        err = Push(s, p_.constants[ins.a].type.kind);
+        break;
+      case Opcode::kNot:
+        err = Pop(s, TypeKind::kBool);
+        if (err.empty()) err = Push(s, TypeKind::kBool);
+        break;
+      case Opcode::kEqBool: case Opcode::kNeBool: err = Binary(s, TypeKind::kBool); break;
+      case Opcode::kEqInt: case Opcode::kNeInt: case Opcode::kLtInt:
+      case Opcode::kLeInt: case Opcode::kGtInt: case Opcode::kGeInt:
+        err = Binary(s, TypeKind::kInt);
+        break;
+      case Opcode::kEqStr: case Opcode::kNeStr: case Opcode::kContains:
+      case Opcode::kStartsWith: case Opcode::kEndsWith:
+        err = Binary(s, TypeKind::kString);
+        break;
+      case Opcode::kEqEnum: case Opcode::kNeEnum: err = Binary(s, TypeKind::kEnum); break;
+      case Opcode::kInSet: {
+        if (!InRange(ins.a, p_.sets.size())) return "set index out of range";
+        err = Pop(s, p_.sets[ins.a].elem.kind);
+        if (err.empty()) err = Push(s, TypeKind::kBool);
+        break;
+      }
+      case Opcode::kSetHas:
+        err = Pop(s, TypeKind::kEnum);
+        if (err.empty()) err = Pop(s, TypeKind::kEnumSet);
+        if (err.empty()) err = Push(s, TypeKind::kBool);
+        break;
+      case Opcode::kMatches:
+        if (!InRange(ins.a, p_.regexes.size())) return "regex index out of range";
+        err = Pop(s, TypeKind::kString);
+        if (err.empty()) err = Push(s, TypeKind::kBool);
+        break;
+      case Opcode::kJump:
+        if (ins.a <= static_cast<int32_t>(pc_)) return fmt::format("jump target {} is not forward", ins.a);
+        return FlowTo(ins.a, s);
+      case Opcode::kJumpIfFalse:
+      case Opcode::kJumpIfTrue:
+        if (ins.a <= static_cast<int32_t>(pc_)) return fmt::format("jump target {} is not forward", ins.a);
+        err = Pop(s, TypeKind::kBool);
+        if (err.empty()) err = FlowTo(ins.a, s);
+        break;
+      case Opcode::kDecide:
+        if (ins.a != 0 && ins.a != 1) return "decision is neither keep nor drop";
+        if (ins.b < -1 || ins.b >= static_cast<int32_t>(p_.rules.size())) return "rule index out of range";
+        return {};  // ends the path
+      default:
+        return fmt::format("unknown opcode {}", static_cast<int>(ins.op));
+    }
+    if (!err.empty()) return err;
+    return FlowTo(pc_ + 1, s);
+  }
+
+  Program& p_;
+  std::vector<std::optional<Stack>> states_;
+  size_t pc_ = 0;
+  int max_depth_ = 0;
+};
+
+}  // namespace
+
+std::string Verify(Program& program) { return Verifier(program).Run(); }
+
+}  // namespace guardpolicy

@@ -1,0 +1,259 @@
+// checker.cpp: policy-level checks (parameters, use, config, stance, unsafe, tests).
+#include "guardpolicy/checker.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "expr_checker.h"
+#include "guardpolicy/diag_codes.h"
+
+namespace guardpolicy {
+namespace {
+
+using checker_internal::ExprChecker;
+
+class PolicyChecker {
+ public:
+  PolicyChecker(Module& module, PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+                const CompileOptions& options, Diagnostics& diags)
+      : module_(module), policy_(policy), schema_(schema), resolver_(resolver),
+        options_(options), diags_(diags), exprs_(schema, policy, options, diags) {}
+
+  void Run() {
+    CheckParams();
+    for (Item& item : policy_.items) {
+      if (item.kind == Item::Kind::kRule) CheckRule(item.rule);
+      else CheckUse(item.use);
+    }
+    CheckConfig();
+    CheckStance();
+    CheckUnsafe();
+  }
+
+ private:
+  void CheckParams() {
+    std::set<std::string> seen;
+    for (Param& p : policy_.params) {
+      p.type = schema_.ParseType(p.type_name);
+      if (p.type.is_error() || p.type.kind == TypeKind::kEnumSet) {
+        p.type = Type::Error();
+        diags_.Error(codes::kBadParameter, p.range,
+                     fmt::format("unknown parameter type `{}`", p.type_name),
+                     "parameters are bool, int, string, GuardType or GuardSource");
+      } else if (p.default_value) {
+        exprs_.CheckLiteral(*p.default_value, p.type, p.default_value->range);
+      }
+      if (!seen.insert(p.name).second) {
+        diags_.Error(codes::kBadParameter, p.range, fmt::format("duplicate parameter `{}`", p.name));
+      }
+    }
+  }
+
+  void CheckRule(Rule& rule) {
+    if (!rule.condition) return;
+    const Type t = exprs_.Check(*rule.condition);
+    if (!t.is_error() && t.kind != TypeKind::kBool) {
+      diags_.Error(codes::kConditionNotBool, rule.condition->range,
+                   fmt::format("a rule condition must be bool, found {}", schema_.TypeName(t)));
+    }
+  }
+
+  void CheckUse(const Use& use) {
+    const PolicyDecl* target = resolver_.Resolve(use.target, module_);
+    if (target == nullptr) {
+      const std::string best = ClosestMatch(use.target, resolver_.KnownPolicies(module_));
+      diags_.Error(codes::kUnknownPolicy, use.range, fmt::format("unknown policy `{}`", use.target),
+                   best.empty() ? "policies come from this file or policies/std"
+                                : fmt::format("did you mean `{}`?", best));
+      return;
+    }
+    if (target == &policy_) {
+      diags_.Error(codes::kUseCycle, use.range, fmt::format("policy `{}` uses itself", policy_.name));
+      return;
+    }
+    CheckArgs(use, *target);
+  }
+
+  void CheckArgs(const Use& use, const PolicyDecl& target) {
+    for (const Arg& arg : use.args) {
+      const Param* param = nullptr;
+      for (const Param& p : target.params) {
+        if (p.name == arg.name) param = &p;
+      }
+      if (param == nullptr) {
+        std::vector<std::string> names;
+        for (const Param& p : target.params) names.push_back(p.name);
+        const std::string best = ClosestMatch(arg.name, names);
+        diags_.Error(codes::kBadParameter, arg.range,
+                     fmt::format("policy `{}` has no parameter `{}`", target.name, arg.name),
+                     best.empty() ? "" : fmt::format("did you mean `{}`?", best));
+        continue;
+      }
+      exprs_.CheckLiteral(arg.value, param->type, arg.value.range);
+    }
+  }
+
+  void CheckConfig() {
+    std::set<std::string> seen;
+    for (const ConfigSetting& c : policy_.config) {
+      const ConfigKnob* knob = schema_.FindConfig(c.knob);
+      if (knob == nullptr) {
+        std::vector<std::string> names;
+        for (const ConfigKnob& k : schema_.config()) names.push_back(k.name);
+        const std::string best = ClosestMatch(c.knob, names);
+        diags_.Error(codes::kUnknownConfig, c.range, fmt::format("unknown config knob `{}`", c.knob),
+                     best.empty() ? "the schema's `config` section lists the knobs"
+                                  : fmt::format("did you mean `{}`?", best));
+        continue;
+      }
+      exprs_.CheckLiteral(c.value, knob->type, c.value.range);
+      if (!seen.insert(c.knob).second) {
+        diags_.Error(codes::kDuplicateItem, c.range, fmt::format("`config {}` given more than once", c.knob));
+      }
+    }
+  }
+
+  void CheckStance() {
+    if (!policy_.stance) return;
+    const StanceSetting& s = *policy_.stance;
+    const auto& known = schema_.stances();
+    if (std::find(known.begin(), known.end(), s.stance) == known.end()) {
+      const std::string best = ClosestMatch(s.stance, known);
+      diags_.Error(codes::kUnknownStance, s.range, fmt::format("unknown stance `{}`", s.stance),
+                   best.empty() ? "" : fmt::format("did you mean `{}`?", best));
+    }
+    if (s.after_calls < 1) {
+      diags_.Error(codes::kUnknownStance, s.range, "a stance needs at least 1 warm-up call");
+    }
+  }
+
+  void CheckUnsafe() {
+    if (diags_.HasErrors()) return;  // analysis needs a well-typed policy
+    const bool can_drop = CanDrop(policy_, resolver_);
+    if (can_drop && !policy_.is_unsafe) {
+      diags_.Error(codes::kDropsWithoutUnsafe, policy_.name_range,
+                   fmt::format("policy `{}` can drop guards but is not marked `unsafe`", policy_.name),
+                   "dropping a guard can run stale compiled code; write `unsafe policy`");
+    } else if (!can_drop && policy_.is_unsafe) {
+      diags_.Warning(codes::kUnsafeNeverDrops, policy_.name_range,
+                     fmt::format("policy `{}` is marked `unsafe` but never drops a guard", policy_.name),
+                     "remove `unsafe`");
+    }
+  }
+
+  Module& module_;
+  PolicyDecl& policy_;
+  const Schema& schema_;
+  PolicyResolver& resolver_;
+  const CompileOptions& options_;
+  Diagnostics& diags_;
+  ExprChecker exprs_;
+};
+
+// A literal that is exactly `false` can never fire.
+bool IsFalseLiteral(const Expr* e) {
+  return e && e->kind == ExprKind::kLiteral && e->literal.kind == Literal::Kind::kBool && !e->literal.b;
+}
+
+void CheckDuplicatePolicies(const Module& module, Diagnostics& diags) {
+  std::map<std::string, const PolicyDecl*> seen;
+  for (const PolicyDecl& p : module.policies) {
+    auto [it, inserted] = seen.emplace(p.name, &p);
+    if (!inserted) {
+      diags.Error(codes::kDuplicatePolicy, p.name_range,
+                  fmt::format("policy `{}` is already defined at {}", p.name, it->second->name_range.ToString()));
+    }
+  }
+}
+
+// Depth-first search over same-module `use` edges; reports each cycle once.
+void CheckUseCycles(const Module& module, Diagnostics& diags) {
+  enum class Mark { kNone, kActive, kDone };
+  std::map<const PolicyDecl*, Mark> marks;
+  std::function<void(const PolicyDecl&)> visit = [&](const PolicyDecl& p) {
+    marks[&p] = Mark::kActive;
+    for (const Item& item : p.items) {
+      if (item.kind != Item::Kind::kUse) continue;
+      const PolicyDecl* target = module.FindPolicy(item.use.target);
+      if (target == nullptr || target == &p) continue;
+      if (marks[target] == Mark::kActive) {
+        diags.Error(codes::kUseCycle, item.use.range,
+                    fmt::format("`use {}` forms a cycle back to `{}`", target->name, target->name));
+      } else if (marks[target] == Mark::kNone) {
+        visit(*target);
+      }
+    }
+    marks[&p] = Mark::kDone;
+  };
+  for (const PolicyDecl& p : module.policies) {
+    if (marks[&p] == Mark::kNone) visit(p);
+  }
+}
+
+void CheckTests(const Module& module, const Schema& schema, Diagnostics& diags) {
+  for (const TestDecl& t : module.tests) {
+    if (module.FindPolicy(t.target) == nullptr) {
+      diags.Error(codes::kUnknownPolicy, t.range, fmt::format("test names unknown policy `{}`", t.target));
+    }
+    for (const Expectation& ex : t.expectations) {
+      for (const FieldInit& f : ex.fields) {
+        if (schema.FindField(f.path) < 0) {
+          const std::string best = ClosestMatch(f.path, schema.FieldNames());
+          diags.Error(codes::kUnknownTestField, f.range, fmt::format("unknown field `{}`", f.path),
+                      best.empty() ? "" : fmt::format("did you mean `{}`?", best));
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// True when a rule of `policy`, or of a policy it uses, can decide drop.
+bool RulesCanDrop(const PolicyDecl& policy, PolicyResolver& resolver, int depth) {
+  for (const Item& item : policy.items) {
+    if (item.kind == Item::Kind::kRule) {
+      if (item.rule.decision == Decision::kDrop && !IsFalseLiteral(item.rule.condition.get())) return true;
+      continue;
+    }
+    if (policy.module == nullptr || depth > 16) continue;
+    const PolicyDecl* target = resolver.Resolve(item.use.target, *policy.module);
+    // The used policy's default is not inlined: only its rules can drop here.
+    if (target != nullptr && target != &policy && RulesCanDrop(*target, resolver, depth + 1)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool CanDrop(const PolicyDecl& policy, PolicyResolver& resolver) {
+  return policy.EffectiveDefault() == Decision::kDrop || RulesCanDrop(policy, resolver, 0);
+}
+
+Diagnostics Check(Module& module, const Schema& schema, PolicyResolver& resolver,
+                  const CompileOptions& options) {
+  Diagnostics diags;
+  CheckDuplicatePolicies(module, diags);
+  CheckUseCycles(module, diags);
+  int rule_count = 0;
+  for (PolicyDecl& policy : module.policies) {
+    Diagnostics policy_diags;
+    PolicyChecker(module, policy, schema, resolver, options, policy_diags).Run();
+    diags.Append(policy_diags);
+    rule_count += static_cast<int>(policy.items.size());
+  }
+  if (rule_count > options.max_rules) {
+    diags.Error(codes::kTooManyRules, {module.file, 0, 0},
+                fmt::format("{} rules, over the limit of {}", rule_count, options.max_rules));
+  }
+  CheckTests(module, schema, diags);
+  return diags;
+}
+
+}  // namespace guardpolicy

@@ -1,0 +1,256 @@
+// expr_checker.cpp: resolving paths and typing expressions.
+#include "expr_checker.h"
+
+#include <fmt/format.h>
+#include <re2/re2.h>
+
+#include "guardpolicy/diag_codes.h"
+
+namespace guardpolicy::checker_internal {
+
+std::string GlobToRegex(std::string_view glob) {
+  std::string re = "^";
+  for (size_t i = 0; i < glob.size(); ++i) {
+    const char c = glob[i];
+    if (c == '*') {
+      re += ".*";
+    } else if (c == '?') {
+      re += '.';
+    } else if (c == '[' && glob.find(']', i + 1) != std::string_view::npos) {
+      const size_t close = glob.find(']', i + 1);
+      std::string_view cls = glob.substr(i + 1, close - i - 1);
+      re += '[';
+      if (!cls.empty() && cls[0] == '!') {
+        re += '^';
+        cls.remove_prefix(1);
+      }
+      for (const char k : cls) {
+        if (k == '\\' || k == '[' || k == ']' || k == '^') re += '\\';
+        re += k;
+      }
+      re += ']';
+      i = close;
+    } else {
+      re += RE2::QuoteMeta(std::string_view(&glob[i], 1));
+    }
+  }
+  return re + "$";
+}
+
+std::string RegexError(const std::string& pattern, int max_bytes) {
+  if (static_cast<int>(pattern.size()) > max_bytes) {
+    return fmt::format("pattern is {} bytes, over the limit of {}", pattern.size(), max_bytes);
+  }
+  RE2::Options opts;
+  opts.set_log_errors(false);
+  RE2 re(pattern, opts);
+  return re.ok() ? std::string() : re.error();
+}
+
+void ExprChecker::Mismatch(const Expr& e, const std::string& what) {
+  diags_.Error(codes::kTypeMismatch, e.range, what);
+}
+
+void ExprChecker::ReportUnknownName(const Expr& e) {
+  std::vector<std::string> candidates = schema_.FieldNames();
+  for (const Param& p : policy_.params) candidates.push_back(p.name);
+  const std::string best = ClosestMatch(e.path, candidates);
+  diags_.Error(codes::kUnknownField, e.range, fmt::format("unknown field `{}`", e.path),
+               best.empty() ? "see docs/schema.md for the fields a rule can read"
+                            : fmt::format("did you mean `{}`?", best));
+}
+
+std::optional<Type> ExprChecker::TryResolveValue(Expr& e) {
+  if (e.kind != ExprKind::kPath) return std::nullopt;
+  for (size_t i = 0; i < policy_.params.size(); ++i) {
+    if (policy_.params[i].name == e.path) {
+      e.resolved = {Resolution::Kind::kParam, static_cast<int>(i)};
+      return e.type = policy_.params[i].type;
+    }
+  }
+  const int field = schema_.FindField(e.path);
+  if (field < 0) return std::nullopt;
+  e.resolved = {Resolution::Kind::kField, field};
+  return e.type = schema_.fields()[field].type;
+}
+
+Type ExprChecker::CheckPathValue(Expr& e) {
+  if (auto t = TryResolveValue(e)) return *t;
+  ReportUnknownName(e);
+  return e.type = Type::Error();
+}
+
+// `e` names a member of enum `enum_index`: a bare identifier or a string literal.
+Type ExprChecker::ResolveEnumLiteral(Expr& e, int enum_index) {
+  const EnumInfo& info = schema_.enums()[enum_index];
+  const std::string& name = e.kind == ExprKind::kPath ? e.path : e.literal.str;
+  const int ordinal = info.Find(name);
+  if (ordinal < 0 && info.open) {
+    const std::string best = ClosestMatch(name, info.members);
+    diags_.Warning(codes::kUnknownGuardType, e.range,
+                   fmt::format("`{}` is not a {} known to torch 2.13", name, info.name),
+                   best.empty() ? "third-party guard types are allowed; check the spelling"
+                                : fmt::format("did you mean `{}`?", best));
+  } else if (ordinal < 0) {
+    const std::string best = ClosestMatch(name, info.members);
+    diags_.Error(codes::kUnknownEnumLiteral, e.range,
+                 fmt::format("unknown {} `{}`", info.name, name),
+                 best.empty() ? fmt::format("see the {} members in docs/schema.md", info.name)
+                              : fmt::format("did you mean `{}`?", best));
+    return e.type = Type::Error();
+  }
+  e.resolved = {Resolution::Kind::kEnumLiteral, ordinal};
+  if (e.kind == ExprKind::kLiteral) e.literal.str = name;
+  return e.type = Type::Enum(enum_index);
+}
+
+// Checks `e` where the other operand has type `other`: bare names and string literals
+// become enum members when `other` is an enum.
+Type ExprChecker::CheckOperandAgainst(Expr& e, const Type& other) {
+  if (other.kind == TypeKind::kEnum) {
+    const bool bare = e.kind == ExprKind::kPath && !TryResolveValue(e);
+    const bool str = e.kind == ExprKind::kLiteral && e.literal.kind == Literal::Kind::kString;
+    if (bare || str) return ResolveEnumLiteral(e, other.enum_index);
+  }
+  return Check(e);
+}
+
+Type ExprChecker::CheckCompare(Expr& e) {
+  Expr& lhs = *e.kids[0];
+  Expr& rhs = *e.kids[1];
+  // Resolve the side that names a value first, so `TENSOR_MATCH == guard_type` works too.
+  const bool lhs_is_value = lhs.kind != ExprKind::kPath || TryResolveValue(lhs).has_value();
+  Type lt, rt;
+  if (lhs_is_value) {
+    lt = Check(lhs);
+    rt = CheckOperandAgainst(rhs, lt);
+  } else {
+    rt = Check(rhs);
+    lt = CheckOperandAgainst(lhs, rt);
+  }
+  if (lt.is_error() || rt.is_error()) return e.type = Type::Bool();
+  const bool ordering = e.op >= BinaryOp::kLt && e.op <= BinaryOp::kGe;
+  if (lt != rt) {
+    Mismatch(e, fmt::format("cannot compare {} with {}", schema_.TypeName(lt), schema_.TypeName(rt)));
+  } else if (ordering && lt.kind != TypeKind::kInt) {
+    Mismatch(e, fmt::format("`{}` needs int operands, not {}", BinaryOpName(e.op), schema_.TypeName(lt)));
+  } else if (lt.kind == TypeKind::kEnumSet) {
+    Mismatch(e, "sets cannot be compared; use `contains`");
+  }
+  return e.type = Type::Bool();
+}
+
+Type ExprChecker::CheckIn(Expr& e) {
+  const Type lt = Check(*e.kids[0]);
+  if (lt.is_error()) return e.type = Type::Bool();
+  if (lt.kind == TypeKind::kEnumSet || lt.kind == TypeKind::kBool) {
+    Mismatch(*e.kids[0], fmt::format("`in` needs an int, string or enum, not {}", schema_.TypeName(lt)));
+    return e.type = Type::Bool();
+  }
+  for (size_t i = 1; i < e.kids.size(); ++i) {
+    Expr& el = *e.kids[i];
+    const Type t = CheckOperandAgainst(el, lt);
+    if (!t.is_error() && t != lt) {
+      Mismatch(el, fmt::format("set element is {}, expected {}", schema_.TypeName(t), schema_.TypeName(lt)));
+    } else if (el.kind == ExprKind::kPath && el.resolved.kind != Resolution::Kind::kEnumLiteral &&
+               !t.is_error()) {
+      Mismatch(el, "set elements must be literals or enum members");
+    }
+  }
+  return e.type = Type::Bool();
+}
+
+void ExprChecker::CheckPattern(const Expr& pattern, BinaryOp op) {
+  if (pattern.kind != ExprKind::kLiteral) return;  // a parameter: checked when bound
+  const std::string re = op == BinaryOp::kGlob ? GlobToRegex(pattern.literal.str) : pattern.literal.str;
+  const std::string err = RegexError(re, options_.max_regex_bytes);
+  if (!err.empty()) {
+    diags_.Error(codes::kBadRegex, pattern.range, fmt::format("invalid pattern: {}", err),
+                 "patterns use RE2 syntax (no backreferences or lookaround)");
+  }
+}
+
+Type ExprChecker::CheckStringOp(Expr& e) {
+  Expr& lhs = *e.kids[0];
+  Expr& rhs = *e.kids[1];
+  const Type lt = Check(lhs);
+  if (lt.is_error()) return e.type = Type::Bool();
+  if (e.op == BinaryOp::kContains && lt.kind == TypeKind::kEnumSet) {
+    const Type rt = CheckOperandAgainst(rhs, Type::Enum(lt.enum_index));
+    if (!rt.is_error() && rhs.resolved.kind != Resolution::Kind::kEnumLiteral &&
+        rhs.resolved.kind != Resolution::Kind::kParam) {
+      Mismatch(rhs, "`contains` on a set needs an enum member");
+    }
+    return e.type = Type::Bool();
+  }
+  const Type rt = Check(rhs);
+  if (rt.is_error()) return e.type = Type::Bool();
+  if (lt.kind != TypeKind::kString || rt.kind != TypeKind::kString) {
+    Mismatch(e, fmt::format("`{}` needs string operands, not {} and {}", BinaryOpName(e.op),
+                            schema_.TypeName(lt), schema_.TypeName(rt)));
+    return e.type = Type::Bool();
+  }
+  if (e.op == BinaryOp::kMatches || e.op == BinaryOp::kGlob) {
+    if (rhs.kind == ExprKind::kLiteral || rhs.resolved.kind == Resolution::Kind::kParam) {
+      CheckPattern(rhs, e.op);
+    } else {
+      Mismatch(rhs, fmt::format("the pattern of `{}` must be a string literal or parameter",
+                                BinaryOpName(e.op)));
+    }
+  }
+  return e.type = Type::Bool();
+}
+
+Type ExprChecker::CheckBoolOperand(Expr& e) {
+  const Type t = Check(e);
+  if (!t.is_error() && t.kind != TypeKind::kBool) {
+    diags_.Error(codes::kConditionNotBool, e.range,
+                 fmt::format("expected a bool condition, found {}", schema_.TypeName(t)));
+  }
+  return t;
+}
+
+Type ExprChecker::Check(Expr& e) {
+  switch (e.kind) {
+    case ExprKind::kLiteral:
+      switch (e.literal.kind) {
+        case Literal::Kind::kString: return e.type = Type::String();
+        case Literal::Kind::kInt: return e.type = Type::Int();
+        case Literal::Kind::kBool: return e.type = Type::Bool();
+      }
+      break;
+    case ExprKind::kPath: return CheckPathValue(e);
+    case ExprKind::kNot: CheckBoolOperand(*e.kids[0]); return e.type = Type::Bool();
+    case ExprKind::kAnd:
+    case ExprKind::kOr:
+      CheckBoolOperand(*e.kids[0]);
+      CheckBoolOperand(*e.kids[1]);
+      return e.type = Type::Bool();
+    case ExprKind::kCompare: return CheckCompare(e);
+    case ExprKind::kIn: return CheckIn(e);
+    case ExprKind::kStringOp: return CheckStringOp(e);
+  }
+  return e.type = Type::Error();
+}
+
+bool ExprChecker::CheckLiteral(const Literal& lit, const Type& expected, const SourceRange& where) {
+  bool ok = false;
+  switch (expected.kind) {
+    case TypeKind::kBool: ok = lit.kind == Literal::Kind::kBool; break;
+    case TypeKind::kInt: ok = lit.kind == Literal::Kind::kInt; break;
+    case TypeKind::kString: ok = lit.kind == Literal::Kind::kString; break;
+    case TypeKind::kEnum: {
+      const EnumInfo& info = schema_.enums()[expected.enum_index];
+      ok = lit.kind == Literal::Kind::kString && (info.open || info.Find(lit.str) >= 0);
+      break;
+    }
+    default: break;
+  }
+  if (!ok && !expected.is_error()) {
+    diags_.Error(codes::kBadParameter, where,
+                 fmt::format("expected a {} value", schema_.TypeName(expected)));
+  }
+  return ok;
+}
+
+}  // namespace guardpolicy::checker_internal

@@ -1,0 +1,48 @@
+// expr_checker.h: types and name resolution of one condition.
+#pragma once
+
+#include <optional>
+
+#include "guardpolicy/ast.h"
+#include "guardpolicy/diagnostic.h"
+#include "guardpolicy/options.h"
+#include "guardpolicy/schema.h"
+
+namespace guardpolicy::checker_internal {
+
+class ExprChecker {
+ public:
+  ExprChecker(const Schema& schema, const PolicyDecl& policy, const CompileOptions& options,
+              Diagnostics& diags)
+      : schema_(schema), policy_(policy), options_(options), diags_(diags) {}
+
+  // Checks `e` and its children; returns its type (Error after a reported problem).
+  Type Check(Expr& e);
+  // Checks a literal used where `expected` is needed (parameter defaults, config, args).
+  bool CheckLiteral(const Literal& lit, const Type& expected, const SourceRange& where);
+
+ private:
+  Type CheckPathValue(Expr& e);
+  std::optional<Type> TryResolveValue(Expr& e);
+  Type ResolveEnumLiteral(Expr& e, int enum_index);
+  Type CheckOperandAgainst(Expr& e, const Type& other);
+  Type CheckCompare(Expr& e);
+  Type CheckIn(Expr& e);
+  Type CheckStringOp(Expr& e);
+  Type CheckBoolOperand(Expr& e);
+  void CheckPattern(const Expr& pattern, BinaryOp op);
+  void ReportUnknownName(const Expr& e);
+  void Mismatch(const Expr& e, const std::string& what);
+
+  const Schema& schema_;
+  const PolicyDecl& policy_;
+  const CompileOptions& options_;
+  Diagnostics& diags_;
+};
+
+// "^...$" RE2 syntax for a glob (`*`, `?`, `[...]`); used by the checker and compiler.
+std::string GlobToRegex(std::string_view glob);
+// "" when `pattern` is a valid RE2 pattern within `max_bytes`, else RE2's message.
+std::string RegexError(const std::string& pattern, int max_bytes);
+
+}  // namespace guardpolicy::checker_internal

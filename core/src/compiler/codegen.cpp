@@ -1,0 +1,348 @@
+// codegen.cpp: checked AST -> predicate bytecode.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <map>
+#include <tuple>
+
+#include "../checker/expr_checker.h"
+#include "guardpolicy/compiler.h"
+#include "guardpolicy/diag_codes.h"
+
+namespace guardpolicy {
+namespace {
+
+class CodeGen {
+ public:
+  CodeGen(Program& prog, const Schema& schema, PolicyResolver& resolver, Diagnostics& diags,
+          const CompileOptions& options)
+      : prog_(prog), schema_(schema), resolver_(resolver), diags_(diags), options_(options) {}
+
+  void CompileItems(const PolicyDecl& policy, const ParamValues& bound, int depth) {
+    for (const Item& item : policy.items) {
+      if (item.kind == Item::Kind::kRule) {
+        CompileRule(item.rule, policy, bound);
+      } else {
+        CompileUse(item.use, policy, depth);
+      }
+    }
+  }
+
+  void EmitDefault(const PolicyDecl& policy) {
+    prog_.default_decision = policy.EffectiveDefault();
+    const SourceRange& r = policy.default_range.valid() ? policy.default_range : policy.name_range;
+    prog_.default_file = r.file ? r.file->path() : "";
+    prog_.default_line = r.start().line;
+    Emit(Opcode::kDecide, static_cast<int>(prog_.default_decision), -1);
+  }
+
+ private:
+  struct Label {
+    std::vector<size_t> patches;
+  };
+
+  size_t Emit(Opcode op, int32_t a = 0, int32_t b = 0) {
+    prog_.code.push_back({op, a, b});
+    return prog_.code.size() - 1;
+  }
+  void EmitJump(Opcode op, Label& label) { label.patches.push_back(Emit(op)); }
+  void Bind(Label& label) {
+    for (size_t pc : label.patches) prog_.code[pc].a = static_cast<int32_t>(prog_.code.size());
+    label.patches.clear();
+  }
+
+  void CompileRule(const Rule& rule, const PolicyDecl& policy, const ParamValues& bound) {
+    if (static_cast<int>(prog_.rules.size()) >= options_.max_rules) {
+      if (prog_.rules.size() == static_cast<size_t>(options_.max_rules)) {
+        diags_.Error(codes::kTooManyRules, rule.range,
+                     fmt::format("over {} rules after `use` expansion", options_.max_rules));
+        prog_.rules.push_back({});
+      }
+      return;
+    }
+    const LineCol lc = rule.range.start();
+    prog_.rules.push_back({policy.name, rule.range.file ? rule.range.file->path() : "", lc.line,
+                           lc.col, rule.decision});
+    bound_ = &bound;
+    Label next;
+    Branch(*rule.condition, false, next);
+    Emit(Opcode::kDecide, static_cast<int>(rule.decision), static_cast<int>(prog_.rules.size() - 1));
+    Bind(next);
+  }
+
+  void CompileUse(const Use& use, const PolicyDecl& policy, int depth) {
+    const PolicyDecl* target = policy.module ? resolver_.Resolve(use.target, *policy.module) : nullptr;
+    if (target == nullptr || target == &policy) return;  // reported by the checker
+    if (depth >= options_.max_use_depth) {
+      diags_.Error(codes::kUseCycle, use.range,
+                   fmt::format("`use` nested deeper than {} levels", options_.max_use_depth));
+      return;
+    }
+    ParamValues args;
+    for (const Param& p : target->params) {
+      if (p.default_value) args[p.name] = *p.default_value;
+    }
+    for (const Arg& a : use.args) args[a.name] = a.value;
+    for (const Param& p : target->params) {
+      if (!args.count(p.name)) {
+        diags_.Error(codes::kBadParameter, use.range,
+                     fmt::format("`use {}` needs a value for parameter `{}`", target->name, p.name));
+        return;
+      }
+    }
+    CompileItems(*target, args, depth + 1);
+  }
+
+  // Emits code that jumps to `label` when `e` evaluates to `jump_if`, else falls through.
+  void Branch(const Expr& e, bool jump_if, Label& label) {
+    switch (e.kind) {
+      case ExprKind::kNot: Branch(*e.kids[0], !jump_if, label); return;
+      case ExprKind::kAnd:
+      case ExprKind::kOr: {
+        const bool is_and = e.kind == ExprKind::kAnd;
+        if (jump_if != is_and) {  // and/false or or/true: either side decides
+          Branch(*e.kids[0], jump_if, label);
+          Branch(*e.kids[1], jump_if, label);
+        } else {
+          Label skip;
+          Branch(*e.kids[0], !jump_if, skip);
+          Branch(*e.kids[1], jump_if, label);
+          Bind(skip);
+        }
+        return;
+      }
+      default: break;
+    }
+    if (auto c = ConstantBool(e)) {
+      if (*c == jump_if) EmitJump(Opcode::kJump, label);
+      return;
+    }
+    Value(e);
+    EmitJump(jump_if ? Opcode::kJumpIfTrue : Opcode::kJumpIfFalse, label);
+  }
+
+  std::optional<bool> ConstantBool(const Expr& e) const {
+    if (e.kind == ExprKind::kLiteral && e.literal.kind == Literal::Kind::kBool) return e.literal.b;
+    if (e.kind == ExprKind::kPath && e.resolved.kind == Resolution::Kind::kParam) {
+      auto it = bound_->find(e.path);
+      if (it != bound_->end() && it->second.kind == Literal::Kind::kBool) return it->second.b;
+    }
+    return std::nullopt;
+  }
+
+  // Pushes the value of `e`.
+  void Value(const Expr& e) {
+    switch (e.kind) {
+      case ExprKind::kLiteral:
+        Emit(Opcode::kPushConst, ConstFromLiteral(e.literal, e.type));
+        return;
+      case ExprKind::kPath: return PathValue(e);
+      case ExprKind::kNot:
+      case ExprKind::kAnd:
+      case ExprKind::kOr: return MaterializeBool(e);
+      case ExprKind::kCompare: return CompareValue(e);
+      case ExprKind::kIn: return InValue(e);
+      case ExprKind::kStringOp: return StringOpValue(e);
+    }
+  }
+
+  void PathValue(const Expr& e) {
+    switch (e.resolved.kind) {
+      case Resolution::Kind::kField:
+        Emit(Opcode::kLoadField, Slot(e.resolved.index));
+        return;
+      case Resolution::Kind::kParam: {
+        auto it = bound_->find(e.path);
+        Emit(Opcode::kPushConst, it == bound_->end() ? ConstFromLiteral({}, e.type)
+                                                     : ConstFromLiteral(it->second, e.type));
+        return;
+      }
+      case Resolution::Kind::kEnumLiteral:
+      case Resolution::Kind::kNone:
+        Emit(Opcode::kPushConst, EnumConst(e.type.enum_index, e.path));
+        return;
+    }
+  }
+
+  void MaterializeBool(const Expr& e) {
+    Label is_false, end;
+    Branch(e, false, is_false);
+    Emit(Opcode::kPushConst, Intern({Type::Bool(), 1, 0, {}}));
+    EmitJump(Opcode::kJump, end);
+    Bind(is_false);
+    Emit(Opcode::kPushConst, Intern({Type::Bool(), 0, 0, {}}));
+    Bind(end);
+  }
+
+  void CompareValue(const Expr& e) {
+    Value(*e.kids[0]);
+    Value(*e.kids[1]);
+    const bool eq = e.op == BinaryOp::kEq;
+    switch (e.kids[0]->type.kind) {
+      case TypeKind::kBool: Emit(eq ? Opcode::kEqBool : Opcode::kNeBool); return;
+      case TypeKind::kString: Emit(eq ? Opcode::kEqStr : Opcode::kNeStr); return;
+      case TypeKind::kEnum: Emit(eq ? Opcode::kEqEnum : Opcode::kNeEnum); return;
+      default: break;
+    }
+    static constexpr Opcode kIntOps[] = {Opcode::kEqInt, Opcode::kNeInt, Opcode::kLtInt,
+                                         Opcode::kLeInt, Opcode::kGtInt, Opcode::kGeInt};
+    Emit(kIntOps[static_cast<int>(e.op)]);
+  }
+
+  void InValue(const Expr& e) {
+    Value(*e.kids[0]);
+    ConstSet set;
+    set.elem = e.kids[0]->type;
+    for (size_t i = 1; i < e.kids.size(); ++i) AddToSet(set, *e.kids[i]);
+    std::sort(set.strings.begin(), set.strings.end());
+    std::sort(set.ints.begin(), set.ints.end());
+    prog_.sets.push_back(std::move(set));
+    Emit(Opcode::kInSet, static_cast<int32_t>(prog_.sets.size() - 1));
+    if (e.negated) Emit(Opcode::kNot);
+  }
+
+  void AddToSet(ConstSet& set, const Expr& el) {
+    if (set.elem.kind == TypeKind::kEnum) {
+      const std::string& name = el.kind == ExprKind::kPath ? el.path : el.literal.str;
+      const int ordinal = schema_.enums()[set.elem.enum_index].Find(name);
+      if (ordinal >= 0) set.bits |= uint64_t{1} << ordinal;
+      else set.strings.push_back(name);
+    } else if (set.elem.kind == TypeKind::kInt) {
+      set.ints.push_back(el.literal.i);
+    } else {
+      set.strings.push_back(el.literal.str);
+    }
+  }
+
+  void StringOpValue(const Expr& e) {
+    const Expr& lhs = *e.kids[0];
+    const Expr& rhs = *e.kids[1];
+    Value(lhs);
+    if (e.op == BinaryOp::kMatches || e.op == BinaryOp::kGlob) {
+      Emit(Opcode::kMatches, RegexIndex(rhs, e.op));
+      return;
+    }
+    Value(rhs);
+    switch (e.op) {
+      case BinaryOp::kContains:
+        Emit(lhs.type.kind == TypeKind::kEnumSet ? Opcode::kSetHas : Opcode::kContains);
+        return;
+      case BinaryOp::kStartsWith: Emit(Opcode::kStartsWith); return;
+      default: Emit(Opcode::kEndsWith); return;
+    }
+  }
+
+  int32_t RegexIndex(const Expr& pattern, BinaryOp op) {
+    std::string text = pattern.literal.str;
+    if (pattern.kind == ExprKind::kPath) {
+      auto it = bound_->find(pattern.path);
+      text = it == bound_->end() ? "" : it->second.str;
+    }
+    if (op == BinaryOp::kGlob) text = checker_internal::GlobToRegex(text);
+    const std::string err = checker_internal::RegexError(text, options_.max_regex_bytes);
+    if (!err.empty()) {
+      diags_.Error(codes::kBadRegex, pattern.range, fmt::format("invalid pattern: {}", err));
+    }
+    auto it = std::find(prog_.regexes.begin(), prog_.regexes.end(), text);
+    if (it != prog_.regexes.end()) return static_cast<int32_t>(it - prog_.regexes.begin());
+    prog_.regexes.push_back(text);
+    return static_cast<int32_t>(prog_.regexes.size() - 1);
+  }
+
+  int32_t Slot(int field_index) {
+    auto [it, inserted] = slots_.emplace(field_index, static_cast<int>(prog_.fields.size()));
+    if (inserted) {
+      prog_.fields.push_back(schema_.fields()[field_index].name);
+      prog_.field_types.push_back(schema_.fields()[field_index].type);
+    }
+    return it->second;
+  }
+
+  int32_t EnumConst(int enum_index, const std::string& name) {
+    const int ordinal = schema_.enums()[enum_index].Find(name);
+    return Intern({Type::Enum(enum_index), ordinal, 0, name});
+  }
+
+  int32_t ConstFromLiteral(const Literal& lit, const Type& type) {
+    switch (type.kind) {
+      case TypeKind::kEnum: return EnumConst(type.enum_index, lit.str);
+      case TypeKind::kBool: return Intern({type, lit.b ? 1 : 0, 0, {}});
+      case TypeKind::kInt: return Intern({type, lit.i, 0, {}});
+      default: return Intern({Type::String(), 0, 0, lit.str});
+    }
+  }
+
+  int32_t Intern(Constant c) {
+    for (size_t i = 0; i < prog_.constants.size(); ++i) {
+      const Constant& k = prog_.constants[i];
+      if (k.type == c.type && k.i == c.i && k.bits == c.bits && k.s == c.s) return static_cast<int32_t>(i);
+    }
+    prog_.constants.push_back(std::move(c));
+    return static_cast<int32_t>(prog_.constants.size() - 1);
+  }
+
+  Program& prog_;
+  const Schema& schema_;
+  PolicyResolver& resolver_;
+  Diagnostics& diags_;
+  const CompileOptions& options_;
+  const ParamValues* bound_ = nullptr;
+  std::map<int, int> slots_;
+};
+
+// Declared defaults overridden by `params`; unknown names, wrong types and missing values
+// are GP4002 diagnostics.
+ParamValues BindParams(const PolicyDecl& policy, const Schema& schema, const ParamValues& params,
+                       Diagnostics& diags) {
+  ParamValues bound;
+  std::vector<std::string> names;
+  for (const Param& p : policy.params) {
+    names.push_back(p.name);
+    if (p.default_value) bound[p.name] = *p.default_value;
+  }
+  for (const auto& [name, value] : params) {
+    auto it = std::find(names.begin(), names.end(), name);
+    if (it == names.end()) {
+      const std::string best = ClosestMatch(name, names);
+      diags.Error(codes::kParamValue, policy.name_range,
+                  fmt::format("policy `{}` has no parameter `{}`", policy.name, name),
+                  best.empty() ? "" : fmt::format("did you mean `{}`?", best));
+      continue;
+    }
+    const Param& p = policy.params[it - names.begin()];
+    const bool ok = (p.type.kind == TypeKind::kBool && value.kind == Literal::Kind::kBool) ||
+                    (p.type.kind == TypeKind::kInt && value.kind == Literal::Kind::kInt) ||
+                    ((p.type.kind == TypeKind::kString || p.type.kind == TypeKind::kEnum) &&
+                     value.kind == Literal::Kind::kString);
+    if (!ok) {
+      diags.Error(codes::kParamValue, p.range,
+                  fmt::format("parameter `{}` needs a {} value", name, schema.TypeName(p.type)));
+      continue;
+    }
+    bound[name] = value;
+  }
+  for (const Param& p : policy.params) {
+    if (!bound.count(p.name)) {
+      diags.Error(codes::kParamValue, p.range,
+                  fmt::format("parameter `{}` of `{}` has no default and no value", p.name, policy.name));
+    }
+  }
+  return bound;
+}
+
+}  // namespace
+
+Program Compile(const PolicyDecl& policy, const Module& /*module*/, const Schema& schema,
+                PolicyResolver& resolver, const ParamValues& params, Diagnostics& diags,
+                const CompileOptions& options) {
+  Program prog;
+  prog.policy_name = policy.name;
+  const ParamValues bound = BindParams(policy, schema, params, diags);
+  if (diags.HasErrors()) return prog;
+  CodeGen gen(prog, schema, resolver, diags, options);
+  gen.CompileItems(policy, bound, 0);
+  gen.EmitDefault(policy);
+  return prog;
+}
+
+}  // namespace guardpolicy

@@ -1,0 +1,310 @@
+// ast_builder.cpp: walks the generated parse tree and builds the AST.
+#include "ast_builder.h"
+
+#include <fmt/format.h>
+
+#include "guardpolicy/diag_codes.h"
+#include "literals.h"
+
+namespace guardpolicy::parser_internal {
+
+using P = gp_antlr::GuardPolicyParser;
+
+OffsetMap::OffsetMap(const std::string& utf8) {
+  for (uint32_t i = 0; i < utf8.size(); ++i) {
+    if ((static_cast<unsigned char>(utf8[i]) & 0xC0) != 0x80) byte_of_.push_back(i);
+  }
+  byte_of_.push_back(static_cast<uint32_t>(utf8.size()));
+}
+
+uint32_t OffsetMap::ToByte(size_t cp) const {
+  return cp < byte_of_.size() ? byte_of_[cp] : byte_of_.back();
+}
+
+namespace {
+
+constexpr size_t kNoIndex = static_cast<size_t>(-1);
+
+class Builder {
+ public:
+  Builder(const SourceFilePtr& file, const OffsetMap& offsets, Diagnostics& diags)
+      : file_(file), offsets_(offsets), diags_(diags) {}
+
+  std::unique_ptr<Module> BuildFile(P::File_Context* ctx) {
+    auto module = std::make_unique<Module>();
+    module->file = file_;
+    if (ctx == nullptr) return module;
+    if (auto* h = ctx->header(); h && h->version) {
+      module->version_range = Range(h->version);
+      module->version = ParseIntToken(h->version, false).value_or(0);
+    }
+    for (auto* decl : ctx->declaration()) {
+      if (auto* p = decl->policyDecl()) module->policies.push_back(BuildPolicy(p));
+      if (auto* t = decl->testDecl()) module->tests.push_back(BuildTest(t));
+    }
+    for (PolicyDecl& p : module->policies) p.module = module.get();
+    return module;
+  }
+
+ private:
+  SourceRange Range(antlr4::Token* start, antlr4::Token* stop = nullptr) const {
+    if (start == nullptr || start->getStartIndex() == kNoIndex) return {file_, 0, 0};
+    if (stop == nullptr || stop->getStopIndex() == kNoIndex ||
+        stop->getStopIndex() + 1 < start->getStartIndex()) {
+      stop = start;
+    }
+    return {file_, offsets_.ToByte(start->getStartIndex()),
+            offsets_.ToByte(stop->getStopIndex() + 1)};
+  }
+  SourceRange Range(antlr4::ParserRuleContext* ctx) const {
+    return ctx ? Range(ctx->getStart(), ctx->getStop()) : SourceRange{file_, 0, 0};
+  }
+
+
+  static std::string Text(antlr4::Token* t) { return t ? t->getText() : std::string(); }
+
+  std::optional<int64_t> ParseIntToken(antlr4::Token* t, bool negative) {
+    auto v = ParseInt(Text(t), negative);
+    if (!v) diags_.Error(codes::kIntRange, Range(t), "integer literal out of range",
+                         "integers are 64-bit signed");
+    return v;
+  }
+
+  Decision BuildDecision(P::DecisionContext* ctx) {
+    return ctx && ctx->DROP() ? Decision::kDrop : Decision::kKeep;
+  }
+
+  Literal BuildLiteral(P::LiteralContext* ctx) {
+    Literal lit;
+    lit.range = Range(ctx);
+    if (auto* s = dynamic_cast<P::StringLiteralContext*>(ctx)) {
+      lit.kind = Literal::Kind::kString;
+      size_t bad = 0;
+      auto text = UnescapeString(Text(s->STRING()->getSymbol()), &bad);
+      if (!text) {
+        const uint32_t at = lit.range.begin + static_cast<uint32_t>(bad);
+        diags_.Error(codes::kBadEscape, {file_, at, at + 2}, "unknown escape sequence in string",
+                     "use \\\\, \\\", \\n, \\t or \\r");
+      }
+      lit.str = text.value_or("");
+    } else if (auto* i = dynamic_cast<P::IntLiteralContext*>(ctx)) {
+      lit.kind = Literal::Kind::kInt;
+      lit.i = ParseIntToken(i->INT()->getSymbol(), i->MINUS() != nullptr).value_or(0);
+    } else if (auto* b = dynamic_cast<P::BoolLiteralContext*>(ctx)) {
+      lit.kind = Literal::Kind::kBool;
+      lit.b = b->TRUE() != nullptr;
+    }
+    return lit;
+  }
+
+  std::string BuildPath(P::FieldPathContext* ctx) {
+    std::string path;
+    if (ctx == nullptr) return path;
+    for (auto* id : ctx->IDENT()) {
+      if (!path.empty()) path += '.';
+      path += id->getText();
+    }
+    return path;
+  }
+
+  ExprPtr Node(ExprKind kind, antlr4::ParserRuleContext* ctx) {
+    auto e = std::make_unique<Expr>();
+    e->kind = kind;
+    e->range = Range(ctx);
+    return e;
+  }
+
+  ExprPtr BuildExpr(P::ExprContext* ctx) {
+    if (ctx == nullptr) return Node(ExprKind::kLiteral, nullptr);
+    if (auto* c = dynamic_cast<P::ParenExprContext*>(ctx)) {
+      auto inner = BuildExpr(c->expr());
+      inner->range = Range(c);
+      return inner;
+    }
+    if (auto* c = dynamic_cast<P::LiteralExprContext*>(ctx)) {
+      auto e = Node(ExprKind::kLiteral, c);
+      e->literal = BuildLiteral(c->literal());
+      return e;
+    }
+    if (auto* c = dynamic_cast<P::PathExprContext*>(ctx)) {
+      auto e = Node(ExprKind::kPath, c);
+      e->path = BuildPath(c->fieldPath());
+      return e;
+    }
+    if (auto* c = dynamic_cast<P::NotExprContext*>(ctx)) {
+      auto e = Node(ExprKind::kNot, c);
+      e->kids.push_back(BuildExpr(c->expr()));
+      return e;
+    }
+    if (auto* c = dynamic_cast<P::CompareExprContext*>(ctx)) return BuildBinary(c, c->lhs, c->rhs, c->op);
+    if (auto* c = dynamic_cast<P::StringOpExprContext*>(ctx)) return BuildBinary(c, c->lhs, c->rhs, c->op);
+    if (auto* c = dynamic_cast<P::AndExprContext*>(ctx)) return BuildLogic(ExprKind::kAnd, c, c->lhs, c->rhs);
+    if (auto* c = dynamic_cast<P::OrExprContext*>(ctx)) return BuildLogic(ExprKind::kOr, c, c->lhs, c->rhs);
+    if (auto* c = dynamic_cast<P::InExprContext*>(ctx)) return BuildIn(c);
+    return Node(ExprKind::kLiteral, ctx);
+  }
+
+  static BinaryOp OpFromToken(antlr4::Token* op) {
+    switch (op ? op->getType() : P::EQ) {
+      case P::NE: return BinaryOp::kNe;
+      case P::LT: return BinaryOp::kLt;
+      case P::LE: return BinaryOp::kLe;
+      case P::GT: return BinaryOp::kGt;
+      case P::GE: return BinaryOp::kGe;
+      case P::CONTAINS: return BinaryOp::kContains;
+      case P::STARTSWITH: return BinaryOp::kStartsWith;
+      case P::ENDSWITH: return BinaryOp::kEndsWith;
+      case P::MATCHES: return BinaryOp::kMatches;
+      case P::GLOB: return BinaryOp::kGlob;
+      default: return BinaryOp::kEq;
+    }
+  }
+
+  ExprPtr BuildBinary(P::ExprContext* c, P::ExprContext* lhs, P::ExprContext* rhs,
+                      antlr4::Token* op) {
+    const BinaryOp bop = OpFromToken(op);
+    const bool is_compare = bop <= BinaryOp::kGe;
+    auto e = Node(is_compare ? ExprKind::kCompare : ExprKind::kStringOp, c);
+    e->op = bop;
+    e->kids.push_back(BuildExpr(lhs));
+    e->kids.push_back(BuildExpr(rhs));
+    return e;
+  }
+
+  ExprPtr BuildLogic(ExprKind kind, P::ExprContext* c, P::ExprContext* lhs, P::ExprContext* rhs) {
+    auto e = Node(kind, c);
+    e->kids.push_back(BuildExpr(lhs));
+    e->kids.push_back(BuildExpr(rhs));
+    return e;
+  }
+
+  ExprPtr BuildIn(P::InExprContext* c) {
+    auto e = Node(ExprKind::kIn, c);
+    e->negated = c->NOT() != nullptr;
+    e->kids.push_back(BuildExpr(c->lhs));
+    if (c->set == nullptr) return e;
+    for (auto* el : c->set->setElement()) {
+      if (auto* lit = el->literal()) {
+        auto k = Node(ExprKind::kLiteral, el);
+        k->literal = BuildLiteral(lit);
+        e->kids.push_back(std::move(k));
+      } else {
+        auto k = Node(ExprKind::kPath, el);
+        k->path = Text(el->IDENT() ? el->IDENT()->getSymbol() : nullptr);
+        e->kids.push_back(std::move(k));
+      }
+    }
+    return e;
+  }
+
+  Param BuildParam(P::ParamContext* ctx) {
+    Param p;
+    p.name = Text(ctx->name);
+    p.type_name = Text(ctx->type);
+    p.range = Range(ctx);
+    if (auto* lit = ctx->literal()) p.default_value = BuildLiteral(lit);
+    return p;
+  }
+
+  Use BuildUse(P::UseItemContext* ctx) {
+    Use u;
+    u.range = Range(ctx);
+    if (ctx->target) {
+      for (auto* id : ctx->target->IDENT()) u.target += (u.target.empty() ? "" : ".") + id->getText();
+    }
+    if (auto* args = ctx->argList()) {
+      for (auto* a : args->arg()) u.args.push_back({Text(a->name), BuildLiteral(a->literal()), Range(a)});
+    }
+    return u;
+  }
+
+  void DuplicateItem(const SourceRange& range, const char* what) {
+    diags_.Error(codes::kDuplicateItem, range, fmt::format("`{}` given more than once", what),
+                 "keep only one");
+  }
+
+  void BuildItem(PolicyDecl& policy, P::PolicyItemContext* ctx) {
+    if (auto* c = dynamic_cast<P::DocItemContext*>(ctx)) {
+      if (policy.doc) DuplicateItem(Range(c), "doc");
+      size_t bad = 0;
+      policy.doc = UnescapeString(Text(c->STRING() ? c->STRING()->getSymbol() : nullptr), &bad)
+                       .value_or("");
+    } else if (auto* c = dynamic_cast<P::RuleItemContext*>(ctx)) {
+      Item item;
+      item.rule = {BuildDecision(c->decision()), BuildExpr(c->expr()), Range(c)};
+      policy.items.push_back(std::move(item));
+    } else if (auto* c = dynamic_cast<P::DefaultItemContext*>(ctx)) {
+      if (policy.default_decision) DuplicateItem(Range(c), "default");
+      policy.default_decision = BuildDecision(c->decision());
+      policy.default_range = Range(c);
+    } else if (auto* c = dynamic_cast<P::UseItemContext*>(ctx)) {
+      Item item;
+      item.kind = Item::Kind::kUse;
+      item.use = BuildUse(c);
+      policy.items.push_back(std::move(item));
+    } else if (auto* c = dynamic_cast<P::ConfigItemContext*>(ctx)) {
+      policy.config.push_back({Text(c->knob), BuildLiteral(c->literal()), Range(c)});
+    } else if (auto* c = dynamic_cast<P::StanceItemContext*>(ctx)) {
+      if (policy.stance) DuplicateItem(Range(c), "stance");
+      policy.stance = StanceSetting{Text(c->stanceName),
+                                    ParseIntToken(c->calls, false).value_or(0), Range(c)};
+    } else if (auto* c = dynamic_cast<P::OnErrorItemContext*>(ctx)) {
+      BuildOnError(policy, c);
+    }
+  }
+
+  void BuildOnError(PolicyDecl& policy, P::OnErrorItemContext* c) {
+    if (policy.on_error) DuplicateItem(Range(c), "on_error");
+    const std::string action = Text(c->action);
+    policy.on_error_range = Range(c->action);
+    if (action == "keep") policy.on_error = OnError::kKeep;
+    else if (action == "drop") policy.on_error = OnError::kDrop;
+    else if (action == "raise") policy.on_error = OnError::kRaise;
+    else
+      diags_.Error(codes::kUnknownOnError, policy.on_error_range,
+                   fmt::format("unknown on_error action `{}`", action),
+                   "use `keep`, `drop` or `raise`");
+  }
+
+  PolicyDecl BuildPolicy(P::PolicyDeclContext* ctx) {
+    PolicyDecl p;
+    p.name = Text(ctx->name);
+    p.is_unsafe = ctx->UNSAFE() != nullptr;
+    p.range = Range(ctx);
+    p.name_range = Range(ctx->name);
+    if (auto* params = ctx->paramList()) {
+      for (auto* param : params->param()) p.params.push_back(BuildParam(param));
+    }
+    for (auto* item : ctx->policyItem()) BuildItem(p, item);
+    return p;
+  }
+
+  TestDecl BuildTest(P::TestDeclContext* ctx) {
+    TestDecl t;
+    t.target = Text(ctx->target);
+    t.range = Range(ctx);
+    for (auto* ex : ctx->expectation()) {
+      Expectation e;
+      e.decision = BuildDecision(ex->decision());
+      e.range = Range(ex);
+      for (auto* f : ex->fieldInit()) {
+        e.fields.push_back({BuildPath(f->path), BuildLiteral(f->value), Range(f)});
+      }
+      t.expectations.push_back(std::move(e));
+    }
+    return t;
+  }
+
+  const SourceFilePtr& file_;
+  const OffsetMap& offsets_;
+  Diagnostics& diags_;
+};
+
+}  // namespace
+
+std::unique_ptr<Module> BuildModule(P::File_Context* tree, const SourceFilePtr& file,
+                                    const OffsetMap& offsets, Diagnostics& diags) {
+  return Builder(file, offsets, diags).BuildFile(tree);
+}
+
+}  // namespace guardpolicy::parser_internal

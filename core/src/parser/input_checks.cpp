@@ -1,0 +1,81 @@
+// input_checks.cpp: size, UTF-8 and nesting-depth checks on raw policy text.
+#include "input_checks.h"
+
+#include <fmt/format.h>
+
+#include "guardpolicy/diag_codes.h"
+
+namespace guardpolicy::parser_internal {
+namespace {
+
+// Length of the UTF-8 sequence starting at s[i], or 0 when it is malformed.
+size_t Utf8SequenceLength(const std::string& s, size_t i) {
+  const auto c = static_cast<unsigned char>(s[i]);
+  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+  if (n == 0 || i + n > s.size()) return 0;
+  for (size_t k = 1; k < n; ++k) {
+    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+  }
+  if (n == 2 && c < 0xC2) return 0;  // overlong
+  return n;
+}
+
+bool CheckEncoding(const SourceFilePtr& file, Diagnostics& diags) {
+  const std::string& s = file->text();
+  for (size_t i = 0; i < s.size();) {
+    if (s[i] == '\0') {
+      diags.Error(codes::kBadEncoding, {file, uint32_t(i), uint32_t(i + 1)},
+                  "source contains a NUL byte");
+      return false;
+    }
+    const size_t n = Utf8SequenceLength(s, i);
+    if (n == 0) {
+      diags.Error(codes::kBadEncoding, {file, uint32_t(i), uint32_t(i + 1)},
+                  fmt::format("invalid UTF-8 byte 0x{:02x}", static_cast<unsigned char>(s[i])),
+                  "policy files must be UTF-8");
+      return false;
+    }
+    i += n;
+  }
+  return true;
+}
+
+// Depth of ( ) and { } outside strings and comments; reports the first opener too deep.
+bool CheckNesting(const SourceFilePtr& file, int max_depth, Diagnostics& diags) {
+  const std::string& s = file->text();
+  int depth = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    const char c = s[i];
+    if (c == '#') {
+      while (i < s.size() && s[i] != '\n') ++i;
+    } else if (c == '"') {
+      for (++i; i < s.size() && s[i] != '"' && s[i] != '\n'; ++i) {
+        if (s[i] == '\\') ++i;
+      }
+    } else if (c == '(' || c == '{') {
+      if (++depth > max_depth) {
+        diags.Error(codes::kNestingTooDeep, {file, uint32_t(i), uint32_t(i + 1)},
+                    fmt::format("nesting deeper than {} levels", max_depth),
+                    "split the condition into several rules");
+        return false;
+      }
+    } else if ((c == ')' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+bool CheckInput(const SourceFilePtr& file, const CompileOptions& options, Diagnostics& diags) {
+  if (file->text().size() > options.max_source_bytes) {
+    diags.Error(codes::kSourceTooLarge, {file, 0, 0},
+                fmt::format("source is {} bytes, over the limit of {}", file->text().size(),
+                            options.max_source_bytes));
+    return false;
+  }
+  return CheckEncoding(file, diags) && CheckNesting(file, options.max_depth, diags);
+}
+
+}  // namespace guardpolicy::parser_internal

@@ -1,0 +1,126 @@
+// loader.cpp: the facade from source to CompiledPolicy, and the policy library.
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "guardpolicy/diag_codes.h"
+#include "guardpolicy/parser.h"
+#include "guardpolicy/policy.h"
+#include "guardpolicy/verifier.h"
+
+namespace guardpolicy {
+
+CompiledPolicy::CompiledPolicy(Program program, const PolicyDecl& decl,
+                               std::vector<ConfigValue> config)
+    : program_(std::move(program)),
+      is_unsafe_(decl.is_unsafe),
+      doc_(decl.doc.value_or("")),
+      config_(std::move(config)),
+      stance_(decl.stance),
+      on_error_(decl.on_error.value_or(OnError::kKeep)) {}
+
+Loader::Loader(std::shared_ptr<const Schema> schema, std::string std_dir, CompileOptions options)
+    : schema_(std::move(schema)), std_dir_(std::move(std_dir)), options_(options) {}
+
+Loader::~Loader() = default;
+
+LintResult Loader::Lint(SourceFilePtr file) {
+  LintResult result;
+  ParseResult parsed = Parse(std::move(file), options_);
+  result.diagnostics = std::move(parsed.diagnostics);
+  result.module = std::move(parsed.module);
+  // Checking a tree with syntax errors would only add noise about the same mistakes.
+  if (result.module && !result.diagnostics.HasErrors()) {
+    result.diagnostics.Append(Check(*result.module, *schema_, *this, options_));
+  }
+  return result;
+}
+
+namespace {
+
+const PolicyDecl* SelectPolicy(const Module& module, const std::string& name, Diagnostics& diags) {
+  const SourceRange whole{module.file, 0, 0};
+  if (!name.empty()) {
+    if (const PolicyDecl* p = module.FindPolicy(name)) return p;
+    std::vector<std::string> names;
+    for (const PolicyDecl& p : module.policies) names.push_back(p.name);
+    const std::string best = ClosestMatch(name, names);
+    diags.Error(codes::kPolicySelection, whole, fmt::format("no policy named `{}`", name),
+                best.empty() ? "" : fmt::format("did you mean `{}`?", best));
+    return nullptr;
+  }
+  if (module.policies.size() == 1) return &module.policies.front();
+  if (module.policies.empty()) {
+    diags.Error(codes::kPolicySelection, whole, "the file declares no policy");
+  } else {
+    std::string names;
+    for (const PolicyDecl& p : module.policies) names += (names.empty() ? "`" : ", `") + p.name + "`";
+    diags.Error(codes::kPolicySelection, whole, "the file declares several policies",
+                fmt::format("choose one with policy=...: {}", names));
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std::string& name,
+                                                   const ParamValues& params) {
+  LintResult lint = Lint(std::move(file));
+  Diagnostics& diags = lint.diagnostics;
+  if (!lint.module || diags.HasErrors()) throw PolicyError(std::move(diags));
+  const PolicyDecl* decl = SelectPolicy(*lint.module, name, diags);
+  if (decl == nullptr) throw PolicyError(std::move(diags));
+  Program program = Compile(*decl, *lint.module, *schema_, *this, params, diags, options_);
+  if (diags.HasErrors()) throw PolicyError(std::move(diags));
+  std::string err = program.Finalize();
+  if (err.empty()) err = Verify(program);
+  if (!err.empty()) {
+    diags.Error(codes::kSyntax, decl->name_range, "internal error: bytecode failed verification: " + err);
+    throw PolicyError(std::move(diags));
+  }
+  std::vector<ConfigValue> config;
+  for (const ConfigSetting& c : decl->config) config.push_back({c.knob, c.value});
+  return std::make_shared<const CompiledPolicy>(std::move(program), *decl, std::move(config));
+}
+
+const Module* Loader::LoadLibraryModule(const std::string& name) {
+  if (auto it = library_.find(name); it != library_.end()) return it->second.get();
+  library_[name] = nullptr;  // in progress: a `use` cycle through the library resolves to null
+  const std::string path = (std::filesystem::path(std_dir_) / (name + ".gpol")).string();
+  std::error_code ec;
+  if (std_dir_.empty() || !std::filesystem::is_regular_file(path, ec)) return nullptr;
+  try {
+    LintResult lint = Lint(SourceFileFromPath(path, options_));
+    library_diagnostics_.Append(lint.diagnostics);
+    if (!lint.module || lint.diagnostics.HasErrors()) return nullptr;
+    library_[name] = std::move(lint.module);
+  } catch (const PolicyError& e) {
+    library_diagnostics_.Append(e.diagnostics());
+    return nullptr;
+  }
+  return library_[name].get();
+}
+
+const PolicyDecl* Loader::Resolve(std::string_view name, const Module& from) {
+  if (const PolicyDecl* p = from.FindPolicy(name)) return p;
+  // Library names are plain identifiers; anything else (a path) never reaches the disk.
+  if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
+                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
+                          std::string_view::npos) {
+    return nullptr;
+  }
+  const Module* m = LoadLibraryModule(std::string(name));
+  return m ? m->FindPolicy(name) : nullptr;
+}
+
+std::vector<std::string> Loader::KnownPolicies(const Module& from) {
+  std::vector<std::string> names;
+  for (const PolicyDecl& p : from.policies) names.push_back(p.name);
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(std_dir_, ec)) {
+    if (entry.path().extension() == ".gpol") names.push_back(entry.path().stem().string());
+  }
+  return names;
+}
+
+}  // namespace guardpolicy

@@ -1,0 +1,163 @@
+// schema.cpp: reading policies/schema/guard_entry.yaml with yaml-cpp.
+#include "guardpolicy/schema.h"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+namespace guardpolicy {
+namespace {
+
+constexpr size_t kMaxEnumMembers = 64;  // enum sets are 64-bit masks
+
+[[noreturn]] void Fail(const std::string& origin, const YAML::Node& node, const std::string& what) {
+  const YAML::Mark mark = node.Mark();
+  throw SchemaError(fmt::format("{}:{}:{}: {}", origin, mark.line + 1, mark.column + 1, what));
+}
+
+std::string Scalar(const YAML::Node& node, const char* key, const std::string& origin,
+                   bool required = true) {
+  const YAML::Node v = node[key];
+  if (!v) {
+    if (required) Fail(origin, node, fmt::format("missing `{}`", key));
+    return {};
+  }
+  if (!v.IsScalar()) Fail(origin, v, fmt::format("`{}` must be a scalar", key));
+  return v.as<std::string>();
+}
+
+void Mix(uint64_t& h, std::string_view s) {
+  for (const char c : s) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  h ^= 0xff;
+  h *= 1099511628211ULL;
+}
+
+}  // namespace
+
+int EnumInfo::Find(std::string_view member) const {
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == member) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int Schema::FindField(std::string_view name) const {
+  auto it = field_index_.find(std::string(name));
+  return it == field_index_.end() ? -1 : it->second;
+}
+
+int Schema::FindEnum(std::string_view name) const {
+  for (size_t i = 0; i < enums_.size(); ++i) {
+    if (enums_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+const ConfigKnob* Schema::FindConfig(std::string_view name) const {
+  for (const ConfigKnob& k : config_) {
+    if (k.name == name) return &k;
+  }
+  return nullptr;
+}
+
+Type Schema::ParseType(std::string_view name) const {
+  if (name == "bool") return Type::Bool();
+  if (name == "int") return Type::Int();
+  if (name == "string") return Type::String();
+  if (name.starts_with("set:")) {
+    const int e = FindEnum(name.substr(4));
+    return e < 0 ? Type::Error() : Type::EnumSet(e);
+  }
+  if (name.starts_with("enum:")) name.remove_prefix(5);
+  const int e = FindEnum(name);
+  return e < 0 ? Type::Error() : Type::Enum(e);
+}
+
+std::string Schema::TypeName(const Type& t) const {
+  switch (t.kind) {
+    case TypeKind::kBool: return "bool";
+    case TypeKind::kInt: return "int";
+    case TypeKind::kString: return "string";
+    case TypeKind::kEnum: return enums_[t.enum_index].name;
+    case TypeKind::kEnumSet: return "set of " + enums_[t.enum_index].name;
+    case TypeKind::kError: break;
+  }
+  return "<error>";
+}
+
+std::vector<std::string> Schema::FieldNames() const {
+  std::vector<std::string> names;
+  for (const FieldInfo& f : fields_) names.push_back(f.name);
+  return names;
+}
+
+Schema Schema::FromYaml(const std::string& yaml_text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    throw SchemaError(fmt::format("{}:{}:{}: {}", origin, e.mark.line + 1, e.mark.column + 1, e.msg));
+  }
+  if (!root.IsMap()) throw SchemaError(origin + ": the schema must be a YAML mapping");
+  Schema s;
+  uint64_t h = 1469598103934665603ULL;
+  for (const auto& kv : root["enums"]) {
+    EnumInfo info;
+    info.name = kv.first.as<std::string>();
+    info.open = kv.second["open"] && kv.second["open"].as<bool>();
+    info.doc = Scalar(kv.second, "doc", origin, false);
+    const YAML::Node members = kv.second["members"];
+    if (!members || !members.IsSequence()) Fail(origin, kv.second, "`members` must be a list");
+    for (const auto& m : members) info.members.push_back(m.as<std::string>());
+    if (info.members.size() > kMaxEnumMembers) {
+      Fail(origin, members, fmt::format("enum `{}` has over {} members", info.name, kMaxEnumMembers));
+    }
+    Mix(h, info.name);
+    for (const auto& m : info.members) Mix(h, m);
+    s.enums_.push_back(std::move(info));
+  }
+  for (const auto& kv : root["fields"]) {
+    FieldInfo f;
+    f.name = kv.first.as<std::string>();
+    const std::string type = Scalar(kv.second, "type", origin);
+    f.type = s.ParseType(type);
+    if (f.type.is_error()) Fail(origin, kv.second, fmt::format("unknown type `{}`", type));
+    f.doc = Scalar(kv.second, "doc", origin);
+    f.from = Scalar(kv.second, "from", origin);
+    f.since = Scalar(kv.second, "since", origin, false);
+    if (s.field_index_.count(f.name)) Fail(origin, kv.first, "duplicate field " + f.name);
+    Mix(h, f.name);
+    Mix(h, type);
+    s.field_index_[f.name] = static_cast<int>(s.fields_.size());
+    s.fields_.push_back(std::move(f));
+  }
+  for (const auto& kv : root["config"]) {
+    ConfigKnob k;
+    k.name = kv.first.as<std::string>();
+    const std::string type = Scalar(kv.second, "type", origin);
+    k.type = s.ParseType(type);
+    if (k.type.is_error()) Fail(origin, kv.second, fmt::format("unknown type `{}`", type));
+    k.doc = Scalar(kv.second, "doc", origin, false);
+    Mix(h, k.name);
+    s.config_.push_back(std::move(k));
+  }
+  for (const auto& st : root["stances"]) s.stances_.push_back(st.as<std::string>());
+  if (s.fields_.empty()) throw SchemaError(origin + ": the schema declares no fields");
+  s.hash_ = h;
+  return s;
+}
+
+Schema Schema::FromFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw SchemaError(path + ": cannot open schema file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return FromYaml(text.str(), path);
+}
+
+}  // namespace guardpolicy

@@ -1,0 +1,165 @@
+// GuardPolicy.g4: the v1 guard-filter policy language (see docs/language.md).
+//
+// A file is a version header, then policies and tests in any order. A policy is a list of
+// items; rules are tried in source order and the first one whose condition holds decides.
+// The checker (core/src/checker) gives names their meaning: this grammar only fixes shape.
+grammar GuardPolicy;
+
+// ---------------------------------------------------------------- file structure
+
+file_
+    : header declaration* EOF
+    ;
+
+header
+    : GUARDPOLICY version=INT
+    ;
+
+declaration
+    : policyDecl
+    | testDecl
+    ;
+
+// ---------------------------------------------------------------- policies
+
+policyDecl
+    : UNSAFE? POLICY name=IDENT paramList? LBRACE policyItem* RBRACE
+    ;
+
+paramList
+    : LPAREN (param (COMMA param)* COMMA?)? RPAREN
+    ;
+
+param
+    : name=IDENT COLON type=IDENT (ASSIGN literal)?
+    ;
+
+policyItem
+    : DOC STRING                                           # docItem
+    | decision WHEN expr                                   # ruleItem
+    | DEFAULT decision                                     # defaultItem
+    | USE target=qualifiedName argList?                    # useItem
+    | CONFIG knob=IDENT ASSIGN literal                     # configItem
+    | STANCE stanceName=IDENT AFTER calls=INT CALLS              # stanceItem
+    | ON_ERROR action=IDENT                                # onErrorItem
+    ;
+
+decision
+    : KEEP
+    | DROP
+    ;
+
+argList
+    : LPAREN (arg (COMMA arg)* COMMA?)? RPAREN
+    ;
+
+arg
+    : name=IDENT ASSIGN literal
+    ;
+
+qualifiedName
+    : IDENT (DOT IDENT)*
+    ;
+
+// ---------------------------------------------------------------- tests
+
+testDecl
+    : TEST target=IDENT LBRACE expectation* RBRACE
+    ;
+
+expectation
+    : EXPECT decision LBRACE (fieldInit (COMMA fieldInit)* COMMA?)? RBRACE
+    ;
+
+fieldInit
+    : path=fieldPath COLON value=literal
+    ;
+
+// ---------------------------------------------------------------- expressions
+// Alternatives are listed from the tightest binding to the loosest.
+
+expr
+    : LPAREN expr RPAREN                                   # parenExpr
+    | literal                                              # literalExpr
+    | fieldPath                                            # pathExpr
+    | lhs=expr op=(EQ | NE | LT | LE | GT | GE) rhs=expr   # compareExpr
+    | lhs=expr NOT? IN set=setLiteral                      # inExpr
+    | lhs=expr op=(CONTAINS | STARTSWITH | ENDSWITH | MATCHES | GLOB) rhs=expr  # stringOpExpr
+    | NOT expr                                             # notExpr
+    | lhs=expr AND rhs=expr                                # andExpr
+    | lhs=expr OR rhs=expr                                 # orExpr
+    ;
+
+setLiteral
+    : LBRACE (setElement (COMMA setElement)* COMMA?)? RBRACE
+    ;
+
+setElement
+    : literal
+    | IDENT
+    ;
+
+fieldPath
+    : IDENT (DOT IDENT)*
+    ;
+
+literal
+    : STRING                                               # stringLiteral
+    | MINUS? INT                                           # intLiteral
+    | (TRUE | FALSE)                                       # boolLiteral
+    ;
+
+// ---------------------------------------------------------------- lexer
+
+GUARDPOLICY : 'guardpolicy' ;
+UNSAFE      : 'unsafe' ;
+POLICY      : 'policy' ;
+DOC         : 'doc' ;
+KEEP        : 'keep' ;
+DROP        : 'drop' ;
+WHEN        : 'when' ;
+DEFAULT     : 'default' ;
+USE         : 'use' ;
+CONFIG      : 'config' ;
+STANCE      : 'stance' ;
+AFTER       : 'after' ;
+CALLS       : 'calls' ;
+ON_ERROR    : 'on_error' ;
+TEST        : 'test' ;
+EXPECT      : 'expect' ;
+AND         : 'and' ;
+OR          : 'or' ;
+NOT         : 'not' ;
+IN          : 'in' ;
+CONTAINS    : 'contains' ;
+STARTSWITH  : 'startswith' ;
+ENDSWITH    : 'endswith' ;
+MATCHES     : 'matches' ;
+GLOB        : 'glob' ;
+TRUE        : 'true' ;
+FALSE       : 'false' ;
+
+EQ     : '==' ;
+NE     : '!=' ;
+LE     : '<=' ;
+GE     : '>=' ;
+LT     : '<' ;
+GT     : '>' ;
+ASSIGN : '=' ;
+LPAREN : '(' ;
+RPAREN : ')' ;
+LBRACE : '{' ;
+RBRACE : '}' ;
+COMMA  : ',' ;
+COLON  : ':' ;
+DOT    : '.' ;
+MINUS  : '-' ;
+
+IDENT  : [a-zA-Z_] [a-zA-Z_0-9]* ;
+INT    : [0-9]+ ;
+STRING : '"' ( '\\' . | ~["\\\r\n] )* '"' ;
+
+COMMENT : '#' ~[\r\n]* -> channel(HIDDEN) ;
+WS      : [ \t\r\n]+ -> skip ;
+// Any other character is one token the parser rejects with a located diagnostic.
+ERROR_CHAR : . ;

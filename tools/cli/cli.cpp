@@ -1,0 +1,64 @@
+// cli.cpp: argument parsing (CLI11) and dispatch to one file per subcommand.
+#include "cli.h"
+
+#include <cstdlib>
+
+#include <CLI/CLI.hpp>
+
+#include "context.h"
+
+namespace guardpolicy::cli {
+namespace {
+
+std::string DefaultDataDir(const std::string& given) {
+  if (!given.empty()) return given;
+  if (const char* env = std::getenv("GUARDPOLICY_DATA_DIR"); env && *env) return env;
+  return GUARDPOLICY_SOURCE_DATA_DIR;
+}
+
+}  // namespace
+
+int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+        const std::string& data_dir) {
+  CLI::App app{"guardpolicy: guard-filter policies for torch.compile", "guardpolicy"};
+  app.require_subcommand(1);
+  Context ctx;
+  ctx.out = &out;
+  ctx.err = &err;
+  std::string data_opt;
+  app.add_option("--data-dir", data_opt, "directory with schema/ and std/ (default: built-in)");
+
+  std::vector<std::string> lint_files;
+  bool werror = false;
+  CLI::App* lint = app.add_subcommand("lint", "parse and check policy files");
+  lint->add_option("files", lint_files, "policy files")->required();
+  lint->add_flag("--werror", werror, "treat warnings as findings");
+  lint->add_option("--schema", ctx.schema_path, "schema YAML (default: the built-in schema)");
+
+  std::string disasm_file, disasm_policy;
+  CLI::App* disasm = app.add_subcommand("disasm", "print the bytecode of a compiled policy");
+  disasm->add_option("file", disasm_file, "policy file")->required();
+  disasm->add_option("--policy", disasm_policy, "policy name when the file has several");
+
+  std::vector<std::string> argv_rev(args.rbegin(), args.rend());
+  try {
+    app.parse(argv_rev);
+  } catch (const CLI::CallForHelp&) {
+    out << app.help();
+    return kExitClean;
+  } catch (const CLI::ParseError& e) {
+    err << "guardpolicy: " << e.what() << "\n" << "run `guardpolicy --help` for usage\n";
+    return kExitUsage;
+  }
+  ctx.data_dir = DefaultDataDir(data_opt.empty() ? data_dir : data_opt);
+  try {
+    if (lint->parsed()) return RunLint(ctx, lint_files, werror);
+    if (disasm->parsed()) return RunDisasm(ctx, disasm_file, disasm_policy);
+  } catch (const std::exception& e) {
+    err << "guardpolicy: error: " << e.what() << "\n";
+    return kExitUsage;
+  }
+  return kExitUsage;
+}
+
+}  // namespace guardpolicy::cli

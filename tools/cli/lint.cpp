@@ -1,0 +1,28 @@
+// lint.cpp: `guardpolicy lint FILE...`: parse and check, print every diagnostic.
+#include "context.h"
+#include "cli.h"
+#include "guardpolicy/diagnostic.h"
+
+namespace guardpolicy::cli {
+
+int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werror) {
+  std::unique_ptr<Loader> loader = ctx.MakeLoader();
+  bool findings = false;
+  bool io_error = false;
+  for (const std::string& path : files) {
+    Diagnostics diags;
+    try {
+      diags = loader->Lint(SourceFileFromPath(path)).diagnostics;
+    } catch (const PolicyError& e) {
+      *ctx.err << path << ": " << RenderText(e.diagnostics());
+      io_error = true;
+      continue;
+    }
+    *ctx.err << RenderText(diags);
+    findings |= diags.HasErrors() || (werror && !diags.empty());
+  }
+  if (io_error) return kExitUsage;
+  return findings ? kExitFindings : kExitClean;
+}
+
+}  // namespace guardpolicy::cli
