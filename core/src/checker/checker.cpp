@@ -215,25 +215,32 @@ void CheckTests(const Module& module, const Schema& schema, Diagnostics& diags) 
 
 namespace {
 
-// True when a rule of `policy`, or of a policy it uses, can decide drop.
-bool RulesCanDrop(const PolicyDecl& policy, PolicyResolver& resolver, int depth) {
+// True when a rule of `policy`, or of a policy it uses, can decide drop. `memo` holds
+// finished answers and `false` for policies in progress, so cycles and shared `use`
+// targets cost one visit each.
+bool RulesCanDrop(const PolicyDecl& policy, PolicyResolver& resolver,
+                  std::map<const PolicyDecl*, bool>& memo) {
+  if (auto it = memo.find(&policy); it != memo.end()) return it->second;
+  memo[&policy] = false;
+  bool result = false;
   for (const Item& item : policy.items) {
     if (item.kind == Item::Kind::kRule) {
-      if (item.rule.decision == Decision::kDrop && !IsFalseLiteral(item.rule.condition.get())) return true;
-      continue;
+      result = item.rule.decision == Decision::kDrop && !IsFalseLiteral(item.rule.condition.get());
+    } else if (policy.module != nullptr) {
+      // The used policy's default is not inlined: only its rules can drop here.
+      const PolicyDecl* target = resolver.Resolve(item.use.target, *policy.module);
+      result = target != nullptr && RulesCanDrop(*target, resolver, memo);
     }
-    if (policy.module == nullptr || depth > 16) continue;
-    const PolicyDecl* target = resolver.Resolve(item.use.target, *policy.module);
-    // The used policy's default is not inlined: only its rules can drop here.
-    if (target != nullptr && target != &policy && RulesCanDrop(*target, resolver, depth + 1)) return true;
+    if (result) break;
   }
-  return false;
+  return memo[&policy] = result;
 }
 
 }  // namespace
 
 bool CanDrop(const PolicyDecl& policy, PolicyResolver& resolver) {
-  return policy.EffectiveDefault() == Decision::kDrop || RulesCanDrop(policy, resolver, 0);
+  std::map<const PolicyDecl*, bool> memo;
+  return policy.EffectiveDefault() == Decision::kDrop || RulesCanDrop(policy, resolver, memo);
 }
 
 Diagnostics Check(Module& module, const Schema& schema, PolicyResolver& resolver,

@@ -20,6 +20,7 @@ class CodeGen {
 
   void CompileItems(const PolicyDecl& policy, const ParamValues& bound, int depth) {
     for (const Item& item : policy.items) {
+      if (prog_.rules.size() > static_cast<size_t>(options_.max_rules)) return;  // reported
       if (item.kind == Item::Kind::kRule) {
         CompileRule(item.rule, policy, bound);
       } else {
@@ -94,12 +95,21 @@ class CodeGen {
   }
 
   // Emits code that jumps to `label` when `e` evaluates to `jump_if`, else falls through.
+  // Constant parts (literals, bound bool parameters) fold away, so their fields are never
+  // loaded.
   void Branch(const Expr& e, bool jump_if, Label& label) {
+    if (auto c = ConstantBool(e)) {
+      if (*c == jump_if) EmitJump(Opcode::kJump, label);
+      return;
+    }
     switch (e.kind) {
       case ExprKind::kNot: Branch(*e.kids[0], !jump_if, label); return;
       case ExprKind::kAnd:
       case ExprKind::kOr: {
         const bool is_and = e.kind == ExprKind::kAnd;
+        // `true and x` is x; `false or x` is x.
+        if (ConstantBool(*e.kids[0]) == is_and) return Branch(*e.kids[1], jump_if, label);
+        if (ConstantBool(*e.kids[1]) == is_and) return Branch(*e.kids[0], jump_if, label);
         if (jump_if != is_and) {  // and/false or or/true: either side decides
           Branch(*e.kids[0], jump_if, label);
           Branch(*e.kids[1], jump_if, label);
@@ -113,21 +123,36 @@ class CodeGen {
       }
       default: break;
     }
-    if (auto c = ConstantBool(e)) {
-      if (*c == jump_if) EmitJump(Opcode::kJump, label);
-      return;
-    }
     Value(e);
     EmitJump(jump_if ? Opcode::kJumpIfTrue : Opcode::kJumpIfFalse, label);
   }
 
   std::optional<bool> ConstantBool(const Expr& e) const {
-    if (e.kind == ExprKind::kLiteral && e.literal.kind == Literal::Kind::kBool) return e.literal.b;
-    if (e.kind == ExprKind::kPath && e.resolved.kind == Resolution::Kind::kParam) {
-      auto it = bound_->find(e.path);
-      if (it != bound_->end() && it->second.kind == Literal::Kind::kBool) return it->second.b;
+    switch (e.kind) {
+      case ExprKind::kLiteral:
+        if (e.literal.kind == Literal::Kind::kBool) return e.literal.b;
+        return std::nullopt;
+      case ExprKind::kPath:
+        if (e.resolved.kind == Resolution::Kind::kParam) {
+          auto it = bound_->find(e.path);
+          if (it != bound_->end() && it->second.kind == Literal::Kind::kBool) return it->second.b;
+        }
+        return std::nullopt;
+      case ExprKind::kNot:
+        if (auto c = ConstantBool(*e.kids[0])) return !*c;
+        return std::nullopt;
+      case ExprKind::kAnd:
+      case ExprKind::kOr: {
+        const bool is_and = e.kind == ExprKind::kAnd;
+        const auto a = ConstantBool(*e.kids[0]);
+        const auto b = ConstantBool(*e.kids[1]);
+        if (a == !is_and || b == !is_and) return !is_and;  // absorbing element
+        if (a && b) return is_and;
+        return std::nullopt;
+      }
+      default:
+        return std::nullopt;
     }
-    return std::nullopt;
   }
 
   // Pushes the value of `e`.

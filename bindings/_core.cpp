@@ -1,0 +1,243 @@
+// _core.cpp: the pybind11 module guardpolicy._core.
+//
+// Exposes loading (source -> CompiledPolicy), evaluation on GuardFilterEntry lists (the
+// guard_filter_fn contract: a list of exactly `bool`, same length), explain, lint and the
+// CLI. Errors in policies raise guardpolicy.errors.PolicyError with every diagnostic.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "cli.h"
+#include "entry_extractor.h"
+#include "guardpolicy/parser.h"
+#include "guardpolicy/policy.h"
+#include "guardpolicy/vm.h"
+
+namespace py = pybind11;
+
+namespace guardpolicy::python {
+namespace {
+
+// One Schema per data directory, loaded once.
+std::shared_ptr<const Schema> SchemaFor(const std::string& data_dir) {
+  static std::mutex mu;
+  static std::map<std::string, std::shared_ptr<const Schema>> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto& slot = cache[data_dir];
+  if (!slot) slot = std::make_shared<const Schema>(Schema::FromFile(data_dir + "/schema/guard_entry.yaml"));
+  return slot;
+}
+
+py::dict DiagnosticToDict(const Diagnostic& d) {
+  py::dict out;
+  const LineCol start = d.range.start();
+  const LineCol end = d.range.file ? d.range.file->Locate(d.range.end) : LineCol{};
+  out["severity"] = SeverityName(d.severity);
+  out["code"] = d.code;
+  out["message"] = d.message;
+  out["file"] = d.range.file ? py::object(py::str(d.range.file->path())) : py::object(py::none());
+  out["line"] = start.line;
+  out["column"] = start.col;
+  out["end_line"] = end.line;
+  out["end_column"] = end.col;
+  out["help"] = d.help;
+  out["rendered"] = RenderText(d);
+  return out;
+}
+
+[[noreturn]] void RaisePolicyError(const Diagnostics& diags) {
+  py::list items;
+  for (const Diagnostic& d : diags.items()) items.append(DiagnosticToDict(d));
+  py::object cls = py::module_::import("guardpolicy.errors").attr("PolicyError");
+  PyErr_SetObject(cls.ptr(), cls(RenderText(diags), items).ptr());
+  throw py::error_already_set();
+}
+
+Literal LiteralFromPython(py::handle v) {
+  Literal lit;
+  if (py::isinstance<py::bool_>(v)) {
+    lit.kind = Literal::Kind::kBool;
+    lit.b = v.cast<bool>();
+  } else if (py::isinstance<py::int_>(v)) {
+    lit.kind = Literal::Kind::kInt;
+    lit.i = v.cast<int64_t>();
+  } else if (py::isinstance<py::str>(v)) {
+    lit.kind = Literal::Kind::kString;
+    lit.str = v.cast<std::string>();
+  } else {
+    throw py::type_error("policy parameters must be bool, int or str, not " +
+                         std::string(Py_TYPE(v.ptr())->tp_name));
+  }
+  return lit;
+}
+
+py::object LiteralToPython(const Literal& lit) {
+  switch (lit.kind) {
+    case Literal::Kind::kBool: return py::bool_(lit.b);
+    case Literal::Kind::kInt: return py::int_(lit.i);
+    case Literal::Kind::kString: return py::str(lit.str);
+  }
+  return py::none();
+}
+
+// A compiled policy bound to the schema it was compiled against.
+class PyPolicy {
+ public:
+  PyPolicy(std::shared_ptr<const CompiledPolicy> policy, std::shared_ptr<const Schema> schema)
+      : policy_(std::move(policy)), schema_(std::move(schema)) {}
+
+  // guard_filter_fn: one exact bool per entry, True = keep.
+  py::list Call(py::handle entries) const {
+    std::vector<Outcome> outcomes = Run(entries, false);
+    py::list out(outcomes.size());
+    for (size_t i = 0; i < outcomes.size(); ++i) {
+      out[i] = py::bool_(outcomes[i].decision == Decision::kKeep);
+    }
+    return out;
+  }
+
+  // [(keep, rule_index or -1)] per entry.
+  std::vector<std::pair<bool, int>> Explain(py::handle entries, bool from_mappings) const {
+    std::vector<std::pair<bool, int>> out;
+    for (const Outcome& o : Run(entries, from_mappings)) {
+      out.emplace_back(o.decision == Decision::kKeep, o.rule);
+    }
+    return out;
+  }
+
+  const CompiledPolicy& policy() const { return *policy_; }
+
+ private:
+  std::vector<Outcome> Run(py::handle entries, bool from_mappings) const {
+    const Program& prog = policy_->program();
+    py::sequence seq = py::reinterpret_borrow<py::sequence>(entries);
+    const size_t n = py::len(seq);
+    std::vector<Outcome> outcomes(n);
+    EntryExtractor extractor(prog, *schema_);
+    std::vector<Value> view(std::max<size_t>(prog.fields.size(), 1));
+    try {
+      for (size_t i = 0; i < n; ++i) {
+        py::object entry = seq[i];
+        if (from_mappings) extractor.ExtractMapping(entry, view.data());
+        else extractor.Extract(entry, view.data());
+        outcomes[i] = Evaluate(prog, view.data());
+      }
+    } catch (py::error_already_set& e) {
+      extractor.Reset();
+      return OnError(n, e);
+    }
+    extractor.Reset();
+    return outcomes;
+  }
+
+  // An entry the binding could not read: the policy's on_error decides for every entry.
+  std::vector<Outcome> OnError(size_t n, py::error_already_set& e) const {
+    const OnError mode = policy_->on_error();
+    if (mode == OnError::kRaise) throw;
+    const std::string what = e.what();
+    py::module_::import("guardpolicy.errors").attr("warn_internal_failure")(policy_->name(), what,
+                                                                             OnErrorName(mode));
+    const Decision d = mode == OnError::kDrop ? Decision::kDrop : Decision::kKeep;
+    return std::vector<Outcome>(n, Outcome{d, -1});
+  }
+
+  std::shared_ptr<const CompiledPolicy> policy_;
+  std::shared_ptr<const Schema> schema_;
+};
+
+PyPolicy LoadPolicy(const std::string& text, const std::string& path, bool from_file,
+                    const std::string& name, const py::dict& params, const std::string& data_dir) {
+  ParamValues values;
+  for (auto [k, v] : params) values[k.cast<std::string>()] = LiteralFromPython(v);
+  auto schema = SchemaFor(data_dir);
+  try {
+    Loader loader(schema, data_dir + "/std");
+    SourceFilePtr file = from_file ? SourceFileFromPath(path) : std::make_shared<const SourceFile>(path, text);
+    return PyPolicy(loader.Load(file, name, values), schema);
+  } catch (const PolicyError& e) {
+    RaisePolicyError(e.diagnostics());
+  }
+}
+
+py::list Lint(const std::string& text, const std::string& path, bool from_file,
+              const std::string& data_dir) {
+  Loader loader(SchemaFor(data_dir), data_dir + "/std");
+  Diagnostics diags;
+  try {
+    SourceFilePtr file = from_file ? SourceFileFromPath(path) : std::make_shared<const SourceFile>(path, text);
+    diags = loader.Lint(file).diagnostics;
+  } catch (const PolicyError& e) {
+    diags = e.diagnostics();
+  }
+  py::list out;
+  for (const Diagnostic& d : diags.items()) out.append(DiagnosticToDict(d));
+  return out;
+}
+
+py::list RuleTable(const PyPolicy& p) {
+  py::list rules;
+  for (const RuleInfo& r : p.policy().program().rules) {
+    py::dict d;
+    d["policy"] = r.policy;
+    d["file"] = r.file;
+    d["line"] = r.line;
+    d["column"] = r.col;
+    d["decision"] = DecisionName(r.decision);
+    rules.append(d);
+  }
+  return rules;
+}
+
+int RunCli(const std::vector<std::string>& args, const std::string& data_dir) {
+  std::ostringstream out, err;
+  const int rc = cli::Run(args, out, err, data_dir);
+  py::module_ sys = py::module_::import("sys");
+  sys.attr("stdout").attr("write")(out.str());
+  sys.attr("stderr").attr("write")(err.str());
+  return rc;
+}
+
+}  // namespace
+}  // namespace guardpolicy::python
+
+PYBIND11_MODULE(_core, m) {
+  using namespace guardpolicy;
+  using namespace guardpolicy::python;
+  m.doc() = "guardpolicy native core: parse, check, compile and run guard-filter policies";
+
+  py::class_<PyPolicy>(m, "CompiledPolicy")
+      .def("__call__", &PyPolicy::Call, py::arg("entries"),
+           "guard_filter_fn: list[GuardFilterEntry] -> list[bool] (True = keep), same length")
+      .def("explain", &PyPolicy::Explain, py::arg("entries"), py::arg("from_mappings") = false,
+           "[(keep, rule index or -1 for the default)] per entry")
+      .def_property_readonly("name", [](const PyPolicy& p) { return p.policy().name(); })
+      .def_property_readonly("doc", [](const PyPolicy& p) { return p.policy().doc(); })
+      .def_property_readonly("is_unsafe", [](const PyPolicy& p) { return p.policy().is_unsafe(); })
+      .def_property_readonly("fields", [](const PyPolicy& p) { return p.policy().program().fields; })
+      .def_property_readonly("rules", &RuleTable)
+      .def_property_readonly("default_decision", [](const PyPolicy& p) {
+        return std::string(DecisionName(p.policy().program().default_decision));
+      })
+      .def_property_readonly("on_error", [](const PyPolicy& p) {
+        return std::string(OnErrorName(p.policy().on_error()));
+      })
+      .def_property_readonly("config", [](const PyPolicy& p) {
+        py::dict d;
+        for (const ConfigValue& c : p.policy().config()) d[py::str(c.knob)] = LiteralToPython(c.value);
+        return d;
+      })
+      .def_property_readonly("stance", [](const PyPolicy& p) -> py::object {
+        const auto& s = p.policy().stance();
+        if (!s) return py::none();
+        return py::make_tuple(s->stance, s->after_calls);
+      })
+      .def("disassemble", [](const PyPolicy& p) { return Disassemble(p.policy().program()); });
+
+  m.def("load", &LoadPolicy, py::arg("text"), py::arg("path"), py::arg("from_file"),
+        py::arg("policy"), py::arg("params"), py::arg("data_dir"));
+  m.def("lint", &Lint, py::arg("text"), py::arg("path"), py::arg("from_file"), py::arg("data_dir"));
+  m.def("run_cli", &RunCli, py::arg("args"), py::arg("data_dir"));
+}

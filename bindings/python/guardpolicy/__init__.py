@@ -1,0 +1,90 @@
+"""guardpolicy: guard-filter policies for ``torch.compile``.
+
+    import guardpolicy as gp
+    policy = gp.load("serving.gpol")            # raises gp.PolicyError with diagnostics
+    opt = torch.compile(model, options={"guard_filter_fn": policy})
+
+Importing guardpolicy does not import torch.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from . import _core
+from .errors import Diagnostic, PolicyError, PolicyRuntimeWarning
+from .policy import Explanation, Policy, RuleRef
+
+__all__ = [
+    "DATA_DIR",
+    "Diagnostic",
+    "Explanation",
+    "Policy",
+    "PolicyError",
+    "PolicyRuntimeWarning",
+    "RuleRef",
+    "STD_POLICIES",
+    "lint",
+    "load",
+    "load_std",
+    "std_policy_path",
+]
+
+#: Directory holding ``schema/guard_entry.yaml`` and ``std/*.gpol``.
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+#: The six torch built-in filters, as policies (``torch.compiler.<name>_unsafe``).
+STD_POLICIES = (
+    "skip_guard_on_inbuilt_nn_modules",
+    "skip_guard_on_all_nn_modules",
+    "keep_tensor_guards",
+    "skip_guard_on_globals",
+    "keep_portable_guards",
+    "skip_all_guards",
+)
+
+
+def _source_args(path_or_source: str | os.PathLike) -> tuple[str, str, bool]:
+    """(text, path, from_file): a PathLike or a string naming no newline is a path."""
+    if isinstance(path_or_source, os.PathLike):
+        return "", os.fspath(path_or_source), True
+    if not isinstance(path_or_source, str):
+        raise TypeError(f"expected a path or policy source text, got {type(path_or_source).__name__}")
+    if "\n" in path_or_source or path_or_source.lstrip().startswith("guardpolicy "):
+        return path_or_source, "<string>", False
+    return "", path_or_source, True
+
+
+def load(path_or_source: str | os.PathLike, *, policy: str | None = None, **params: Any) -> Policy:
+    """Parses, checks, compiles and verifies a policy.
+
+    ``path_or_source`` is a ``.gpol`` path or the policy text itself. A file with several
+    policies needs ``policy="name"``. ``params`` bind the policy's parameters (bool, int or
+    str), e.g. ``load("keep_tensor_guards.gpol", keep_parameters=True)``.
+
+    Raises ``PolicyError`` carrying every diagnostic (file:line:col) when anything is wrong,
+    including a missing or unreadable file.
+    """
+    text, path, from_file = _source_args(path_or_source)
+    return Policy(_core.load(text, path, from_file, policy or "", params, str(DATA_DIR)))
+
+
+def std_policy_path(name: str) -> Path:
+    """Path of a standard policy file, e.g. ``std_policy_path("skip_all_guards")``."""
+    if name not in STD_POLICIES:
+        raise KeyError(f"no standard policy {name!r}; known: {', '.join(STD_POLICIES)}")
+    return DATA_DIR / "std" / f"{name}.gpol"
+
+
+def load_std(name: str, **params: Any) -> Policy:
+    """Loads one of ``STD_POLICIES`` (the torch built-in filters written as policies)."""
+    return load(std_policy_path(name), **params)
+
+
+def lint(path_or_source: str | os.PathLike) -> list[Diagnostic]:
+    """Every diagnostic (errors and warnings) for a policy file or text; never raises on
+    author mistakes."""
+    text, path, from_file = _source_args(path_or_source)
+    return [Diagnostic(**d) for d in _core.lint(text, path, from_file, str(DATA_DIR))]

@@ -1,0 +1,18 @@
+"""``python -m guardpolicy``: the CLI, plus the Python tools (``demo``)."""
+
+from __future__ import annotations
+
+import sys
+
+
+def _main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "demo":
+        from .demo import main as demo_main
+
+        return demo_main(sys.argv[2:])
+    from .cli import main
+
+    return main()
+
+
+sys.exit(_main())

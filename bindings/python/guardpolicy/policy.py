@@ -1,0 +1,122 @@
+"""The Python face of a compiled policy: a ``guard_filter_fn`` with introspection."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from . import _core
+
+
+@dataclasses.dataclass(frozen=True)
+class RuleRef:
+    """Where a decision came from: the policy that wrote the rule and its source position."""
+
+    policy: str
+    file: str
+    line: int
+    column: int
+    decision: str  # "keep" or "drop"
+
+    def __str__(self) -> str:
+        return f"{self.policy} at {self.file}:{self.line}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Explanation:
+    """The decision for one guard entry. ``rule`` is None when the policy default decided."""
+
+    keep: bool
+    rule: RuleRef | None
+    name: str
+    guard_type: str
+
+    @property
+    def decision(self) -> str:
+        return "keep" if self.keep else "drop"
+
+
+class Policy:
+    """A compiled, verified guard-filter policy.
+
+    Call it with ``list[GuardFilterEntry]`` (what ``torch.compile`` passes as
+    ``guard_filter_fn``): it returns a ``list[bool]`` of the same length, ``True`` = keep,
+    each element exactly ``bool``. It reads only the fields listed in ``fields`` and keeps
+    no reference to any entry after the call. Immutable; safe to share between threads.
+    """
+
+    __slots__ = ("_compiled", "_rules")
+
+    def __init__(self, compiled: _core.CompiledPolicy):
+        self._compiled = compiled
+        self._rules = [RuleRef(**r) for r in compiled.rules]
+
+    def __call__(self, entries: Sequence[Any]) -> list[bool]:
+        return self._compiled(entries)
+
+    def evaluate(self, rows: Sequence[Mapping[str, Any]]) -> list[bool]:
+        """Decisions for plain mappings ``{field name: value}`` (absent fields read as
+        false, 0 or ""); the same program as ``__call__``, for tests and snapshots."""
+        return [keep for keep, _ in self._compiled.explain(list(rows), True)]
+
+    def explain(self, entries: Sequence[Any]) -> list[Explanation]:
+        """Per entry: the decision, the rule that made it (or None for the default), and
+        the entry's ``name`` and ``guard_type``."""
+        out = []
+        for entry, (keep, rule) in zip(entries, self._compiled.explain(entries, False)):
+            out.append(
+                Explanation(
+                    keep=keep,
+                    rule=self._rules[rule] if rule >= 0 else None,
+                    name=getattr(entry, "name", ""),
+                    guard_type=getattr(entry, "guard_type", ""),
+                )
+            )
+        return out
+
+    @property
+    def name(self) -> str:
+        return self._compiled.name
+
+    @property
+    def doc(self) -> str:
+        return self._compiled.doc
+
+    @property
+    def is_unsafe(self) -> bool:
+        return self._compiled.is_unsafe
+
+    @property
+    def fields(self) -> list[str]:
+        """Schema fields the policy reads, in slot order."""
+        return list(self._compiled.fields)
+
+    @property
+    def rules(self) -> list[RuleRef]:
+        return list(self._rules)
+
+    @property
+    def default_decision(self) -> str:
+        return self._compiled.default_decision
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """``config`` lines: torch._dynamo.config keys and values."""
+        return dict(self._compiled.config)
+
+    @property
+    def stance(self) -> tuple[str, int] | None:
+        """``(stance, after_calls)`` from a ``stance`` line, or None."""
+        return self._compiled.stance
+
+    @property
+    def on_error(self) -> str:
+        return self._compiled.on_error
+
+    def disassemble(self) -> str:
+        """The bytecode listing (same as ``guardpolicy disasm``)."""
+        return self._compiled.disassemble()
+
+    def __repr__(self) -> str:
+        return f"<guardpolicy.Policy {self.name!r}: {len(self._rules)} rules, default {self.default_decision}>"

@@ -1,0 +1,129 @@
+// checker_test.cpp: name resolution, types and safety checks, each with its code and position.
+#include <gtest/gtest.h>
+
+#include "guardpolicy/diag_codes.h"
+#include "test_util.h"
+
+namespace guardpolicy {
+namespace {
+
+using testing::Codes;
+using testing::Src;
+
+Diagnostics LintText(const std::string& body) {
+  Loader loader = testing::MakeLoader();
+  return loader.Lint(Src("guardpolicy 1\n" + body)).diagnostics;
+}
+
+TEST(Checker, StdPoliciesAreClean) {
+  Loader loader = testing::MakeLoader();
+  for (const char* name : {"skip_guard_on_inbuilt_nn_modules", "skip_guard_on_all_nn_modules",
+                           "keep_tensor_guards", "skip_guard_on_globals", "keep_portable_guards",
+                           "skip_all_guards"}) {
+    auto r = loader.Lint(SourceFileFromPath(testing::kDataDir + "/std/" + name + ".gpol"));
+    EXPECT_TRUE(r.diagnostics.empty()) << name << "\n" << RenderText(r.diagnostics);
+  }
+}
+
+TEST(Checker, UnknownFieldWithDidYouMean) {
+  auto d = LintText("unsafe policy p {\n  drop when nmae == \"x\"\n}\n");
+  ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kUnknownField});
+  EXPECT_EQ(d.items()[0].range.ToString(), "test.gpol:3:13");
+  EXPECT_EQ(d.items()[0].message, "unknown field `nmae`");
+  EXPECT_EQ(d.items()[0].help, "did you mean `name`?");
+}
+
+TEST(Checker, UnknownClosedEnumLiteralIsAnError) {
+  auto d = LintText("unsafe policy p {\n  drop when guard_source == LOCALL\n}\n");
+  ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kUnknownEnumLiteral});
+  EXPECT_EQ(d.items()[0].help, "did you mean `LOCAL`?");
+  EXPECT_EQ(d.items()[0].range.ToString(), "test.gpol:3:29");
+}
+
+TEST(Checker, UnknownGuardTypeIsAWarningBecauseTheEnumIsOpen) {
+  auto d = LintText("unsafe policy p {\n  drop when guard_type == _spyre_TENSOR_MATCH\n}\n");
+  ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kUnknownGuardType});
+  EXPECT_EQ(d.items()[0].severity, Severity::kWarning);
+  EXPECT_FALSE(d.HasErrors());
+}
+
+TEST(Checker, TypeMismatches) {
+  auto d = LintText(
+      "unsafe policy p {\n"
+      "  drop when source.depth == \"3\"\n"
+      "  drop when name > \"a\"\n"
+      "  drop when guard_type == guard_source\n"
+      "  drop when name contains 3\n"
+      "  drop when derived_guard_types contains LOCAL\n"
+      "}\n");
+  EXPECT_EQ(Codes(d), (std::vector<std::string>{codes::kTypeMismatch, codes::kTypeMismatch,
+                                                codes::kTypeMismatch, codes::kTypeMismatch,
+                                                codes::kUnknownGuardType, }));
+}
+
+TEST(Checker, ConditionsMustBeBool) {
+  auto d = LintText("unsafe policy p {\n  drop when name\n  drop when not source.depth\n}\n");
+  EXPECT_EQ(Codes(d), (std::vector<std::string>{codes::kConditionNotBool, codes::kConditionNotBool}));
+}
+
+TEST(Checker, BadRegexCarriesRe2Message) {
+  auto d = LintText("unsafe policy p {\n  drop when name matches \"([a-\"\n}\n");
+  ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kBadRegex});
+  EXPECT_NE(d.items()[0].message.find("missing ]"), std::string::npos) << d.items()[0].message;
+}
+
+TEST(Checker, UseResolvesStdAndReportsUnknownPolicies) {
+  EXPECT_TRUE(LintText("unsafe policy p {\n  use skip_guard_on_globals\n}\n").empty());
+  auto d = LintText("unsafe policy p {\n  use skip_guard_on_globls\n}\n");
+  ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kUnknownPolicy});
+  EXPECT_EQ(d.items()[0].help, "did you mean `skip_guard_on_globals`?");
+}
+
+TEST(Checker, UseArgumentsAreChecked) {
+  auto d = LintText("unsafe policy p {\n  use keep_tensor_guards(keep_paramters = true)\n"
+                    "  use keep_tensor_guards(keep_parameters = 3)\n}\n");
+  EXPECT_EQ(Codes(d), (std::vector<std::string>{codes::kBadParameter, codes::kBadParameter}));
+  EXPECT_EQ(d.items()[0].help, "did you mean `keep_parameters`?");
+}
+
+TEST(Checker, UseCyclesAndDuplicatePolicies) {
+  auto d = LintText("unsafe policy a { use b\n drop when is_global }\n"
+                    "unsafe policy b { use a }\nunsafe policy a { default drop }\n");
+  EXPECT_EQ(Codes(d), (std::vector<std::string>{codes::kDuplicatePolicy, codes::kUseCycle}));
+}
+
+TEST(Checker, DroppingRequiresUnsafe) {
+  auto d = LintText("policy p {\n  drop when is_global\n}\n");
+  ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kDropsWithoutUnsafe});
+  EXPECT_EQ(d.items()[0].range.ToString(), "test.gpol:2:8");
+  // Dropping through `use` counts too; a default drop counts.
+  EXPECT_EQ(Codes(LintText("policy p { use skip_guard_on_globals }\n")),
+            std::vector<std::string>{codes::kDropsWithoutUnsafe});
+  EXPECT_EQ(Codes(LintText("policy p { default drop }\n")),
+            std::vector<std::string>{codes::kDropsWithoutUnsafe});
+  auto w = LintText("unsafe policy p { keep when is_global }\n");
+  ASSERT_EQ(Codes(w), std::vector<std::string>{codes::kUnsafeNeverDrops});
+  EXPECT_EQ(w.items()[0].severity, Severity::kWarning);
+}
+
+TEST(Checker, ConfigStanceAndParams) {
+  auto d = LintText(
+      "unsafe policy p(x: float, y: bool = 3) {\n"
+      "  default drop\n"
+      "  config install_free_tensor = true\n"
+      "  config use_recursive_dict_tags_for_guards = 1\n"
+      "  stance skip_guard_eval_safe after 8 calls\n"
+      "}\n");
+  EXPECT_EQ(Codes(d), (std::vector<std::string>{codes::kBadParameter, codes::kBadParameter,
+                                                codes::kUnknownConfig, codes::kBadParameter,
+                                                codes::kUnknownStance}));
+  EXPECT_EQ(d.items()[2].help, "did you mean `install_free_tensors`?");
+}
+
+TEST(Checker, EveryProblemIsReportedNotJustTheFirst) {
+  auto d = LintText("unsafe policy p {\n  drop when a == 1\n  drop when b == 2\n  drop when c == 3\n}\n");
+  EXPECT_EQ(d.size(), 3u);
+}
+
+}  // namespace
+}  // namespace guardpolicy

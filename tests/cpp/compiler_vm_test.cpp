@@ -1,0 +1,163 @@
+// compiler_vm_test.cpp: compiled programs decide like the policy text says.
+#include <gtest/gtest.h>
+
+#include "guardpolicy/diag_codes.h"
+#include "test_util.h"
+
+namespace guardpolicy {
+namespace {
+
+using testing::Entry;
+using testing::Src;
+
+std::shared_ptr<const CompiledPolicy> Compile(const std::string& body, const ParamValues& params = {},
+                                              const std::string& name = "") {
+  Loader loader = testing::MakeLoader();
+  return loader.Load(Src("guardpolicy 1\n" + body), name, params);
+}
+
+Entry Guard(std::string_view type, std::string_view source = "LOCAL") {
+  Entry e;
+  e.Enum("guard_type", "GuardType", type).Enum("guard_source", "GuardSource", source);
+  return e;
+}
+
+TEST(CompilerVm, KeepTensorGuardsMatchesTorchSemantics) {
+  Loader loader = testing::MakeLoader();
+  auto path = testing::kDataDir + "/std/keep_tensor_guards.gpol";
+  auto p = loader.Load(SourceFileFromPath(path), "", {});
+  const Program& prog = p->program();
+  EXPECT_EQ(prog.fields, (std::vector<std::string>{"guard_type", "value.is_parameter"}));
+  auto tensor = Guard("TENSOR_MATCH");
+  EXPECT_EQ(tensor.Bool("value.is_parameter", false).Run(prog).decision, Decision::kKeep);
+  EXPECT_EQ(tensor.Bool("value.is_parameter", true).Run(prog).decision, Decision::kDrop);
+  EXPECT_EQ(Guard("ID_MATCH").Run(prog).decision, Decision::kDrop);
+  EXPECT_EQ(Guard("SHAPE_ENV").Run(prog).decision, Decision::kDrop);
+
+  Literal yes;
+  yes.kind = Literal::Kind::kBool;
+  yes.b = true;
+  auto with_params = loader.Load(SourceFileFromPath(path), "", {{"keep_parameters", yes}});
+  EXPECT_EQ(tensor.Bool("value.is_parameter", true).Run(with_params->program()).decision, Decision::kKeep);
+}
+
+TEST(CompilerVm, FirstMatchingRuleDecidesAndReportsItsRule) {
+  auto p = Compile(
+      "unsafe policy p {\n"
+      "  keep when guard_type == SHAPE_ENV\n"
+      "  drop when guard_source in {LOCAL_UNSPECIALIZED_NN_MODULE, GLOBAL}\n"
+      "  drop when name startswith \"self.\" and not (name endswith \".eps\")\n"
+      "  default keep\n"
+      "}\n");
+  const Program& prog = p->program();
+  Outcome o = Guard("SHAPE_ENV", "GLOBAL").Run(prog);
+  EXPECT_EQ(o.decision, Decision::kKeep);
+  EXPECT_EQ(o.rule, 0);
+  EXPECT_EQ(prog.rules[0].line, 3);
+  o = Guard("ID_MATCH", "GLOBAL").Run(prog);
+  EXPECT_EQ(o.decision, Decision::kDrop);
+  EXPECT_EQ(o.rule, 1);
+  EXPECT_EQ(Guard("ID_MATCH").Str("name", "self.fc").Run(prog).rule, 2);
+  o = Guard("ID_MATCH").Str("name", "self.norm.eps").Run(prog);
+  EXPECT_EQ(o.decision, Decision::kKeep);
+  EXPECT_EQ(o.rule, -1);
+}
+
+TEST(CompilerVm, StringOperatorsRegexGlobAndSets) {
+  auto p = Compile(
+      "unsafe policy p {\n"
+      "  drop when is_global and name matches \"^G\\\\['(CONFIG|FLAGS)'\\\\]\"\n"
+      "  drop when name glob \"self.layers[0-9].*\"\n"
+      "  drop when name contains \"cache\" or source.depth >= 5\n"
+      "  drop when derived_guard_types contains ID_MATCH\n"
+      "  drop when name in {\"a\", \"b\"} and source.depth not in {1, 2}\n"
+      "}\n");
+  const Program& prog = p->program();
+  Entry g;
+  g.Bool("is_global", true).Str("name", "G['CONFIG']");
+  EXPECT_EQ(g.Run(prog).rule, 0);
+  g.Str("name", "G['OTHER']");
+  EXPECT_EQ(g.Run(prog).rule, -1);
+  EXPECT_EQ(Entry().Str("name", "self.layers3.weight").Run(prog).rule, 1);
+  EXPECT_EQ(Entry().Str("name", "self.layers.weight").Run(prog).rule, -1);
+  EXPECT_EQ(Entry().Str("name", "kv_cache").Run(prog).rule, 2);
+  EXPECT_EQ(Entry().Int("source.depth", 5).Run(prog).rule, 2);
+  const int id_match = testing::TestSchema()->enums()[0].Find("ID_MATCH");
+  EXPECT_EQ(Entry().Set("derived_guard_types", Value{0, uint64_t{1} << id_match, {}}).Run(prog).rule, 3);
+  EXPECT_EQ(Entry().Str("name", "b").Int("source.depth", 3).Run(prog).rule, 4);
+  EXPECT_EQ(Entry().Str("name", "b").Int("source.depth", 2).Run(prog).rule, -1);
+}
+
+TEST(CompilerVm, UnknownGuardTypesCompareByName) {
+  auto p = Compile("unsafe policy p {\n  drop when guard_type in {_spyre_TENSOR_MATCH, ID_MATCH}\n}\n");
+  Entry custom;
+  custom.Set("guard_type", Value{-1, 0, "_spyre_TENSOR_MATCH"});
+  EXPECT_EQ(custom.Run(p->program()).decision, Decision::kDrop);
+  custom.Set("guard_type", Value{-1, 0, "_other"});
+  EXPECT_EQ(custom.Run(p->program()).decision, Decision::kKeep);
+}
+
+TEST(CompilerVm, UseInlinesRulesButNotTheDefault) {
+  auto p = Compile(
+      "unsafe policy serving {\n"
+      "  keep when guard_type == SHAPE_ENV\n"
+      "  use skip_guard_on_globals\n"
+      "  default keep\n"
+      "}\n");
+  const Program& prog = p->program();
+  ASSERT_EQ(prog.rules.size(), 2u);
+  EXPECT_EQ(prog.rules[1].policy, "skip_guard_on_globals");
+  EXPECT_NE(prog.rules[1].file.find("std/skip_guard_on_globals.gpol"), std::string::npos);
+  EXPECT_EQ(Guard("ID_MATCH").Bool("is_global", true).Run(prog).decision, Decision::kDrop);
+  EXPECT_EQ(Guard("ID_MATCH").Bool("is_global", false).Run(prog).decision, Decision::kKeep);
+}
+
+TEST(CompilerVm, ParametersBindAtLoad) {
+  auto p = Compile("unsafe policy p(prefix: string = \"self.\", depth: int = 2) {\n"
+                   "  drop when name startswith prefix and source.depth > depth\n}\n");
+  EXPECT_EQ(Entry().Str("name", "self.x").Int("source.depth", 3).Run(p->program()).decision, Decision::kDrop);
+  Literal other;
+  other.kind = Literal::Kind::kString;
+  other.str = "model.";
+  auto q = Compile("unsafe policy p(prefix: string = \"self.\") {\n  drop when name startswith prefix\n}\n",
+                   {{"prefix", other}});
+  EXPECT_EQ(Entry().Str("name", "self.x").Run(q->program()).decision, Decision::kKeep);
+  EXPECT_EQ(Entry().Str("name", "model.x").Run(q->program()).decision, Decision::kDrop);
+}
+
+TEST(CompilerVm, LoadErrorsCarryAllDiagnostics) {
+  try {
+    Compile("unsafe policy p {\n  drop when nmae == 1\n  drop when guard_source == LOCALL\n}\n");
+    FAIL() << "no error";
+  } catch (const PolicyError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 2u);
+    EXPECT_NE(std::string(e.what()).find("test.gpol:3:13: error[GP2001]"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CompilerVm, PolicySelectionAndParameterValues) {
+  const std::string two = "unsafe policy a { default drop }\nunsafe policy b { default drop }\n";
+  EXPECT_THROW(Compile(two), PolicyError);
+  EXPECT_EQ(Compile(two, {}, "b")->name(), "b");
+  try {
+    Compile(two, {}, "c");
+    FAIL();
+  } catch (const PolicyError& e) {
+    EXPECT_EQ(e.diagnostics().items()[0].code, codes::kPolicySelection);
+  }
+  Literal wrong;
+  wrong.kind = Literal::Kind::kInt;
+  EXPECT_THROW(Compile("unsafe policy p(x: bool = false) { default drop }\n", {{"x", wrong}}), PolicyError);
+  EXPECT_THROW(Compile("unsafe policy p(x: bool = false) { default drop }\n", {{"y", wrong}}), PolicyError);
+}
+
+TEST(CompilerVm, ConstantConditionsFoldToJumps) {
+  auto p = Compile("unsafe policy p(on: bool = false) {\n  drop when on and is_global\n  drop when true\n}\n");
+  const Program& prog = p->program();
+  // `on` is false: rule 0 never loads is_global.
+  EXPECT_TRUE(prog.fields.empty());
+  EXPECT_EQ(Entry().Run(prog).rule, 1);
+}
+
+}  // namespace
+}  // namespace guardpolicy

@@ -1,0 +1,61 @@
+// test_util.h: shared fixtures for the C++ tests.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "guardpolicy/policy.h"
+#include "guardpolicy/vm.h"
+
+namespace guardpolicy::testing {
+
+inline const std::string kDataDir = GUARDPOLICY_SOURCE_DATA_DIR;
+
+inline std::shared_ptr<const Schema> TestSchema() {
+  static auto schema =
+      std::make_shared<const Schema>(Schema::FromFile(kDataDir + "/schema/guard_entry.yaml"));
+  return schema;
+}
+
+inline SourceFilePtr Src(std::string text, std::string path = "test.gpol") {
+  return std::make_shared<const SourceFile>(std::move(path), std::move(text));
+}
+
+inline Loader MakeLoader() { return Loader(TestSchema(), kDataDir + "/std"); }
+
+// Codes of all diagnostics, in order, for compact assertions.
+inline std::vector<std::string> Codes(const Diagnostics& ds) {
+  std::vector<std::string> out;
+  for (const auto& d : ds.items()) out.push_back(d.code);
+  return out;
+}
+
+// An entry view built field by field, matching a program's slots.
+class Entry {
+ public:
+  Entry& Set(std::string field, Value v) {
+    values_[std::move(field)] = v;
+    return *this;
+  }
+  Entry& Str(std::string field, std::string_view s) { return Set(std::move(field), Value{0, 0, s}); }
+  Entry& Bool(std::string field, bool b) { return Set(std::move(field), Value{b ? 1 : 0, 0, {}}); }
+  Entry& Int(std::string field, int64_t i) { return Set(std::move(field), Value{i, 0, {}}); }
+  Entry& Enum(std::string field, const std::string& enum_name, std::string_view member) {
+    const auto& e = TestSchema()->enums()[TestSchema()->FindEnum(enum_name)];
+    return Set(std::move(field), Value{e.Find(member), 0, member});
+  }
+
+  Outcome Run(const Program& p) const {
+    std::vector<Value> view(p.fields.size() + 1);
+    for (size_t i = 0; i < p.fields.size(); ++i) {
+      auto it = values_.find(p.fields[i]);
+      if (it != values_.end()) view[i] = it->second;
+    }
+    return Evaluate(p, view.data());
+  }
+
+ private:
+  std::map<std::string, Value> values_;
+};
+
+}  // namespace guardpolicy::testing
