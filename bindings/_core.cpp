@@ -127,15 +127,15 @@ class PyPolicy {
       }
     } catch (py::error_already_set& e) {
       extractor.Reset();
-      return OnError(n, e);
+      return FallBack(n, e);
     }
     extractor.Reset();
     return outcomes;
   }
 
   // An entry the binding could not read: the policy's on_error decides for every entry.
-  std::vector<Outcome> OnError(size_t n, py::error_already_set& e) const {
-    const OnError mode = policy_->on_error();
+  std::vector<Outcome> FallBack(size_t n, py::error_already_set& e) const {
+    const guardpolicy::OnError mode = policy_->on_error();
     if (mode == OnError::kRaise) throw;
     const std::string what = e.what();
     py::module_::import("guardpolicy.errors").attr("warn_internal_failure")(policy_->name(), what,

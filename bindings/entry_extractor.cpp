@@ -116,9 +116,9 @@ void EntryExtractor::LoadTorchTypes() {
   TorchTypes& t = Torch();
   if (t.tensor != nullptr) return;
   py::module_ torch = py::module_::import("torch");
-  t.tensor = torch.attr("Tensor").release().ptr();
-  t.parameter = torch.attr("nn").attr("Parameter").release().ptr();
-  t.module = torch.attr("nn").attr("Module").release().ptr();
+  t.tensor = py::object(torch.attr("Tensor")).release().ptr();
+  t.parameter = py::object(torch.attr("nn").attr("Parameter")).release().ptr();
+  t.module = py::object(torch.attr("nn").attr("Module")).release().ptr();
 }
 
 const EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
@@ -177,7 +177,11 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
   auto frame_attr = [&](const char* attr) -> py::object {
     if (!user_frame_) {
       py::object stack = orig_guard().attr("user_stack");
-      user_frame_ = (stack.is_none() || py::len(stack) == 0) ? py::none() : stack[py::int_(-1)];
+      if (stack.is_none() || py::len(stack) == 0) {
+        user_frame_ = py::none();
+      } else {
+        user_frame_ = py::object(stack[py::int_(-1)]);
+      }
     }
     return user_frame_.is_none() ? py::object() : user_frame_.attr(attr);
   };
