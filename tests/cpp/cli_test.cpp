@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -69,6 +70,25 @@ TEST(Cli, DisasmListsInstructionsWithRuleSources) {
   EXPECT_EQ(r.rc, cli::kExitClean) << r.err;
   EXPECT_NE(r.out.find("LOAD_FIELD    0 (is_global)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("drop rule 0 (skip_guard_on_globals at "), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+TEST(CliTest, RunsTestBlocksAndCountsFailures) {
+  const std::string ok = (std::filesystem::path(testing::kDataDir).parent_path() / "tests/corpus/accept/serving.gpol").string();
+  auto good = RunCli({"test", ok});
+  EXPECT_EQ(good.rc, cli::kExitClean) << good.out << good.err;
+  EXPECT_EQ(good.out, "4 passed, 0 failed\n");
+  const std::string path = WriteTemp("t.gpol",
+      "guardpolicy 1\nunsafe policy p { drop when is_global }\n"
+      "test p {\n  expect drop { is_global: true }\n  expect drop { is_global: false }\n}\n");
+  auto bad = RunCli({"test", path});
+  EXPECT_EQ(bad.rc, cli::kExitFindings);
+  EXPECT_EQ(bad.out, path + ":5:3: FAIL: policy `p` decided keep (default), expected drop\n1 passed, 1 failed\n");
 }
 
 }  // namespace

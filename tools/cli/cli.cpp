@@ -40,6 +40,10 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   disasm->add_option("file", disasm_file, "policy file")->required();
   disasm->add_option("--policy", disasm_policy, "policy name when the file has several");
 
+  std::vector<std::string> test_files;
+  CLI::App* test = app.add_subcommand("test", "run the `test` blocks of policy files");
+  test->add_option("files", test_files, "policy files")->required();
+
   std::vector<std::string> argv_rev(args.rbegin(), args.rend());
   try {
     app.parse(argv_rev);
@@ -54,6 +58,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   try {
     if (lint->parsed()) return RunLint(ctx, lint_files, werror);
     if (disasm->parsed()) return RunDisasm(ctx, disasm_file, disasm_policy);
+    if (test->parsed()) return RunTest(ctx, test_files);
   } catch (const std::exception& e) {
     err << "guardpolicy: error: " << e.what() << "\n";
     return kExitUsage;

@@ -25,4 +25,8 @@ int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werr
 // (`disasm` is the same listing).
 int RunDisasm(const Context& ctx, const std::string& file, const std::string& policy);
 
+// `guardpolicy test FILE...`: runs the files' `test` blocks; prints one line per failing
+// expectation and "N passed, M failed".
+int RunTest(const Context& ctx, const std::vector<std::string>& files);
+
 }  // namespace guardpolicy::cli

@@ -201,11 +201,23 @@ void CheckTests(const Module& module, const Schema& schema, Diagnostics& diags) 
     }
     for (const Expectation& ex : t.expectations) {
       for (const FieldInit& f : ex.fields) {
-        if (schema.FindField(f.path) < 0) {
+        const int field = schema.FindField(f.path);
+        if (field < 0) {
           const std::string best = ClosestMatch(f.path, schema.FieldNames());
           diags.Error(codes::kUnknownTestField, f.range, fmt::format("unknown field `{}`", f.path),
                       best.empty() ? "" : fmt::format("did you mean `{}`?", best));
+          continue;
         }
+        const Type type = schema.fields()[field].type;
+        if (type.kind == TypeKind::kEnumSet) {
+          diags.Error(codes::kUnknownTestField, f.range,
+                      fmt::format("field `{}` is a set; tests cannot set it yet", f.path));
+          continue;
+        }
+        const PolicyDecl none;
+        const CompileOptions options;
+        checker_internal::ExprChecker literal_checker(schema, none, options, diags);
+        literal_checker.CheckLiteral(f.value, type, f.value.range);
       }
     }
   }

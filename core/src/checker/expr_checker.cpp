@@ -247,8 +247,10 @@ bool ExprChecker::CheckLiteral(const Literal& lit, const Type& expected, const S
     default: break;
   }
   if (!ok && !expected.is_error()) {
+    static constexpr const char* kLiteralKinds[] = {"string", "int", "bool"};
     diags_.Error(codes::kBadParameter, where,
-                 fmt::format("expected a {} value", schema_.TypeName(expected)));
+                 fmt::format("expected a {} value, found {}", schema_.TypeName(expected),
+                             kLiteralKinds[static_cast<int>(lit.kind)]));
   }
   return ok;
 }

@@ -1,0 +1,37 @@
+// test_cmd.cpp: `guardpolicy test FILE...`.
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "context.h"
+#include "guardpolicy/test_runner.h"
+
+namespace guardpolicy::cli {
+
+int RunTest(const Context& ctx, const std::vector<std::string>& files) {
+  std::unique_ptr<Loader> loader = ctx.MakeLoader();
+  int passed = 0, failed = 0;
+  bool broken = false;
+  for (const std::string& path : files) {
+    try {
+      for (const ExpectationResult& r : RunTests(*loader, SourceFileFromPath(path))) {
+        if (r.passed()) {
+          ++passed;
+          continue;
+        }
+        ++failed;
+        *ctx.out << fmt::format("{}: FAIL: policy `{}` decided {} ({}), expected {}\n",
+                                r.range.ToString(), r.policy, DecisionName(r.actual),
+                                r.rule < 0 ? "default" : fmt::format("rule {}", r.rule),
+                                DecisionName(r.expected));
+      }
+    } catch (const PolicyError& e) {
+      *ctx.err << RenderText(e.diagnostics());
+      broken = true;
+    }
+  }
+  *ctx.out << fmt::format("{} passed, {} failed\n", passed, failed);
+  if (broken) return kExitUsage;
+  return failed ? kExitFindings : kExitClean;
+}
+
+}  // namespace guardpolicy::cli
