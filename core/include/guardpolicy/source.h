@@ -56,4 +56,8 @@ struct SourceRange {
   std::string ToString() const;
 };
 
+// Length of the UTF-8 sequence starting at s[i] (1 to 4), or 0 when it is malformed
+// (bad lead byte, truncated, bad continuation, overlong 2-byte form).
+size_t Utf8SequenceLength(std::string_view s, size_t i);
+
 }  // namespace guardpolicy

@@ -38,6 +38,20 @@ bool Diagnostics::HasErrors() const {
 
 namespace {
 
+// `line` with each byte of a malformed UTF-8 sequence shown as `?` (same width in bytes).
+std::string Printable(std::string_view line) {
+  std::string out(line);
+  for (size_t i = 0; i < out.size();) {
+    const size_t n = Utf8SequenceLength(line, i);
+    if (n == 0) {
+      out[i++] = '?';
+    } else {
+      i += n;
+    }
+  }
+  return out;
+}
+
 // The source line and a caret line under [begin, end) clipped to that line.
 std::string RenderSnippet(const SourceRange& r) {
   const LineCol lc = r.start();
@@ -52,7 +66,7 @@ std::string RenderSnippet(const SourceRange& r) {
     if (line[i] == '\t') caret[i] = '\t';
   }
   caret.append(std::max<uint32_t>(1, end - r.begin), '^');
-  return fmt::format("  {} | {}\n  {} | {}\n", gutter, line, pad, caret);
+  return fmt::format("  {} | {}\n  {} | {}\n", gutter, Printable(line), pad, caret);
 }
 
 }  // namespace

@@ -8,18 +8,6 @@
 namespace guardpolicy::parser_internal {
 namespace {
 
-// Length of the UTF-8 sequence starting at s[i], or 0 when it is malformed.
-size_t Utf8SequenceLength(const std::string& s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
-  }
-  if (n == 2 && c < 0xC2) return 0;  // overlong
-  return n;
-}
-
 bool CheckEncoding(const SourceFilePtr& file, Diagnostics& diags) {
   const std::string& s = file->text();
   for (size_t i = 0; i < s.size();) {
