@@ -1,6 +1,8 @@
 // checker_test.cpp: name resolution, types and safety checks, each with its code and position.
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "guardpolicy/diag_codes.h"
 #include "test_util.h"
 
@@ -15,13 +17,19 @@ Diagnostics LintText(const std::string& body) {
   return loader.Lint(Src("guardpolicy 1\n" + body)).diagnostics;
 }
 
-TEST(Checker, StdPoliciesAreClean) {
+TEST(Checker, StdPoliciesHaveNoErrorsAndOnlyTheirTrueRisks) {
   Loader loader = testing::MakeLoader();
-  for (const char* name : {"skip_guard_on_inbuilt_nn_modules", "skip_guard_on_all_nn_modules",
-                           "keep_tensor_guards", "skip_guard_on_globals", "keep_portable_guards",
-                           "skip_all_guards"}) {
+  const std::map<std::string, std::vector<std::string>> expected = {
+      {"skip_guard_on_inbuilt_nn_modules", {}},
+      {"skip_guard_on_all_nn_modules", {}},
+      {"keep_tensor_guards", {codes::kRiskyDrop, codes::kRiskyDrop}},  // SHAPE_ENV, GLOBAL_STATE
+      {"skip_guard_on_globals", {}},
+      {"keep_portable_guards", {}},
+      {"skip_all_guards", {codes::kDropsEverything}},
+  };
+  for (const auto& [name, want] : expected) {
     auto r = loader.Lint(SourceFileFromPath(testing::kDataDir + "/std/" + name + ".gpol"));
-    EXPECT_TRUE(r.diagnostics.empty()) << name << "\n" << RenderText(r.diagnostics);
+    EXPECT_EQ(Codes(r.diagnostics), want) << name << "\n" << RenderText(r.diagnostics);
   }
 }
 
@@ -42,6 +50,7 @@ TEST(Checker, UnknownClosedEnumLiteralIsAnError) {
 
 TEST(Checker, UnknownGuardTypeIsAWarningBecauseTheEnumIsOpen) {
   auto d = LintText("unsafe policy p {\n  drop when guard_type == _spyre_TENSOR_MATCH\n}\n");
+  // No risk warnings either: an unknown guard type is none of SHAPE_ENV, GLOBAL_STATE, TENSOR_MATCH.
   ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kUnknownGuardType});
   EXPECT_EQ(d.items()[0].severity, Severity::kWarning);
   EXPECT_FALSE(d.HasErrors());
@@ -89,17 +98,17 @@ TEST(Checker, UseArgumentsAreChecked) {
 TEST(Checker, UseCyclesAndDuplicatePolicies) {
   auto d = LintText("unsafe policy a { use b\n drop when is_global }\n"
                     "unsafe policy b { use a }\nunsafe policy a { default drop }\n");
-  EXPECT_EQ(Codes(d), (std::vector<std::string>{codes::kDuplicatePolicy, codes::kUseCycle}));
+  EXPECT_EQ(testing::ErrorCodes(d), (std::vector<std::string>{codes::kDuplicatePolicy, codes::kUseCycle}));
 }
 
 TEST(Checker, DroppingRequiresUnsafe) {
   auto d = LintText("policy p {\n  drop when is_global\n}\n");
-  ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kDropsWithoutUnsafe});
+  ASSERT_EQ(testing::ErrorCodes(d), std::vector<std::string>{codes::kDropsWithoutUnsafe});
   EXPECT_EQ(d.items()[0].range.ToString(), "test.gpol:2:8");
   // Dropping through `use` counts too; a default drop counts.
-  EXPECT_EQ(Codes(LintText("policy p { use skip_guard_on_globals }\n")),
+  EXPECT_EQ(testing::ErrorCodes(LintText("policy p { use skip_guard_on_globals }\n")),
             std::vector<std::string>{codes::kDropsWithoutUnsafe});
-  EXPECT_EQ(Codes(LintText("policy p { default drop }\n")),
+  EXPECT_EQ(testing::ErrorCodes(LintText("policy p { default drop }\n")),
             std::vector<std::string>{codes::kDropsWithoutUnsafe});
   auto w = LintText("unsafe policy p { keep when is_global }\n");
   ASSERT_EQ(Codes(w), std::vector<std::string>{codes::kUnsafeNeverDrops});

@@ -30,10 +30,14 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 }
 
 TEST(Cli, LintCleanStdPoliciesExitZero) {
-  auto r = RunCli({"lint", testing::kDataDir + "/std/keep_tensor_guards.gpol",
-                   testing::kDataDir + "/std/skip_all_guards.gpol"});
+  auto r = RunCli({"lint", testing::kDataDir + "/std/skip_guard_on_globals.gpol",
+                   testing::kDataDir + "/std/keep_portable_guards.gpol"});
   EXPECT_EQ(r.rc, cli::kExitClean) << r.err;
   EXPECT_EQ(r.err, "");
+  // Risk warnings are printed but do not fail the lint.
+  auto w = RunCli({"lint", testing::kDataDir + "/std/skip_all_guards.gpol"});
+  EXPECT_EQ(w.rc, cli::kExitClean) << w.err;
+  EXPECT_NE(w.err.find("warning[GP3009]: policy `skip_all_guards` drops every guard"), std::string::npos) << w.err;
 }
 
 TEST(Cli, LintFindingsPrintLocationSourceLineAndCaret) {

@@ -143,7 +143,7 @@ TEST(CompilerVm, PolicySelectionAndParameterValues) {
     Compile(two, {}, "c");
     FAIL();
   } catch (const PolicyError& e) {
-    EXPECT_EQ(e.diagnostics().items()[0].code, codes::kPolicySelection);
+    EXPECT_TRUE(testing::HasCode(e.diagnostics(), codes::kPolicySelection)) << e.what();
   }
   Literal wrong;
   wrong.kind = Literal::Kind::kInt;

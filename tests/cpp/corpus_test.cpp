@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "guardpolicy/test_runner.h"
 #include "test_util.h"
 
 namespace guardpolicy {
@@ -81,6 +82,25 @@ TEST(Corpus, AcceptFilesLintCleanAndDisassembleAsRecorded) {
       listing += Disassemble(loader.Load(CorpusFile(p, "accept"), decl.name, {})->program());
     }
     CompareGolden(fs::path(p).replace_extension(".disasm"), Portable(listing));
+  }
+}
+
+}  // namespace
+}  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+TEST(Corpus, EveryStdAndAcceptPolicyCarriesPassingTests) {
+  std::vector<fs::path> files;
+  for (const auto& e : fs::directory_iterator(fs::path(testing::kDataDir) / "std")) files.push_back(e.path());
+  for (const fs::path& p : Sources("accept")) files.push_back(p);
+  for (const fs::path& p : files) {
+    SCOPED_TRACE(p.string());
+    Loader loader = testing::MakeLoader();
+    const auto results = RunTests(loader, SourceFileFromPath(p.string()));
+    EXPECT_GE(results.size(), 2u);
+    for (const ExpectationResult& r : results) EXPECT_TRUE(r.passed()) << r.range.ToString();
   }
 }
 

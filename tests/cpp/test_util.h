@@ -30,6 +30,22 @@ inline std::vector<std::string> Codes(const Diagnostics& ds) {
   return out;
 }
 
+// Codes of the errors only (analysis warnings filtered out).
+inline std::vector<std::string> ErrorCodes(const Diagnostics& ds) {
+  std::vector<std::string> out;
+  for (const auto& d : ds.items()) {
+    if (d.severity == Severity::kError) out.push_back(d.code);
+  }
+  return out;
+}
+
+inline bool HasCode(const Diagnostics& ds, std::string_view code) {
+  for (const auto& d : ds.items()) {
+    if (d.code == code) return true;
+  }
+  return false;
+}
+
 // An entry view built field by field, matching a program's slots.
 class Entry {
  public:

@@ -35,6 +35,14 @@ inline constexpr const char kUnknownTestField[] = "GP2015";
 
 inline constexpr const char kDropsWithoutUnsafe[] = "GP3001";
 inline constexpr const char kUnsafeNeverDrops[] = "GP3002";  // warning
+inline constexpr const char kShadowedRule[] = "GP3003";      // warning: earlier rules cover it
+inline constexpr const char kAlwaysTrue[] = "GP3004";        // warning
+inline constexpr const char kAlwaysFalse[] = "GP3005";       // warning: the rule never fires
+inline constexpr const char kDuplicateRule[] = "GP3006";     // warning
+inline constexpr const char kNoOpDrop[] = "GP3007";          // warning: GLOBAL_STATE covers it
+inline constexpr const char kRiskyDrop[] = "GP3008";         // warning: what can go stale
+inline constexpr const char kDropsEverything[] = "GP3009";   // warning
+inline constexpr const char kUnusedParameter[] = "GP3010";   // warning
 
 inline constexpr const char kPolicySelection[] = "GP4001";   // no/ambiguous/unknown policy=
 inline constexpr const char kParamValue[] = "GP4002";        // bad **params at load time

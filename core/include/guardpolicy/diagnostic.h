@@ -19,19 +19,27 @@ enum class Severity { kError, kWarning, kNote };
 
 const char* SeverityName(Severity s);
 
+// Another place a diagnostic points at, e.g. the earlier rule that shadows this one.
+struct RelatedLocation {
+  SourceRange range;
+  std::string message;  // e.g. "covered by this rule"
+};
+
 struct Diagnostic {
   Severity severity = Severity::kError;
   std::string code;     // e.g. "GP1001"
   std::string message;  // e.g. "unknown field `nmae`"
   SourceRange range;
   std::string help;     // e.g. "did you mean `name`?"; may be empty
+  std::vector<RelatedLocation> related;
 };
 
 class Diagnostics {
  public:
   void Add(Diagnostic d) { items_.push_back(std::move(d)); }
   void Error(std::string code, SourceRange range, std::string message, std::string help = {});
-  void Warning(std::string code, SourceRange range, std::string message, std::string help = {});
+  void Warning(std::string code, SourceRange range, std::string message, std::string help = {},
+               std::vector<RelatedLocation> related = {});
   void Append(const Diagnostics& other);
 
   bool HasErrors() const;

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "expr_checker.h"
+#include "guardpolicy/analysis.h"
 #include "guardpolicy/diag_codes.h"
 
 namespace guardpolicy {
@@ -133,6 +134,7 @@ class PolicyChecker {
 
   void CheckUnsafe() {
     if (diags_.HasErrors()) return;  // analysis needs a well-typed policy
+    AnalyzePolicy(policy_, schema_, resolver_, diags_);
     const bool can_drop = CanDrop(policy_, resolver_);
     if (can_drop && !policy_.is_unsafe) {
       diags_.Error(codes::kDropsWithoutUnsafe, policy_.name_range,

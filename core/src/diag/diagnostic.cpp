@@ -18,13 +18,13 @@ const char* SeverityName(Severity s) {
 
 void Diagnostics::Error(std::string code, SourceRange range, std::string message,
                         std::string help) {
-  Add({Severity::kError, std::move(code), std::move(message), std::move(range), std::move(help)});
+  Add({Severity::kError, std::move(code), std::move(message), std::move(range), std::move(help), {}});
 }
 
 void Diagnostics::Warning(std::string code, SourceRange range, std::string message,
-                          std::string help) {
-  Add({Severity::kWarning, std::move(code), std::move(message), std::move(range),
-       std::move(help)});
+                          std::string help, std::vector<RelatedLocation> related) {
+  Add({Severity::kWarning, std::move(code), std::move(message), std::move(range), std::move(help),
+       std::move(related)});
 }
 
 void Diagnostics::Append(const Diagnostics& other) {
@@ -76,6 +76,10 @@ std::string RenderText(const Diagnostic& d) {
                                 d.code, d.message);
   if (d.range.valid()) out += RenderSnippet(d.range);
   if (!d.help.empty()) out += fmt::format("  = help: {}\n", d.help);
+  for (const RelatedLocation& r : d.related) {
+    out += fmt::format("  = note: {}: {}\n", r.range.ToString(), r.message);
+    if (r.range.valid()) out += RenderSnippet(r.range);
+  }
   return out;
 }
 

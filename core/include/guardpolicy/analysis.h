@@ -1,0 +1,23 @@
+// analysis.h: what a well-typed policy means, beyond its types.
+//
+// Reports rules that can never fire (always false, or covered by earlier rules, naming
+// the covering rule), conditions that are always true, duplicate rules, drops that do
+// nothing alone (GRAD_MODE, DETERMINISTIC_ALGORITHMS: GLOBAL_STATE covers them), risky
+// drops (SHAPE_ENV, GLOBAL_STATE, TENSOR_MATCH on inputs, every guard) with what can go
+// stale, and unused parameters. Exact over bools and enums, conservative for strings,
+// ints and regexes (see analysis/formula.h): a finding is never a false alarm about
+// reachability. All findings are warnings.
+#pragma once
+
+#include "guardpolicy/ast.h"
+#include "guardpolicy/checker.h"
+#include "guardpolicy/diagnostic.h"
+#include "guardpolicy/schema.h"
+
+namespace guardpolicy {
+
+// `policy` must have passed the type checks without errors.
+void AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+                   Diagnostics& diags);
+
+}  // namespace guardpolicy

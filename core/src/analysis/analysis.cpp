@@ -1,0 +1,280 @@
+// analysis.cpp: reachability, redundancy and risk findings for one policy.
+#include "guardpolicy/analysis.h"
+
+#include <fmt/format.h>
+
+#include "formula.h"
+#include "guardpolicy/compiler.h"
+#include "guardpolicy/verifier.h"
+#include "guardpolicy/vm.h"
+#include "guardpolicy/diag_codes.h"
+#include "guardpolicy/printer.h"
+
+namespace guardpolicy {
+namespace {
+
+using analysis::FormulaPtr;
+using Bound = std::map<std::string, Literal, std::less<>>;
+
+constexpr int kMaxUseDepth = 16;
+
+// One rule after `use` expansion, with where to report it.
+struct FlatRule {
+  const Rule* rule = nullptr;
+  const PolicyDecl* owner = nullptr;  // the policy that wrote it
+  SourceRange site;                   // the rule, or the top-level `use` that brought it in
+  bool own = false;                   // written in the analyzed policy itself
+  FormulaPtr cond;
+  std::string key;                    // canonical condition text
+};
+
+// What each guard type risks when its guard is dropped (torch 2.13 semantics).
+struct Risk {
+  const char* guard_type;
+  const char* what;
+};
+constexpr Risk kRisks[] = {
+    {"SHAPE_ENV", "every symbolic-shape guard is in it: inputs of other sizes reuse code "
+                  "specialized for the first sizes"},
+    {"GLOBAL_STATE", "changes of grad mode, autocast, default dtype, deterministic algorithms "
+                     "and num_threads go unnoticed"},
+};
+
+class Analyzer {
+ public:
+  Analyzer(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver, Diagnostics& diags)
+      : policy_(policy), schema_(schema), resolver_(resolver), diags_(diags), vocab_(schema) {}
+
+  void Run() {
+    Flatten(policy_, Bound{}, 0, nullptr);
+    axioms_ = vocab_.Axioms();
+    CheckRules();
+    CheckRisks();
+    CheckUnusedParams();
+  }
+
+ private:
+  void Flatten(const PolicyDecl& p, const Bound& bound, int depth, const SourceRange* site) {
+    for (const Item& item : p.items) {
+      if (item.kind == Item::Kind::kRule) {
+        FlatRule r;
+        r.rule = &item.rule;
+        r.owner = &p;
+        r.site = site ? *site : item.rule.range;
+        r.own = site == nullptr;
+        r.cond = vocab_.FromExpr(*item.rule.condition, bound);
+        r.key = std::string(DecisionName(item.rule.decision)) + " when " + PrintExpr(*item.rule.condition, &bound);
+        rules_.push_back(std::move(r));
+        continue;
+      }
+      const PolicyDecl* target = p.module ? resolver_.Resolve(item.use.target, *p.module) : nullptr;
+      if (target == nullptr || target == &p || depth >= kMaxUseDepth) continue;
+      Bound args;
+      for (const Param& param : target->params) {
+        if (param.default_value) args[param.name] = *param.default_value;
+      }
+      for (const Arg& a : item.use.args) args[a.name] = a.value;
+      Flatten(*target, args, depth + 1, site ? site : &item.use.range);
+    }
+  }
+
+  bool Sat(const FormulaPtr& f) const {
+    // Over budget counts as satisfiable: no finding is claimed without a proof.
+    return vocab_.Satisfiable(analysis::And(axioms_, f)).value_or(true);
+  }
+
+  // Entries that reach rule i (no earlier rule matched) and match it.
+  FormulaPtr Reach(size_t i) const {
+    FormulaPtr f = rules_[i].cond;
+    for (size_t j = 0; j < i; ++j) f = analysis::And(f, analysis::Not(rules_[j].cond));
+    return f;
+  }
+  FormulaPtr ReachDefault() const {
+    FormulaPtr f = analysis::Const(true);
+    for (const FlatRule& r : rules_) f = analysis::And(f, analysis::Not(r.cond));
+    return f;
+  }
+
+  void CheckRules() {
+    for (size_t i = 0; i < rules_.size(); ++i) {
+      const FlatRule& r = rules_[i];
+      if (!r.own) continue;
+      if (!Sat(r.cond)) {
+        diags_.Warning(codes::kAlwaysFalse, r.rule->condition->range, "condition is always false",
+                       "this rule never fires; remove it or fix the condition");
+        continue;
+      }
+      if (!Sat(Reach(i))) {
+        ReportCovered(i);
+        continue;
+      }
+      if (!Sat(analysis::Not(r.cond))) {
+        const bool more = i + 1 < rules_.size() || policy_.default_decision.has_value();
+        diags_.Warning(codes::kAlwaysTrue, r.rule->condition->range, "condition is always true",
+                       more ? "every guard is decided here: later rules and the default never apply"
+                            : "write `default " + std::string(DecisionName(r.rule->decision)) + "` instead");
+      }
+    }
+  }
+
+  void ReportCovered(size_t i) {
+    const FlatRule& r = rules_[i];
+    for (size_t j = 0; j < i; ++j) {
+      if (rules_[j].key == r.key) {
+        diags_.Warning(codes::kDuplicateRule, r.rule->range, "duplicate rule", "remove it",
+                       {{rules_[j].site, "the same rule"}});
+        return;
+      }
+    }
+    std::vector<RelatedLocation> related;
+    for (size_t j = 0; j < i; ++j) {
+      if (!Sat(analysis::And(r.cond, analysis::Not(rules_[j].cond)))) {
+        related.push_back({rules_[j].site, rules_[j].own ? "covered by this rule"
+                                                         : "covered by a rule of `" + rules_[j].owner->name + "`"});
+        break;
+      }
+    }
+    if (related.empty()) {
+      for (size_t j = 0; j < i; ++j) related.push_back({rules_[j].site, "together with the other earlier rules"});
+      related.resize(std::min<size_t>(related.size(), 3));
+      related.front().message = "covered by earlier rules together, starting here";
+    }
+    diags_.Warning(codes::kShadowedRule, r.rule->range, "rule can never fire: earlier rules decide every entry it matches",
+                   "remove it, or move it before the rules that cover it", std::move(related));
+  }
+
+  // One warning per drop site (a drop rule, a `use`, or `default drop`) and risk.
+  void CheckRisks() {
+    FormulaPtr kept = analysis::Const(!(policy_.EffectiveDefault() == Decision::kDrop));
+    if (policy_.EffectiveDefault() == Decision::kDrop) kept = analysis::Const(false);
+    for (size_t i = 0; i < rules_.size(); ++i) {
+      if (rules_[i].rule->decision == Decision::kKeep) kept = analysis::Or(kept, Reach(i));
+    }
+    if (policy_.EffectiveDefault() == Decision::kKeep) kept = analysis::Or(kept, ReachDefault());
+    if (!Sat(kept)) {
+      diags_.Warning(codes::kDropsEverything, policy_.name_range,
+                     fmt::format("policy `{}` drops every guard", policy_.name),
+                     "the compiled code then runs whatever changes: shapes, dtypes, globals, modules, grad mode");
+      return;
+    }
+    std::vector<std::pair<SourceRange, FormulaPtr>> sites;
+    for (size_t i = 0; i < rules_.size(); ++i) {
+      if (rules_[i].rule->decision != Decision::kDrop) continue;
+      if (!sites.empty() && sites.back().first.begin == rules_[i].site.begin) {
+        sites.back().second = analysis::Or(sites.back().second, Reach(i));
+      } else {
+        sites.emplace_back(rules_[i].site, Reach(i));
+      }
+      if (rules_[i].own) CheckNoOp(i);
+    }
+    if (policy_.EffectiveDefault() == Decision::kDrop) {
+      sites.emplace_back(policy_.default_range.valid() ? policy_.default_range : policy_.name_range, ReachDefault());
+    }
+    CheckAmbientRisks();
+    for (const auto& [site, reach] : sites) CheckSiteRisks(site, reach);
+  }
+
+  void CheckSiteRisks(const SourceRange& site, const FormulaPtr& reach) {
+    const FormulaPtr input_tensor =
+        analysis::And(analysis::And(vocab_.GuardTypeIs("TENSOR_MATCH"), vocab_.GuardSourceIn({"LOCAL"})),
+                      analysis::Not(vocab_.BoolField("value.is_parameter")));
+    if (Sat(analysis::And(reach, input_tensor))) {
+      diags_.Warning(codes::kRiskyDrop, site, "can drop `TENSOR_MATCH` guards on input tensors",
+                     "an input's dtype, device, shape, strides or requires_grad can then change under the "
+                     "compiled code");
+    }
+  }
+
+  // The field values of an ambient guard (`SHAPE_ENV` from ShapeEnvSource, the others
+  // from GlobalStateSource): every one is known, so the policy is simply run on it.
+  Value AmbientField(const std::string& field, std::string_view guard_type) const {
+    const bool shape = guard_type == "SHAPE_ENV";
+    const std::string_view source = shape ? "SHAPE_ENV" : "GLOBAL";
+    if (field == "guard_type") {
+      return Value{schema_.enums()[schema_.FindEnum("GuardType")].Find(guard_type), 0, guard_type};
+    }
+    if (field == "guard_source") {
+      return Value{schema_.enums()[schema_.FindEnum("GuardSource")].Find(source), 0, source};
+    }
+    if (field == "source.kind" || field == "source.root") {
+      return Value{0, 0, shape ? "ShapeEnvSource" : "GlobalStateSource"};
+    }
+    return Value{};  // name "", no value, not global, depth 0, no user frame, no derived types
+  }
+
+  // Runs the policy (default parameters) on the SHAPE_ENV and GLOBAL_STATE guards.
+  void CheckAmbientRisks() {
+    for (const Param& p : policy_.params) {
+      if (!p.default_value) return;  // no values to run with
+    }
+    Diagnostics ignored;
+    Program prog = Compile(policy_, *policy_.module, schema_, resolver_, {}, ignored);
+    if (ignored.HasErrors() || !prog.Finalize().empty() || !Verify(prog).empty()) return;
+    for (const Risk& risk : kRisks) {
+      std::vector<Value> view;
+      for (const std::string& f : prog.fields) view.push_back(AmbientField(f, risk.guard_type));
+      view.emplace_back();
+      const Outcome o = Evaluate(prog, view.data());
+      if (o.decision != Decision::kDrop) continue;
+      const bool by_rule = o.rule >= 0 && static_cast<size_t>(o.rule) < rules_.size();
+      const SourceRange site = by_rule ? rules_[o.rule].site
+                               : policy_.default_range.valid() ? policy_.default_range
+                                                               : policy_.name_range;
+      diags_.Warning(codes::kRiskyDrop, site, fmt::format("drops the `{}` guard", risk.guard_type),
+                     fmt::format("{}; keep it with `keep when guard_type == {}` first", risk.what,
+                                 risk.guard_type));
+    }
+  }
+
+  void CheckNoOp(size_t i) {
+    // GRAD_MODE, DETERMINISTIC_ALGORITHMS and FSDP_TRAINING_STATE emit no check of their own
+    // (torch/_dynamo/guards.py: "we always guard on this via GlobalStateGuard()").
+    FormulaPtr noop = analysis::Or(analysis::Or(vocab_.GuardTypeIs("GRAD_MODE"),
+                                                vocab_.GuardTypeIs("DETERMINISTIC_ALGORITHMS")),
+                                   vocab_.GuardTypeIs("FSDP_TRAINING_STATE"));
+    const FormulaPtr reach = Reach(i);
+    if (Sat(reach) && !Sat(analysis::And(reach, analysis::Not(noop)))) {
+      diags_.Warning(codes::kNoOpDrop, rules_[i].rule->range, "this drop does nothing on its own",
+                     "GLOBAL_STATE checks grad mode and deterministic algorithms; drop `GLOBAL_STATE` "
+                     "to stop checking them");
+    }
+  }
+
+  static bool Uses(const Expr& e, const std::string& param) {
+    if (e.kind == ExprKind::kPath && e.resolved.kind == Resolution::Kind::kParam && e.path == param) return true;
+    for (const auto& k : e.kids) {
+      if (Uses(*k, param)) return true;
+    }
+    return false;
+  }
+
+  void CheckUnusedParams() {
+    for (const Param& p : policy_.params) {
+      bool used = false;
+      for (const Item& item : policy_.items) {
+        used |= item.kind == Item::Kind::kRule && Uses(*item.rule.condition, p.name);
+      }
+      if (!used) {
+        diags_.Warning(codes::kUnusedParameter, p.range, fmt::format("parameter `{}` is never used", p.name),
+                       "remove it, or use it in a rule");
+      }
+    }
+  }
+
+  const PolicyDecl& policy_;
+  const Schema& schema_;
+  PolicyResolver& resolver_;
+  Diagnostics& diags_;
+  analysis::Vocabulary vocab_;
+  FormulaPtr axioms_;
+  std::vector<FlatRule> rules_;
+};
+
+}  // namespace
+
+void AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+                   Diagnostics& diags) {
+  Analyzer(policy, schema, resolver, diags).Run();
+}
+
+}  // namespace guardpolicy
