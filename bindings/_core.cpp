@@ -128,6 +128,14 @@ class PyPolicy {
     } catch (py::error_already_set& e) {
       extractor.Reset();
       return FallBack(n, e);
+    } catch (const std::exception& e) {  // e.g. pybind11::cast_error on a wrong attribute type
+      extractor.Reset();
+      if (policy_->on_error() == guardpolicy::OnError::kRaise) throw;
+      py::error_already_set wrapped = [&] {
+        PyErr_SetString(PyExc_TypeError, e.what());
+        return py::error_already_set();
+      }();
+      return FallBack(n, wrapped);
     }
     extractor.Reset();
     return outcomes;

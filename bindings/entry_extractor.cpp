@@ -52,6 +52,9 @@ TorchTypes& Torch() {
 
 Value BoolValue(bool b) { return Value{b ? 1 : 0, 0, {}}; }
 
+// What an absent field reads as: false, 0, "", no enum member (ordinal -1), empty set.
+Value AbsentValue(const Type& t) { return Value{t.kind == TypeKind::kEnum ? -1 : 0, 0, {}}; }
+
 bool IsInstance(py::handle obj, PyObject* type) {
   const int r = PyObject_IsInstance(obj.ptr(), type);
   if (r < 0) throw py::error_already_set();
@@ -188,15 +191,9 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
   switch (id) {
     case FieldId::kName: out = Value{0, 0, View(entry.attr("name"))}; return;
     case FieldId::kGuardType: out = EnumValue(guard_type_enum_, View(entry.attr("guard_type"))); return;
-    case FieldId::kDerivedGuardTypes: {
-      uint64_t bits = 0;
-      for (py::handle t : entry.attr("derived_guard_types")) {
-        const int ordinal = EnumValue(guard_type_enum_, View(t)).i;
-        if (ordinal >= 0) bits |= uint64_t{1} << ordinal;
-      }
-      out = Value{0, bits, {}};
+    case FieldId::kDerivedGuardTypes:
+      out = SetValue(guard_type_enum_, entry.attr("derived_guard_types"));
       return;
-    }
     case FieldId::kIsGlobal: out = BoolValue(entry.attr("is_global").cast<bool>()); return;
     case FieldId::kHasValue: out = BoolValue(entry.attr("has_value").cast<bool>()); return;
     case FieldId::kGuardSource: {
@@ -262,28 +259,36 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
 }
 
 void EntryExtractor::ExtractMapping(py::handle mapping, Value* out) {
-  py::dict d = py::reinterpret_borrow<py::dict>(mapping);
+  if (!PyMapping_Check(mapping.ptr())) throw py::type_error("evaluate() rows must be mappings");
+  py::object get = mapping.attr("get");
   for (size_t slot = 0; slot < ids_.size(); ++slot) {
     const char* name = kFieldIds[static_cast<int>(ids_[slot])].first;
-    Value& v = out[slot];
-    v = Value{};
-    if (!d.contains(name)) continue;
-    py::handle item = d[name];
     const Type type = schema_.fields()[schema_.FindField(name)].type;
+    Value& v = out[slot];
+    v = AbsentValue(type);
+    py::object item = get(name, py::none());
+    if (item.is_none()) continue;
     switch (type.kind) {
       case TypeKind::kBool: v = BoolValue(item.cast<bool>()); break;
       case TypeKind::kInt: v.i = item.cast<int64_t>(); break;
       case TypeKind::kString: v.s = View(item); break;
       case TypeKind::kEnum: v = EnumValue(type.enum_index, View(item)); break;
-      case TypeKind::kEnumSet:
-        for (py::handle t : item) {
-          const int ordinal = EnumValue(type.enum_index, View(t)).i;
-          if (ordinal >= 0) v.bits |= uint64_t{1} << ordinal;
-        }
-        break;
+      case TypeKind::kEnumSet: v = SetValue(type.enum_index, item); break;
       case TypeKind::kError: break;
     }
   }
+}
+
+Value EntryExtractor::SetValue(int enum_index, py::handle members) {
+  Value v;
+  std::string unknown;
+  for (py::handle t : members) {
+    const Value m = EnumValue(enum_index, View(t));
+    if (m.i >= 0) v.bits |= uint64_t{1} << m.i;
+    else unknown += std::string(kSetSeparator) + std::string(m.s);
+  }
+  if (!unknown.empty()) v.s = Store(unknown + kSetSeparator);
+  return v;
 }
 
 }  // namespace guardpolicy::python

@@ -39,7 +39,8 @@ class EntryExtractor {
 
   // Fills `out` (program.fields.size() values) from one GuardFilterEntry.
   void Extract(py::handle entry, Value* out);
-  // Fills `out` from a mapping {field name: value}; absent fields read as false/0/"".
+  // Fills `out` from any mapping {field name: value}; absent (or None) fields read as
+  // false, 0, "", no enum member, the empty set.
   void ExtractMapping(py::handle mapping, Value* out);
   // Drops the references and strings held for the last call.
   void Reset();
@@ -62,6 +63,8 @@ class EntryExtractor {
   SourceWalk WalkSource(py::handle originating_source);
   void ExtractOne(FieldId id, py::handle entry, Value& out);
   Value EnumValue(int enum_index, std::string_view name) const;
+  // A set of enum members: known ones as bits, unknown names in `s` (see kSetSeparator).
+  Value SetValue(int enum_index, py::handle members);
   void LoadTorchTypes();
 
   std::vector<FieldId> ids_;

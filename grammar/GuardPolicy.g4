@@ -41,7 +41,7 @@ policyItem
     | USE target=qualifiedName argList?                    # useItem
     | CONFIG knob=IDENT ASSIGN literal                     # configItem
     | STANCE stanceName=IDENT AFTER calls=INT CALLS              # stanceItem
-    | ON_ERROR action=IDENT                                # onErrorItem
+    | ON_ERROR (decision | action=IDENT)                   # onErrorItem
     ;
 
 decision

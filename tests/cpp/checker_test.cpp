@@ -136,3 +136,18 @@ TEST(Checker, EveryProblemIsReportedNotJustTheFirst) {
 
 }  // namespace
 }  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+TEST(Checker, RuleCountLimit) {
+  std::string body = "unsafe policy p {\n";
+  for (int i = 0; i < 4097; ++i) body += "  drop when source.depth == " + std::to_string(i) + "\n";
+  body += "}\n";
+  Loader loader = testing::MakeLoader();
+  auto d = loader.Lint(testing::Src("guardpolicy 1\n" + body)).diagnostics;
+  EXPECT_TRUE(testing::HasCode(d, codes::kTooManyRules)) << RenderText(d).substr(0, 500);
+}
+
+}  // namespace
+}  // namespace guardpolicy

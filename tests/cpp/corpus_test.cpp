@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <map>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -102,6 +103,36 @@ TEST(Corpus, EveryStdAndAcceptPolicyCarriesPassingTests) {
     EXPECT_GE(results.size(), 2u);
     for (const ExpectationResult& r : results) EXPECT_TRUE(r.passed()) << r.range.ToString();
   }
+}
+
+}  // namespace
+}  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+// Every code in diag_codes.h has a reject file, except those that no single file can show;
+// each of those has its own unit test (named beside it).
+TEST(Corpus, EveryDiagnosticCodeHasARejectCase) {
+  const std::map<std::string, std::string> elsewhere = {
+      {"GP0001", "Cli.UsageAndIoErrorsExitTwo"},
+      {"GP0002", "Parser.RefusesNulInvalidUtf8AndHugeInput"},
+      {"GP0005", "Checker.RuleCountLimit"},
+      {"GP4001", "CompilerVm.PolicySelectionAndParameterValues"},
+      {"GP4002", "CompilerVm.PolicySelectionAndParameterValues"},
+  };
+  const std::string header = ReadAll(fs::path(GUARDPOLICY_SOURCE_DATA_DIR).parent_path() /
+                                     "core/include/guardpolicy/diag_codes.h");
+  int codes = 0;
+  for (size_t at = header.find("\"GP"); at != std::string::npos; at = header.find("\"GP", at + 1)) {
+    const std::string code = header.substr(at + 1, 6);
+    ++codes;
+    if (elsewhere.count(code)) continue;
+    bool found = false;
+    for (const fs::path& p : Sources("reject")) found |= p.filename().string().rfind(code, 0) == 0;
+    EXPECT_TRUE(found) << code << " has no tests/corpus/reject/" << code << "_*.gpol";
+  }
+  EXPECT_GE(codes, 36);
 }
 
 }  // namespace

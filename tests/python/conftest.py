@@ -14,6 +14,7 @@ Dynamo's caches are reset before and after every test (autouse ``_reset_dynamo``
 from __future__ import annotations
 
 import dataclasses
+import logging
 import warnings
 from typing import Any, Callable
 
@@ -23,6 +24,9 @@ import torch._dynamo
 
 import guardpolicy as gp
 
+# torch's structured-trace logger is meant never to propagate (torch/_logging/_internal.py);
+# under pytest's log capture it would flood every failure report with empty DEBUG lines.
+logging.getLogger("torch.__trace").propagate = False
 
 # --------------------------------------------------------------------------- capture
 

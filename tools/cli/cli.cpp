@@ -34,6 +34,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   lint->add_option("files", lint_files, "policy files")->required();
   lint->add_flag("--werror", werror, "treat warnings as findings");
   lint->add_option("--schema", ctx.schema_path, "schema YAML (default: the built-in schema)");
+  std::string format = "text";
+  lint->add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json", "sarif"}));
 
   std::string disasm_file, disasm_policy;
   CLI::App* disasm = app.add_subcommand("disasm", "print the bytecode of a compiled policy");
@@ -43,6 +45,12 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   std::vector<std::string> test_files;
   CLI::App* test = app.add_subcommand("test", "run the `test` blocks of policy files");
   test->add_option("files", test_files, "policy files")->required();
+
+  std::vector<std::string> fmt_files;
+  bool fmt_check = false;
+  CLI::App* fmt_cmd = app.add_subcommand("fmt", "rewrite policy files in the canonical layout");
+  fmt_cmd->add_option("files", fmt_files, "policy files")->required();
+  fmt_cmd->add_flag("--check", fmt_check, "change nothing; exit 1 if a file is not formatted");
 
   std::vector<std::string> argv_rev(args.rbegin(), args.rend());
   try {
@@ -56,9 +64,10 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   ctx.data_dir = DefaultDataDir(data_opt.empty() ? data_dir : data_opt);
   try {
-    if (lint->parsed()) return RunLint(ctx, lint_files, werror);
+    if (lint->parsed()) return RunLint(ctx, lint_files, werror, format);
     if (disasm->parsed()) return RunDisasm(ctx, disasm_file, disasm_policy);
     if (test->parsed()) return RunTest(ctx, test_files);
+    if (fmt_cmd->parsed()) return RunFmt(ctx, fmt_files, fmt_check);
   } catch (const std::exception& e) {
     err << "guardpolicy: error: " << e.what() << "\n";
     return kExitUsage;

@@ -19,8 +19,12 @@ struct Context {
   std::unique_ptr<Loader> MakeLoader() const;
 };
 
-// `guardpolicy lint FILE...`
-int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werror);
+inline constexpr const char kVersion[] = "0.1.0";
+
+// `guardpolicy lint [--format text|json|sarif] [--werror] FILE...`: text goes to stderr,
+// JSON and SARIF (all files in one document) to stdout.
+int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werror,
+            const std::string& format);
 // `guardpolicy compile FILE [--policy NAME]` prints the disassembly of the compiled policy
 // (`disasm` is the same listing).
 int RunDisasm(const Context& ctx, const std::string& file, const std::string& policy);
@@ -28,5 +32,9 @@ int RunDisasm(const Context& ctx, const std::string& file, const std::string& po
 // `guardpolicy test FILE...`: runs the files' `test` blocks; prints one line per failing
 // expectation and "N passed, M failed".
 int RunTest(const Context& ctx, const std::vector<std::string>& files);
+
+// `guardpolicy fmt [--check] FILE...`: rewrites files in the canonical layout (atomically);
+// with --check changes nothing and exits 1 if any file would change.
+int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check);
 
 }  // namespace guardpolicy::cli

@@ -5,8 +5,10 @@
 
 namespace guardpolicy::cli {
 
-int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werror) {
+int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werror,
+            const std::string& format) {
   std::unique_ptr<Loader> loader = ctx.MakeLoader();
+  Diagnostics all;
   bool findings = false;
   bool io_error = false;
   for (const std::string& path : files) {
@@ -14,13 +16,15 @@ int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werr
     try {
       diags = loader->Lint(SourceFileFromPath(path)).diagnostics;
     } catch (const PolicyError& e) {
-      *ctx.err << path << ": " << RenderText(e.diagnostics());
+      diags = e.diagnostics();
       io_error = true;
-      continue;
     }
-    *ctx.err << RenderText(diags);
+    if (format == "text") *ctx.err << RenderText(diags);
     findings |= diags.HasErrors() || (werror && !diags.empty());
+    all.Append(diags);
   }
+  if (format == "json") *ctx.out << RenderJson(all);
+  if (format == "sarif") *ctx.out << RenderSarif(all, kVersion);
   if (io_error) return kExitUsage;
   return findings ? kExitFindings : kExitClean;
 }

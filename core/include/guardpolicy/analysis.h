@@ -12,12 +12,15 @@
 #include "guardpolicy/ast.h"
 #include "guardpolicy/checker.h"
 #include "guardpolicy/diagnostic.h"
+#include "guardpolicy/options.h"
 #include "guardpolicy/schema.h"
 
 namespace guardpolicy {
 
 // `policy` must have passed the type checks without errors.
+// Policies over CompileOptions::max_analyzed_rules rules are not analyzed; a question
+// that runs out of CompileOptions::analysis_budget yields no finding.
 void AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
-                   Diagnostics& diags);
+                   const CompileOptions& options, Diagnostics& diags);
 
 }  // namespace guardpolicy

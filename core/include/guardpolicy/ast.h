@@ -128,13 +128,15 @@ struct PolicyDecl {
   SourceRange name_range;
   std::vector<Param> params;
   std::optional<std::string> doc;
+  SourceRange doc_range;
   std::vector<Item> items;
   std::optional<Decision> default_decision;  // unset: `default keep`
   SourceRange default_range;
   std::vector<ConfigSetting> config;
   std::optional<StanceSetting> stance;
   std::optional<OnError> on_error;
-  SourceRange on_error_range;
+  SourceRange on_error_range;       // the action word
+  SourceRange on_error_item_range;  // the whole `on_error ...` item
 
   Decision EffectiveDefault() const { return default_decision.value_or(Decision::kKeep); }
 };

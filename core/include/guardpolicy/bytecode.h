@@ -59,9 +59,13 @@ struct Instruction {
   int32_t b = 0;
 };
 
+// Separates the unknown member names of an enum-set value in Value::s.
+inline constexpr char kSetSeparator[] = "\x1f";
+
 // A runtime value. Which members are meaningful depends on the static type:
 //   bool: i (0/1); int: i; string: s; enum: i = ordinal (-1 unknown member), s = name;
-//   enum set: bits (bit k = ordinal k present).
+//   enum set: bits (bit k = ordinal k present), s = names outside the schema, each
+//   followed and the first preceded by kSetSeparator ("" when there are none).
 struct Value {
   int64_t i = 0;
   uint64_t bits = 0;

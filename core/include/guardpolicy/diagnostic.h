@@ -60,6 +60,13 @@ std::string RenderText(const Diagnostic& d);
 // All diagnostics, in order, each rendered as above.
 std::string RenderText(const Diagnostics& ds);
 
+// All diagnostics as a JSON array of objects {file, line, column, end_line, end_column,
+// severity, code, message, help, related: [{file, line, column, ..., message}]}; lines and
+// columns 1-based (columns in bytes); position keys absent for diagnostics without a file.
+std::string RenderJson(const Diagnostics& ds);
+// All diagnostics as one SARIF 2.1.0 log (one run, tool "guardpolicy").
+std::string RenderSarif(const Diagnostics& ds, const std::string& tool_version);
+
 // Raised by the facade (policy.h) when a policy cannot be loaded; carries every
 // diagnostic found. what() is the rendered text of all of them.
 class PolicyError : public std::runtime_error {

@@ -13,6 +13,8 @@ struct CompileOptions {
   int max_rules = 4096;               // rules per compiled policy, after `use` inlining
   int max_use_depth = 16;             // nested `use` chains
   int max_regex_bytes = 4096;         // length of one `matches`/`glob` pattern
+  int max_analyzed_rules = 256;       // policies with more rules (after `use`) skip analysis
+  int analysis_budget = 2000000;      // search nodes for all analysis questions of a policy
 };
 
 }  // namespace guardpolicy

@@ -42,11 +42,16 @@ constexpr Risk kRisks[] = {
 
 class Analyzer {
  public:
-  Analyzer(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver, Diagnostics& diags)
-      : policy_(policy), schema_(schema), resolver_(resolver), diags_(diags), vocab_(schema) {}
+  Analyzer(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+           const CompileOptions& options, Diagnostics& diags)
+      : policy_(policy), schema_(schema), resolver_(resolver), options_(options), diags_(diags),
+        vocab_(schema) {
+    vocab_.SetBudget(options.analysis_budget);
+  }
 
   void Run() {
     Flatten(policy_, Bound{}, 0, nullptr);
+    if (rules_.size() > static_cast<size_t>(options_.max_analyzed_rules)) return;
     axioms_ = vocab_.Axioms();
     CheckRules();
     CheckRisks();
@@ -56,6 +61,7 @@ class Analyzer {
  private:
   void Flatten(const PolicyDecl& p, const Bound& bound, int depth, const SourceRange* site) {
     for (const Item& item : p.items) {
+      if (rules_.size() > static_cast<size_t>(options_.max_analyzed_rules)) return;
       if (item.kind == Item::Kind::kRule) {
         FlatRule r;
         r.rule = &item.rule;
@@ -78,7 +84,7 @@ class Analyzer {
     }
   }
 
-  bool Sat(const FormulaPtr& f) const {
+  bool Sat(const FormulaPtr& f) {
     // Over budget counts as satisfiable: no finding is claimed without a proof.
     return vocab_.Satisfiable(analysis::And(axioms_, f)).value_or(true);
   }
@@ -264,6 +270,7 @@ class Analyzer {
   const PolicyDecl& policy_;
   const Schema& schema_;
   PolicyResolver& resolver_;
+  const CompileOptions& options_;
   Diagnostics& diags_;
   analysis::Vocabulary vocab_;
   FormulaPtr axioms_;
@@ -273,8 +280,8 @@ class Analyzer {
 }  // namespace
 
 void AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
-                   Diagnostics& diags) {
-  Analyzer(policy, schema, resolver, diags).Run();
+                   const CompileOptions& options, Diagnostics& diags) {
+  Analyzer(policy, schema, resolver, options, diags).Run();
 }
 
 }  // namespace guardpolicy

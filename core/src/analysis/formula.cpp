@@ -229,13 +229,12 @@ FormulaPtr Vocabulary::FromExpr(const Expr& e, const std::map<std::string, Liter
   return Atom(Key(e, bound));
 }
 
-std::optional<bool> Vocabulary::Satisfiable(const FormulaPtr& f, int budget) const {
+std::optional<bool> Vocabulary::Satisfiable(const FormulaPtr& f) {
   Assignment a;
   a.enums.assign(enum_vars_.size(), -1);
   a.atoms.assign(atoms_.size(), -1);
-  int nodes = 0;
   std::function<std::optional<bool>()> search = [&]() -> std::optional<bool> {
-    if (++nodes > budget) return std::nullopt;
+    if (--budget_ < 0) return std::nullopt;
     int pick = -1;
     const Tri t = Eval(*f, a, pick);
     if (t != Tri::kUnknown) return t == Tri::kTrue;

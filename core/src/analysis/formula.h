@@ -54,8 +54,10 @@ class Vocabulary {
   // Facts torch guarantees about real entries (ambient guards are not global, ...).
   FormulaPtr Axioms();
 
-  // Some assignment satisfies `f`: true, false, or nullopt when over budget.
-  std::optional<bool> Satisfiable(const FormulaPtr& f, int budget = 200000) const;
+  // Some assignment satisfies `f`: true, false, or nullopt when the budget (shared by all
+  // questions asked of this vocabulary) runs out.
+  std::optional<bool> Satisfiable(const FormulaPtr& f);
+  void SetBudget(int64_t nodes) { budget_ = nodes; }
 
  private:
   struct EnumVar {
@@ -73,6 +75,7 @@ class Vocabulary {
   const Schema& schema_;
   std::vector<EnumVar> enum_vars_;
   std::map<std::string, int> atoms_;
+  int64_t budget_ = 2000000;
 };
 
 }  // namespace guardpolicy::analysis

@@ -344,6 +344,16 @@ ParamValues BindParams(const PolicyDecl& policy, const Schema& schema, const Par
                   fmt::format("parameter `{}` needs a {} value", name, schema.TypeName(p.type)));
       continue;
     }
+    if (p.type.kind == TypeKind::kEnum) {
+      const EnumInfo& e = schema.enums()[p.type.enum_index];
+      if (!e.open && e.Find(value.str) < 0) {
+        const std::string best = ClosestMatch(value.str, e.members);
+        diags.Error(codes::kParamValue, p.range,
+                    fmt::format("`{}` is not a {} (parameter `{}`)", value.str, e.name, name),
+                    best.empty() ? "" : fmt::format("did you mean `{}`?", best));
+        continue;
+      }
+    }
     bound[name] = value;
   }
   for (const Param& p : policy.params) {

@@ -72,8 +72,8 @@ std::string RenderSnippet(const SourceRange& r) {
 }  // namespace
 
 std::string RenderText(const Diagnostic& d) {
-  std::string out = fmt::format("{}: {}[{}]: {}\n", d.range.ToString(), SeverityName(d.severity),
-                                d.code, d.message);
+  const std::string where = d.range.valid() ? d.range.ToString() + ": " : "";
+  std::string out = fmt::format("{}{}[{}]: {}\n", where, SeverityName(d.severity), d.code, d.message);
   if (d.range.valid()) out += RenderSnippet(d.range);
   if (!d.help.empty()) out += fmt::format("  = help: {}\n", d.help);
   for (const RelatedLocation& r : d.related) {

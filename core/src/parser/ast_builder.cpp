@@ -226,6 +226,7 @@ class Builder {
   void BuildItem(PolicyDecl& policy, P::PolicyItemContext* ctx) {
     if (auto* c = dynamic_cast<P::DocItemContext*>(ctx)) {
       if (policy.doc) DuplicateItem(Range(c), "doc");
+      policy.doc_range = Range(c);
       size_t bad = 0;
       policy.doc = UnescapeString(Text(c->STRING() ? c->STRING()->getSymbol() : nullptr), &bad)
                        .value_or("");
@@ -255,15 +256,22 @@ class Builder {
 
   void BuildOnError(PolicyDecl& policy, P::OnErrorItemContext* c) {
     if (policy.on_error) DuplicateItem(Range(c), "on_error");
+    policy.on_error_item_range = Range(c);
+    if (auto* d = c->decision()) {
+      policy.on_error_range = Range(d);
+      policy.on_error = BuildDecision(d) == Decision::kDrop ? OnError::kDrop : OnError::kKeep;
+      return;
+    }
+    // A missing action is a syntax error already reported by the parser.
+    if (c->action == nullptr || c->action->getStartIndex() == kNoIndex || c->exception) return;
     const std::string action = Text(c->action);
     policy.on_error_range = Range(c->action);
-    if (action == "keep") policy.on_error = OnError::kKeep;
-    else if (action == "drop") policy.on_error = OnError::kDrop;
-    else if (action == "raise") policy.on_error = OnError::kRaise;
-    else
+    if (action == "raise") {
+      policy.on_error = OnError::kRaise;
+    } else {
       diags_.Error(codes::kUnknownOnError, policy.on_error_range,
-                   fmt::format("unknown on_error action `{}`", action),
-                   "use `keep`, `drop` or `raise`");
+                   fmt::format("unknown on_error action `{}`", action), "use `keep`, `drop` or `raise`");
+    }
   }
 
   PolicyDecl BuildPolicy(P::PolicyDeclContext* ctx) {

@@ -28,6 +28,9 @@ std::optional<bool> GuardSourcePredicate(std::string_view field, std::string_vie
 // The entry view of one expectation, in `program`'s slot order.
 std::vector<Value> EntryView(const Expectation& ex, const Program& program, const Schema& schema) {
   std::vector<Value> view(program.fields.size() + 1);
+  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
+    if (program.field_types[slot].kind == TypeKind::kEnum) view[slot].i = -1;  // no member
+  }
   for (const FieldInit& f : ex.fields) {
     if (f.path != "guard_source") continue;
     for (size_t slot = 0; slot < program.fields.size(); ++slot) {

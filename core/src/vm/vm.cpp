@@ -26,6 +26,19 @@ bool InSet(const ConstSet& set, const Value& v) {
   }
 }
 
+// Known members by bit; unknown names by search in the separated list.
+bool SetHas(const Value& set, const Value& member) {
+  if (member.i >= 0) return (set.bits >> member.i) & 1;
+  if (set.s.empty() || member.s.empty()) return false;
+  const std::string_view list = set.s;
+  for (size_t at = list.find(member.s); at != std::string_view::npos; at = list.find(member.s, at + 1)) {
+    const bool starts = at > 0 && list[at - 1] == kSetSeparator[0];
+    const bool ends = at + member.s.size() < list.size() && list[at + member.s.size()] == kSetSeparator[0];
+    if (starts && ends) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 Outcome Evaluate(const Program& p, const Value* fields) noexcept {
@@ -64,7 +77,7 @@ Outcome Evaluate(const Program& p, const Value* fields) noexcept {
       GP_BINARY(kNeStr, a.s != b.s)
       GP_BINARY(kEqEnum, EnumEqual(a, b))
       GP_BINARY(kNeEnum, !EnumEqual(a, b))
-      GP_BINARY(kSetHas, b.i >= 0 && ((a.bits >> b.i) & 1))
+      GP_BINARY(kSetHas, SetHas(a, b))
       GP_BINARY(kContains, a.s.find(b.s) != std::string_view::npos)
       GP_BINARY(kStartsWith, a.s.starts_with(b.s))
       GP_BINARY(kEndsWith, a.s.ends_with(b.s))

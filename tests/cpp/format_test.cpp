@@ -1,0 +1,104 @@
+// format_test.cpp: the formatter is idempotent, keeps comments and never changes meaning.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "guardpolicy/formatter.h"
+#include "test_util.h"
+
+namespace guardpolicy {
+namespace {
+
+namespace fs = std::filesystem;
+const fs::path kRoot = fs::path(GUARDPOLICY_SOURCE_DATA_DIR).parent_path();
+
+std::vector<fs::path> PolicyFiles(const std::vector<fs::path>& dirs) {
+  std::vector<fs::path> out;
+  for (const fs::path& d : dirs) {
+    for (const auto& e : fs::directory_iterator(d)) {
+      if (e.path().extension() == ".gpol") out.push_back(e.path());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::string Formatted(const std::string& text, const std::string& path = "f.gpol") {
+  FormatResult r = Format(testing::Src(text, path));
+  EXPECT_TRUE(r.text.has_value()) << RenderText(r.diagnostics);
+  return r.text.value_or("");
+}
+
+// The parts of a program that decide: code, fields, constants, sets, regexes.
+std::string Meaning(const Program& p) {
+  std::ostringstream s;
+  for (const auto& i : p.code) s << int(i.op) << ' ' << i.a << ' ' << i.b << ';';
+  for (const auto& f : p.fields) s << f << ';';
+  for (const auto& c : p.constants) s << int(c.type.kind) << c.i << c.s << ';';
+  for (const auto& set : p.sets) s << set.bits << set.strings.size() << set.ints.size() << ';';
+  for (const auto& r : p.regexes) s << r << ';';
+  return s.str();
+}
+
+TEST(Format, EveryFileInPoliciesIsAlreadyFormatted) {
+  for (const fs::path& p : PolicyFiles({kRoot / "policies/std", kRoot / "policies/examples", kRoot / "tests/corpus/accept"})) {
+    auto file = SourceFileFromPath(p.string());
+    FormatResult r = Format(file);
+    ASSERT_TRUE(r.text) << p;
+    EXPECT_EQ(*r.text, file->text()) << p << " is not formatted; run `guardpolicy fmt " << p.string() << "`";
+  }
+}
+
+TEST(Format, IdempotentOnTheWholeCorpus) {
+  int formatted = 0;
+  for (const fs::path& p : PolicyFiles({kRoot / "policies/std", kRoot / "tests/corpus/accept", kRoot / "tests/corpus/reject"})) {
+    auto file = SourceFileFromPath(p.string());
+    FormatResult once = Format(file);
+    if (!once.text) continue;  // syntax errors: nothing to format
+    EXPECT_EQ(Formatted(*once.text, p.string()), *once.text) << p;
+    ++formatted;
+  }
+  EXPECT_GE(formatted, 40);
+}
+
+TEST(Format, FormattedPoliciesCompileToTheSameBytecode) {
+  for (const fs::path& p : PolicyFiles({kRoot / "policies/std", kRoot / "tests/corpus/accept"})) {
+    auto file = SourceFileFromPath(p.string());
+    Loader loader = testing::MakeLoader();
+    auto lint = loader.Lint(file);
+    for (const PolicyDecl& decl : lint.module->policies) {
+      const std::string before = Meaning(loader.Load(file, decl.name, {})->program());
+      const std::string after = Meaning(loader.Load(testing::Src(Formatted(file->text()), p.string()), decl.name, {})->program());
+      EXPECT_EQ(before, after) << p << " " << decl.name;
+    }
+  }
+}
+
+TEST(Format, CanonicalLayoutKeepsComments) {
+  const std::string messy =
+      "# head\nguardpolicy 1   # version\n\n\n\nunsafe   policy p(a: bool=true) {   # header\n"
+      "  # before rule\n  drop when (is_global and (has_value)) or not (name == \"x\")  # trailing\n\n\n"
+      "  default keep\n  # dangling\n}   # after\ntest p { expect drop { is_global : true } }\n";
+  EXPECT_EQ(Formatted(messy),
+            "# head\nguardpolicy 1  # version\n\nunsafe policy p(a: bool = true) {  # header\n"
+            "  # before rule\n  drop when is_global and has_value or not name == \"x\"  # trailing\n\n"
+            "  default keep\n  # dangling\n}  # after\n\ntest p {\n  expect drop { is_global: true }\n}\n");
+}
+
+TEST(Format, KeepsParenthesesThatChangeMeaning) {
+  EXPECT_EQ(Formatted("guardpolicy 1\nunsafe policy p { drop when is_global and (has_value or value.is_tensor) }\n"),
+            "guardpolicy 1\n\nunsafe policy p {\n  drop when is_global and (has_value or value.is_tensor)\n}\n");
+  EXPECT_EQ(Formatted("guardpolicy 1\nunsafe policy p { drop when not (is_global and has_value) }\n"),
+            "guardpolicy 1\n\nunsafe policy p {\n  drop when not (is_global and has_value)\n}\n");
+}
+
+TEST(Format, SyntaxErrorsAreReportedNotFormatted) {
+  FormatResult r = Format(testing::Src("guardpolicy 1\npolicy p { drop when }\n"));
+  EXPECT_FALSE(r.text);
+  EXPECT_TRUE(r.diagnostics.HasErrors());
+}
+
+}  // namespace
+}  // namespace guardpolicy

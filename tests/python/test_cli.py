@@ -1,0 +1,107 @@
+"""The ``guardpolicy`` console script: ``lint`` exit codes and diagnostics."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import guardpolicy as gp
+
+CLI = Path(sys.executable).parent / "guardpolicy"
+
+BAD = """guardpolicy 1
+unsafe policy bad {
+  drop when is_globl
+  default keep
+}
+"""
+
+
+def run(*args, cwd=None):
+    assert CLI.is_file(), CLI
+    return subprocess.run([str(CLI), *map(str, args)], capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_lint_bad_policy_exits_1_with_located_diagnostic(tmp_path):
+    path = tmp_path / "bad.gpol"
+    path.write_text(BAD)
+    proc = run("lint", path)
+    assert proc.returncode == 1, (proc.stdout, proc.stderr)
+    lines = proc.stderr.splitlines()
+    header = f"{path}:3:13: error[GP2001]: unknown field `is_globl`"
+    assert header in lines, proc.stderr
+    i = lines.index(header)
+    assert lines[i + 1].endswith("drop when is_globl")  # the source line
+    source_col = lines[i + 1].index("drop when is_globl")
+    caret = lines[i + 2]
+    assert set(caret[caret.index("|") + 1:].strip()) == {"^"}
+    assert caret.index("^") == source_col + len("drop when ")  # under `is_globl`
+    assert caret.count("^") == len("is_globl")
+
+
+def test_lint_relative_path_is_reported_as_given(tmp_path):
+    (tmp_path / "bad.gpol").write_text(BAD)
+    proc = run("lint", "bad.gpol", cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "bad.gpol:3:13: error[GP2001]: unknown field `is_globl`" in proc.stderr.splitlines()
+
+
+def test_lint_all_std_policies_clean():
+    paths = [gp.std_policy_path(name) for name in gp.STD_POLICIES]
+    assert len(paths) == 6 and all(p.is_file() for p in paths)
+    proc = run("lint", *paths)
+    assert proc.returncode == 0, (proc.stdout, proc.stderr)
+    assert "error" not in proc.stderr
+
+
+def test_lint_one_bad_among_good_exits_1(tmp_path):
+    path = tmp_path / "bad.gpol"
+    path.write_text(BAD)
+    proc = run("lint", gp.std_policy_path("skip_all_guards"), path)
+    assert proc.returncode == 1
+    assert "GP2001" in proc.stderr
+
+
+def test_lint_missing_file_exits_2(tmp_path):
+    proc = run("lint", tmp_path / "missing.gpol")
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert "GP0001" in proc.stderr
+    assert "missing.gpol" in proc.stderr
+
+
+@pytest.mark.parametrize("args", [(), ("lint",)])
+def test_no_arguments_exits_2(args):
+    proc = run(*args)
+    assert proc.returncode == 2, (proc.stdout, proc.stderr)
+    assert proc.stderr.strip()
+
+
+def test_lint_directory_exits_2(tmp_path):
+    proc = run("lint", tmp_path)
+    assert proc.returncode == 2
+    assert "GP0001" in proc.stderr and "directory" in proc.stderr
+
+
+def test_lint_warnings_only_exits_0(tmp_path):
+    path = tmp_path / "warn.gpol"
+    path.write_text("guardpolicy 1\nunsafe policy p {\n  drop when guard_type == _vendor_X\n}\n")
+    proc = run("lint", path)
+    assert proc.returncode == 0, proc.stderr
+    assert f"{path}:3:27: warning[GP2012]" in proc.stderr
+
+
+def test_lint_examples_clean():
+    examples = sorted((Path(__file__).resolve().parents[2] / "policies" / "examples").glob("*.gpol"))
+    assert examples
+    proc = run("lint", *examples)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+def test_disasm_std_policy():
+    proc = run("disasm", gp.std_policy_path("keep_tensor_guards"))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout == gp.load_std("keep_tensor_guards").disassemble()
