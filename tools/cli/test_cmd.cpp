@@ -14,14 +14,17 @@ int RunTest(const Context& ctx, const std::vector<std::string>& files) {
   for (const std::string& path : files) {
     try {
       for (const ExpectationResult& r : RunTests(*loader, SourceFileFromPath(path))) {
+        const std::string decided_by = r.rule < 0 ? "the default" : fmt::format("rule {}", r.rule);
         if (r.passed()) {
           ++passed;
+          *ctx.out << fmt::format("{}: PASS: policy `{}` {}\n", r.range.ToString(), r.policy,
+                                  DecisionName(r.actual));
           continue;
         }
         ++failed;
-        *ctx.out << fmt::format("{}: FAIL: policy `{}` decided {} ({}), expected {}\n",
-                                r.range.ToString(), r.policy, DecisionName(r.actual),
-                                r.rule < 0 ? "default" : fmt::format("rule {}", r.rule),
+        *ctx.out << fmt::format("{}: FAIL: policy `{}` decided {} by {}{}, expected {}\n",
+                                r.range.ToString(), r.policy, DecisionName(r.actual), decided_by,
+                                r.rule_source.empty() ? "" : " at " + r.rule_source,
                                 DecisionName(r.expected));
       }
     } catch (const PolicyError& e) {

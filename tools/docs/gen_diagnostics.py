@@ -57,6 +57,45 @@ MEANING = {
     "GP4002": "At load time: an unknown parameter, a value of the wrong type, or a parameter with no default and no value.",
 }
 
+FIX = {
+    "GP0001": "Check the path; pass a `.gpol` file, not a directory.",
+    "GP0002": "Split the file, or raise the limit in `CompileOptions`.",
+    "GP0003": "Split the condition into several rules (first match decides, so `drop when a` then `drop when b` is `drop when a or b`).",
+    "GP0004": "Save the file as UTF-8 and remove NUL bytes.",
+    "GP0005": "Merge rules with `in {...}`, or split the policy.",
+    "GP1001": "Follow the expected-token list in the message; see docs/language.md for each construct.",
+    "GP1002": "Write `guardpolicy 1` as the first line.",
+    "GP1003": "Escape a backslash as `\\\\` (regexes: `\\\\[` for a literal `[`).",
+    "GP1004": "Use a value between -2^63 and 2^63-1.",
+    "GP2001": "Use the suggested field, or one from docs/schema.md.",
+    "GP2002": "Use the suggested member; GuardSource members are listed in docs/schema.md.",
+    "GP2003": "Compare values of one type; ordering (`<` ...) is for ints; use `contains` on sets.",
+    "GP2004": "Compare the value to something (`name == \"x\"`) or use a bool field.",
+    "GP2005": "Use the suggested name, define the policy in this file, or add it to policies/std.",
+    "GP2006": "Use bool, int, string, GuardType or GuardSource, a default of that type, and the used policy's parameter names.",
+    "GP2007": "Rename one of the policies.",
+    "GP2008": "Break the loop: move the shared rules into a third policy that both use.",
+    "GP2009": "Use RE2 syntax: no backreferences, lookaround or named groups `(?<..>)` (write `(?P<..>)`).",
+    "GP2010": "Use a knob from the schema's `config:` section with a value of its type.",
+    "GP2011": "Write `stance skip_guard_eval_unsafe after N calls` with N of at least 1.",
+    "GP2012": "Check the spelling; keep it if it is a third-party guard type.",
+    "GP2013": "Keep one of the two items.",
+    "GP2014": "Write `on_error keep`, `on_error drop` or `on_error raise`.",
+    "GP2015": "Use a schema field with a literal of its type (enum members as strings).",
+    "GP3001": "Write `unsafe policy`, or remove the drops.",
+    "GP3002": "Remove `unsafe`.",
+    "GP3003": "Remove the rule, or move it before the rules that cover it.",
+    "GP3004": "Write `default keep|drop` instead, or narrow the condition.",
+    "GP3005": "Remove the rule, or fix the condition (two different values of one field cannot both hold).",
+    "GP3006": "Remove the second copy.",
+    "GP3007": "Drop `GLOBAL_STATE` instead (which stops checking all global state), or remove the rule.",
+    "GP3008": "Put `keep when guard_type in {SHAPE_ENV, GLOBAL_STATE}` (and a keep for input tensors) before the drops, or accept the risk knowingly.",
+    "GP3009": "Keep at least the guards that protect correctness (SHAPE_ENV, GLOBAL_STATE, input TENSOR_MATCH).",
+    "GP3010": "Remove the parameter, or use it in a rule.",
+    "GP4001": "Pass `policy=\"name\"` to `guardpolicy.load` (or `--policy NAME`) with a name the file declares.",
+    "GP4002": "Pass only declared parameters, with values of their types (closed enums: a member name).",
+}
+
 
 def render() -> str:
     codes = sorted(set(re.findall(r'"(GP\d{4})"', CODES_H.read_text())))
@@ -74,11 +113,19 @@ def render() -> str:
         "",
     ]
     for code in codes:
-        lines += [f"## {code}", "", MEANING.get(code, "(undocumented)"), ""]
+        lines += [f"## {code}", "", MEANING.get(code, "(undocumented)"), "",
+                  f"**Fix:** {FIX.get(code, '(undocumented)')}", ""]
         for src in sorted(REJECT.glob(f"{code}_*.gpol")):
             expected = src.with_suffix(".expected")
-            text = src.read_bytes().decode("utf-8", "replace")
-            lines += ["```", text.rstrip("\n"), "```", ""]
+            options = src.with_suffix(".options")
+            if src.is_dir():
+                lines += [f"`{src.name}` is a directory."]
+            else:
+                text = src.read_bytes().decode("utf-8", "replace")
+                lines += ["```", text.rstrip("\n"), "```", ""]
+            if options.exists():
+                lines += ["with these options (`tests/corpus/reject/*.options`):", "",
+                          "```", options.read_text().rstrip("\n"), "```", ""]
             if expected.exists():
                 lines += ["```text", expected.read_text().rstrip("\n"), "```", ""]
     return "\n".join(lines)

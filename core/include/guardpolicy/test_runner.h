@@ -18,6 +18,7 @@ struct ExpectationResult {
   Decision expected = Decision::kKeep;
   Decision actual = Decision::kKeep;
   int rule = -1;  // the deciding rule (Program::rules index) or -1 for the default
+  std::string rule_source;  // "file:line" of that rule, or of the default
   bool passed() const { return expected == actual; }
 };
 

@@ -67,7 +67,10 @@ std::vector<ExpectationResult> RunTests(Loader& loader, SourceFilePtr file) {
     for (const Expectation& ex : test.expectations) {
       const std::vector<Value> view = EntryView(ex, program, loader.schema());
       const Outcome o = Evaluate(program, view.data());
-      results.push_back({test.target, ex.range, ex.decision, o.decision, o.rule});
+      const std::string source =
+          o.rule >= 0 ? program.rules[o.rule].file + ":" + std::to_string(program.rules[o.rule].line)
+                      : program.default_file + ":" + std::to_string(program.default_line);
+      results.push_back({test.target, ex.range, ex.decision, o.decision, o.rule, source});
     }
   }
   return results;
