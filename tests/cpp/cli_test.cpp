@@ -95,7 +95,7 @@ TEST(CliTest, RunsTestBlocksAndCountsFailures) {
   EXPECT_EQ(bad.rc, cli::kExitFindings);
   EXPECT_EQ(bad.out, path + ":4:3: PASS: policy `p` drop\n" + path +
                         ":5:3: FAIL: policy `p` decided keep by the default at " + path +
-                        ":2:15, expected drop\n1 passed, 1 failed\n");
+                        ":2, expected drop\n1 passed, 1 failed\n");
 }
 
 }  // namespace

@@ -18,7 +18,7 @@ std::vector<fs::path> PolicyFiles(const std::vector<fs::path>& dirs) {
   std::vector<fs::path> out;
   for (const fs::path& d : dirs) {
     for (const auto& e : fs::directory_iterator(d)) {
-      if (e.path().extension() == ".gpol") out.push_back(e.path());
+      if (e.path().extension() == ".gpol" && e.is_regular_file()) out.push_back(e.path());
     }
   }
   std::sort(out.begin(), out.end());

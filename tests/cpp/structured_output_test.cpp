@@ -15,7 +15,7 @@ TEST(StructuredOutput, JsonAndSarifMatchTextForEveryRejectFile) {
   const fs::path reject = fs::path(GUARDPOLICY_SOURCE_DATA_DIR).parent_path() / "tests/corpus/reject";
   int checked = 0;
   for (const auto& e : fs::directory_iterator(reject)) {
-    if (e.path().extension() != ".gpol") continue;
+    if (e.path().extension() != ".gpol" || !e.is_regular_file()) continue;
     Loader loader = testing::MakeLoader();
     const Diagnostics ds = loader.Lint(SourceFileFromPath(e.path().string())).diagnostics;
     const auto json = nlohmann::json::parse(RenderJson(ds));

@@ -13,6 +13,7 @@ Program Base() {
   p.field_types = {Type::Bool()};
   p.constants = {Constant{Type::Int(), 3, 0, {}}};
   p.rules = {RuleInfo{"p", "f", 1, 1, Decision::kDrop}};
+  p.rule_entry = {0};
   return p;
 }
 

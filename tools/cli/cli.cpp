@@ -38,9 +38,20 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   lint->add_option("--format", format, "output format")->check(CLI::IsMember({"text", "json", "sarif"}));
 
   std::string disasm_file, disasm_policy;
-  CLI::App* disasm = app.add_subcommand("disasm", "print the bytecode of a compiled policy");
-  disasm->add_option("file", disasm_file, "policy file")->required();
+  CLI::App* disasm = app.add_subcommand("disasm", "print the bytecode of a policy or a .gpolc");
+  disasm->add_option("file", disasm_file, "policy file or .gpolc")->required();
   disasm->add_option("--policy", disasm_policy, "policy name when the file has several");
+  int opt_level = 1;
+  disasm->add_option("-O", opt_level, "optimization level: -O0 none, -O1 every pass (default)")
+      ->check(CLI::Range(0, 1));
+
+  std::string compile_file, compile_policy, compile_out;
+  CLI::App* compile = app.add_subcommand("compile", "compile a policy to a .gpolc artifact");
+  compile->add_option("file", compile_file, "policy file")->required();
+  compile->add_option("-o,--output", compile_out, "output path (default: FILE.gpolc)");
+  compile->add_option("--policy", compile_policy, "policy name when the file has several");
+  compile->add_option("-O", opt_level, "optimization level: -O0 none, -O1 every pass (default)")
+      ->check(CLI::Range(0, 1));
 
   std::vector<std::string> test_files;
   CLI::App* test = app.add_subcommand("test", "run the `test` blocks of policy files");
@@ -63,9 +74,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     return kExitUsage;
   }
   ctx.data_dir = DefaultDataDir(data_opt.empty() ? data_dir : data_opt);
+  ctx.opt_level = opt_level;
   try {
     if (lint->parsed()) return RunLint(ctx, lint_files, werror, format);
     if (disasm->parsed()) return RunDisasm(ctx, disasm_file, disasm_policy);
+    if (compile->parsed()) return RunCompile(ctx, compile_file, compile_policy, compile_out);
     if (test->parsed()) return RunTest(ctx, test_files);
     if (fmt_cmd->parsed()) return RunFmt(ctx, fmt_files, fmt_check);
   } catch (const std::exception& e) {

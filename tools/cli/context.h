@@ -12,6 +12,7 @@ namespace guardpolicy::cli {
 struct Context {
   std::string data_dir;
   std::string schema_path;  // --schema overrides data_dir/schema/guard_entry.yaml
+  int opt_level = 1;        // -O0 / -O1
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
 
@@ -25,9 +26,13 @@ inline constexpr const char kVersion[] = "0.1.0";
 // JSON and SARIF (all files in one document) to stdout.
 int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werror,
             const std::string& format);
-// `guardpolicy compile FILE [--policy NAME]` prints the disassembly of the compiled policy
-// (`disasm` is the same listing).
+// `guardpolicy disasm FILE|OUT.gpolc [--policy NAME] [-O0|-O1]`: the bytecode listing.
 int RunDisasm(const Context& ctx, const std::string& file, const std::string& policy);
+// `guardpolicy compile FILE [-o OUT.gpolc] [--policy NAME] [-O0|-O1]`: writes the artifact
+// (default: FILE with the extension .gpolc), atomically.
+int RunCompile(const Context& ctx, const std::string& file, const std::string& policy, std::string out);
+// Replaces `path` by `bytes` through a temporary file and a rename; "" or the reason.
+std::string WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 // `guardpolicy test FILE...`: runs the files' `test` blocks; prints one line per failing
 // expectation and "N passed, M failed".

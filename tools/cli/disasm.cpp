@@ -1,21 +1,52 @@
 // disasm.cpp: `guardpolicy disasm FILE [--policy NAME]`: the compiled bytecode listing.
 #include "context.h"
 #include "cli.h"
+#include <filesystem>
+
+#include "guardpolicy/artifact.h"
+#include "guardpolicy/diag_codes.h"
 #include "guardpolicy/diagnostic.h"
 
 namespace guardpolicy::cli {
 
+namespace {
+
+// Load errors: unreadable or refused files are exit 2, policy mistakes exit 1.
+int ReportLoadError(const Context& ctx, const PolicyError& e) {
+  *ctx.err << RenderText(e.diagnostics());
+  for (const Diagnostic& d : e.diagnostics().items()) {
+    if (d.code == codes::kIoError || d.code == codes::kBadArtifact) return kExitUsage;
+  }
+  return kExitFindings;
+}
+
+}  // namespace
+
 int RunDisasm(const Context& ctx, const std::string& file, const std::string& policy) {
   std::unique_ptr<Loader> loader = ctx.MakeLoader();
   try {
-    auto compiled = loader->Load(SourceFileFromPath(file), policy, {});
-    *ctx.out << Disassemble(compiled->program());
+    *ctx.out << Disassemble(loader->LoadFile(file, policy, {})->program());
     return kExitClean;
   } catch (const PolicyError& e) {
-    *ctx.err << RenderText(e.diagnostics());
-    return e.diagnostics().items().empty() || e.diagnostics().items()[0].code == "GP0001"
-               ? kExitUsage
-               : kExitFindings;
+    return ReportLoadError(ctx, e);
+  }
+}
+
+int RunCompile(const Context& ctx, const std::string& file, const std::string& policy, std::string out) {
+  std::unique_ptr<Loader> loader = ctx.MakeLoader();
+  try {
+    auto compiled = loader->Load(SourceFileFromPath(file), policy, {});
+    if (out.empty()) out = std::filesystem::path(file).replace_extension(".gpolc").string();
+    const std::string error = WriteFileAtomically(out, SerializePolicy(*compiled, loader->schema()));
+    if (!error.empty()) {
+      *ctx.err << "guardpolicy: cannot write `" << out << "`: " << error << "\n";
+      return kExitUsage;
+    }
+    *ctx.out << "wrote " << out << " (policy `" << compiled->name() << "`, " << compiled->program().code.size()
+             << " instructions)\n";
+    return kExitClean;
+  } catch (const PolicyError& e) {
+    return ReportLoadError(ctx, e);
   }
 }
 

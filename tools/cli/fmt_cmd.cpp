@@ -1,8 +1,4 @@
 // fmt_cmd.cpp: `guardpolicy fmt [--check] FILE...`.
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
-
 #include <fmt/format.h>
 
 #include "cli.h"
@@ -10,34 +6,6 @@
 #include "guardpolicy/formatter.h"
 
 namespace guardpolicy::cli {
-namespace {
-
-// Replaces `path` by `text` atomically: a temporary file beside it, then rename, so a
-// failure leaves the original untouched.
-bool WriteAtomically(const std::string& path, const std::string& text, std::string& error) {
-  const std::string tmp = path + ".gpfmt.tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) {
-      error = "cannot write " + tmp;
-      std::remove(tmp.c_str());
-      return false;
-    }
-  }
-  std::error_code ec;
-  std::filesystem::permissions(tmp, std::filesystem::status(path, ec).permissions(), ec);
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    error = ec.message();
-    std::remove(tmp.c_str());
-    return false;
-  }
-  return true;
-}
-
-}  // namespace
 
 int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check) {
   bool changed = false, failed = false;
@@ -62,8 +30,8 @@ int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check
       *ctx.out << "would reformat " << path << "\n";
       continue;
     }
-    std::string error;
-    if (!WriteAtomically(path, *r.text, error)) {
+    const std::string error = WriteFileAtomically(path, *r.text);
+    if (!error.empty()) {
       *ctx.err << fmt::format("guardpolicy: cannot rewrite `{}`: {}\n", path, error);
       failed = true;
     }

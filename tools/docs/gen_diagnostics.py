@@ -24,6 +24,7 @@ MEANING = {
     "GP0003": "Parentheses or braces nest deeper than `CompileOptions::max_depth` (64).",
     "GP0004": "The source is not UTF-8, or holds a NUL byte.",
     "GP0005": "More rules than `CompileOptions::max_rules` (4096), counted after `use` expansion.",
+    "GP0006": "A compiled policy (`.gpolc`) was refused: bad magic, another format version, another schema, wrong size, bad checksum, malformed tables, or bytecode the verifier rejects.",
     "GP1001": "The parser rejected a token; the message says what it expected.",
     "GP1002": "The header names a language version other than 1.",
     "GP1003": "A string uses an escape other than `\\\\ \\\" \\n \\t \\r`.",
@@ -63,6 +64,7 @@ FIX = {
     "GP0003": "Split the condition into several rules (first match decides, so `drop when a` then `drop when b` is `drop when a or b`).",
     "GP0004": "Save the file as UTF-8 and remove NUL bytes.",
     "GP0005": "Merge rules with `in {...}`, or split the policy.",
+    "GP0006": "Recompile the policy with `guardpolicy compile` (with this guardpolicy and schema).",
     "GP1001": "Follow the expected-token list in the message; see docs/language.md for each construct.",
     "GP1002": "Write `guardpolicy 1` as the first line.",
     "GP1003": "Escape a backslash as `\\\\` (regexes: `\\\\[` for a literal `[`).",
@@ -120,6 +122,8 @@ def render() -> str:
             options = src.with_suffix(".options")
             if src.is_dir():
                 lines += [f"`{src.name}` is a directory."]
+            elif src.read_bytes().startswith(b"GPOLC\0"):
+                lines += [f"`{src.name}` is a `.gpolc` header: `{src.read_bytes()!r}`.", ""]
             else:
                 text = src.read_bytes().decode("utf-8", "replace")
                 lines += ["```", text.rstrip("\n"), "```", ""]

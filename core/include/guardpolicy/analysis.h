@@ -17,10 +17,12 @@
 
 namespace guardpolicy {
 
-// `policy` must have passed the type checks without errors.
+// `policy` must have passed the type checks without errors. Returns the rules (indices after
+// `use` expansion) that no entry at all can reach: unreachable by logic alone, without the
+// facts about real torch entries that the warnings also use.
 // Policies over CompileOptions::max_analyzed_rules rules are not analyzed; a question
 // that runs out of CompileOptions::analysis_budget yields no finding.
-void AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
-                   const CompileOptions& options, Diagnostics& diags);
+std::vector<int> AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+                               const CompileOptions& options, Diagnostics& diags);
 
 }  // namespace guardpolicy

@@ -48,6 +48,7 @@ enum class Opcode : uint8_t {
   kJumpIfFalse,  // a: target (> pc)                pops a bool
   kJumpIfTrue,   // a: target (> pc)                pops a bool
   kDecide,       // a: Decision, b: rule index or -1 (the policy default). Ends the run.
+  kNop,          // does nothing; left by optimizer passes and removed by dead-code elimination
   kCount_,
 };
 
@@ -107,6 +108,9 @@ struct Program {
   std::vector<ConstSet> sets;
   std::vector<std::string> regexes;   // patterns; compiled by Finalize()
   std::vector<RuleInfo> rules;
+  // rule index -> pc of the first instruction of its test (-1 when the rule has no code),
+  // kept up to date by every optimizer pass; used to remove rules proven unreachable.
+  std::vector<int32_t> rule_entry;
   Decision default_decision = Decision::kKeep;
   std::string default_file;
   int default_line = 0;

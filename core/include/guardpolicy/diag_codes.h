@@ -11,6 +11,7 @@ inline constexpr const char kSourceTooLarge[] = "GP0002";    // over CompileOpti
 inline constexpr const char kNestingTooDeep[] = "GP0003";    // over CompileOptions::max_depth
 inline constexpr const char kBadEncoding[] = "GP0004";       // invalid UTF-8 or a NUL byte
 inline constexpr const char kTooManyRules[] = "GP0005";      // over CompileOptions::max_rules
+inline constexpr const char kBadArtifact[] = "GP0006";       // a .gpolc refused on load
 
 inline constexpr const char kSyntax[] = "GP1001";            // the parser rejected a token
 inline constexpr const char kVersion[] = "GP1002";           // unsupported `guardpolicy N`

@@ -15,6 +15,7 @@ struct CompileOptions {
   int max_regex_bytes = 4096;         // length of one `matches`/`glob` pattern
   int max_analyzed_rules = 256;       // policies with more rules (after `use`) skip analysis
   int analysis_budget = 2000000;      // search nodes for all analysis questions of a policy
+  int opt_level = 1;                  // 0: bytecode as generated; 1: every optimizer pass
 };
 
 }  // namespace guardpolicy

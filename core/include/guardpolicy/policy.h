@@ -34,26 +34,34 @@ struct ConfigValue {
   Literal value;
 };
 
+// What the runtime needs beside the bytecode.
+struct PolicyMeta {
+  bool is_unsafe = false;
+  std::string doc;
+  std::vector<ConfigValue> config;
+  std::optional<StanceSetting> stance;
+  OnError on_error = OnError::kKeep;
+  ParamValues params;  // the values the parameters were bound to
+};
+
 // A compiled policy and what the runtime needs beside its bytecode.
 class CompiledPolicy {
  public:
   CompiledPolicy(Program program, const PolicyDecl& decl, std::vector<ConfigValue> config);
+  CompiledPolicy(Program program, PolicyMeta meta);
 
   const Program& program() const { return program_; }
   const std::string& name() const { return program_.policy_name; }
-  bool is_unsafe() const { return is_unsafe_; }
-  const std::string& doc() const { return doc_; }
-  const std::vector<ConfigValue>& config() const { return config_; }
-  const std::optional<StanceSetting>& stance() const { return stance_; }
-  OnError on_error() const { return on_error_; }
+  bool is_unsafe() const { return meta_.is_unsafe; }
+  const std::string& doc() const { return meta_.doc; }
+  const std::vector<ConfigValue>& config() const { return meta_.config; }
+  const std::optional<StanceSetting>& stance() const { return meta_.stance; }
+  OnError on_error() const { return meta_.on_error; }
+  const PolicyMeta& meta() const { return meta_; }
 
  private:
   Program program_;
-  bool is_unsafe_ = false;
-  std::string doc_;
-  std::vector<ConfigValue> config_;
-  std::optional<StanceSetting> stance_;
-  OnError on_error_ = OnError::kKeep;
+  PolicyMeta meta_;
 };
 
 struct LintResult {
@@ -73,6 +81,11 @@ class Loader final : public PolicyResolver {
   // `params` bound. Throws PolicyError (all diagnostics) when anything is wrong.
   std::shared_ptr<const CompiledPolicy> Load(SourceFilePtr file, const std::string& name,
                                              const ParamValues& params);
+
+  // Loads `path`: a `.gpolc` artifact (any file starting with its magic; `params` must be
+  // empty and `name`, if given, must match) or policy source. Throws PolicyError.
+  std::shared_ptr<const CompiledPolicy> LoadFile(const std::string& path, const std::string& name,
+                                                 const ParamValues& params);
 
   const Schema& schema() const { return *schema_; }
 

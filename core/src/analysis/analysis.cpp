@@ -26,6 +26,7 @@ struct FlatRule {
   bool own = false;                   // written in the analyzed policy itself
   FormulaPtr cond;
   std::string key;                    // canonical condition text
+  Bound bound;                        // parameter values inside the rule's policy
 };
 
 // What each guard type risks when its guard is dropped (torch 2.13 semantics).
@@ -58,6 +59,8 @@ class Analyzer {
     CheckUnusedParams();
   }
 
+  const std::vector<int>& unreachable() const { return unreachable_; }
+
  private:
   void Flatten(const PolicyDecl& p, const Bound& bound, int depth, const SourceRange* site) {
     for (const Item& item : p.items) {
@@ -69,6 +72,7 @@ class Analyzer {
         r.site = site ? *site : item.rule.range;
         r.own = site == nullptr;
         r.cond = vocab_.FromExpr(*item.rule.condition, bound);
+        r.bound = bound;
         r.key = std::string(DecisionName(item.rule.decision)) + " when " + PrintExpr(*item.rule.condition, &bound);
         rules_.push_back(std::move(r));
         continue;
@@ -101,16 +105,30 @@ class Analyzer {
     return f;
   }
 
+  // Unreachable by logic alone, with no facts about torch at all (every field free):
+  // then the optimized bytecode decides like the unoptimized one on every possible input.
+  void NoteIfRemovable(size_t i) {
+    analysis::Vocabulary pure(schema_, /*exact_guard_source=*/false);
+    pure.SetBudget(options_.analysis_budget / 8);
+    FormulaPtr reach = pure.FromExpr(*rules_[i].rule->condition, rules_[i].bound);
+    for (size_t j = 0; j < i; ++j) {
+      reach = analysis::And(reach, analysis::Not(pure.FromExpr(*rules_[j].rule->condition, rules_[j].bound)));
+    }
+    if (pure.Satisfiable(reach) == false) unreachable_.push_back(static_cast<int>(i));
+  }
+
   void CheckRules() {
     for (size_t i = 0; i < rules_.size(); ++i) {
       const FlatRule& r = rules_[i];
       if (!r.own) continue;
       if (!Sat(r.cond)) {
+        NoteIfRemovable(i);
         diags_.Warning(codes::kAlwaysFalse, r.rule->condition->range, "condition is always false",
                        "this rule never fires; remove it or fix the condition");
         continue;
       }
       if (!Sat(Reach(i))) {
+        NoteIfRemovable(i);
         ReportCovered(i);
         continue;
       }
@@ -275,13 +293,16 @@ class Analyzer {
   analysis::Vocabulary vocab_;
   FormulaPtr axioms_;
   std::vector<FlatRule> rules_;
+  std::vector<int> unreachable_;
 };
 
 }  // namespace
 
-void AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
-                   const CompileOptions& options, Diagnostics& diags) {
-  Analyzer(policy, schema, resolver, options, diags).Run();
+std::vector<int> AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+                               const CompileOptions& options, Diagnostics& diags) {
+  Analyzer analyzer(policy, schema, resolver, options, diags);
+  analyzer.Run();
+  return analyzer.unreachable();
 }
 
 }  // namespace guardpolicy

@@ -89,7 +89,8 @@ FormulaPtr And(FormulaPtr a, FormulaPtr b) { return Make({Formula::Kind::kAnd, f
 FormulaPtr Or(FormulaPtr a, FormulaPtr b) { return Make({Formula::Kind::kOr, false, -1, 0, {a, b}}); }
 FormulaPtr Not(FormulaPtr a) { return Make({Formula::Kind::kNot, false, -1, 0, {a}}); }
 
-Vocabulary::Vocabulary(const Schema& schema) : schema_(schema) {}
+Vocabulary::Vocabulary(const Schema& schema, bool exact_guard_source)
+    : schema_(schema), exact_guard_source_(exact_guard_source) {}
 
 int Vocabulary::EnumVarFor(int enum_index) {
   for (size_t i = 0; i < enum_vars_.size(); ++i) {
@@ -135,7 +136,7 @@ FormulaPtr Vocabulary::GuardSourceIn(const std::vector<std::string>& members) {
 
 FormulaPtr Vocabulary::BoolField(const std::string& field) {
   auto pred = GuardSourcePredicates().find(field);
-  if (pred != GuardSourcePredicates().end()) return GuardSourceIn(pred->second);
+  if (exact_guard_source_ && pred != GuardSourcePredicates().end()) return GuardSourceIn(pred->second);
   return Atom(field);
 }
 

@@ -41,7 +41,9 @@ FormulaPtr Not(FormulaPtr a);
 // The variables of one analysis: enum variables and named atoms.
 class Vocabulary {
  public:
-  explicit Vocabulary(const Schema& schema);
+  // `exact_guard_source`: the GuardSource predicates are functions of guard_source (true of
+  // torch 2.8-2.13); false treats them as independent atoms (no knowledge of torch at all).
+  explicit Vocabulary(const Schema& schema, bool exact_guard_source = true);
 
   // Builds the formula of a checked condition; `bound` parameters become constants
   // (bools) or are folded into atom keys; unbound ones become atoms.
@@ -76,6 +78,7 @@ class Vocabulary {
   std::vector<EnumVar> enum_vars_;
   std::map<std::string, int> atoms_;
   int64_t budget_ = 2000000;
+  bool exact_guard_source_ = true;
 };
 
 }  // namespace guardpolicy::analysis

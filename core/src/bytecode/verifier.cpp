@@ -18,6 +18,10 @@ class Verifier {
     if (p_.code.empty()) return "empty program";
     if (p_.fields.size() != p_.field_types.size()) return "field table and field types differ in size";
     if (p_.compiled_regexes.size() != p_.regexes.size()) return "regexes not finalized";
+    if (p_.rule_entry.size() != p_.rules.size()) return "rule entry table and rule table differ in size";
+    for (const int32_t entry : p_.rule_entry) {
+      if (entry < -1 || entry >= static_cast<int32_t>(p_.code.size())) return "rule entry out of range";
+    }
     states_[0] = Stack{};
     for (pc_ = 0; pc_ < p_.code.size(); ++pc_) {
       if (!states_[pc_]) continue;  // unreachable: never executed
@@ -113,6 +117,8 @@ class Verifier {
         if (ins.a <= static_cast<int32_t>(pc_)) return fmt::format("jump target {} is not forward", ins.a);
         err = Pop(s, TypeKind::kBool);
         if (err.empty()) err = FlowTo(ins.a, s);
+        break;
+      case Opcode::kNop:
         break;
       case Opcode::kDecide:
         if (ins.a != 0 && ins.a != 1) return "decision is neither keep nor drop";

@@ -134,7 +134,7 @@ class PolicyChecker {
 
   void CheckUnsafe() {
     if (diags_.HasErrors()) return;  // analysis needs a well-typed policy
-    AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
+    policy_.unreachable_rules = AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
     const bool can_drop = CanDrop(policy_, resolver_);
     if (can_drop && !policy_.is_unsafe) {
       diags_.Error(codes::kDropsWithoutUnsafe, policy_.name_range,

@@ -65,6 +65,7 @@ class CodeGen {
     prog_.rules.push_back({policy.name, rule.range.file ? rule.range.file->path() : "", lc.line,
                            lc.col, rule.decision});
     bound_ = &bound;
+    prog_.rule_entry.push_back(static_cast<int32_t>(prog_.code.size()));
     Label next;
     Branch(*rule.condition, false, next);
     Emit(Opcode::kDecide, static_cast<int>(rule.decision), static_cast<int>(prog_.rules.size() - 1));
@@ -226,12 +227,10 @@ class CodeGen {
     if (e.negated) Emit(Opcode::kNot);
   }
 
+  // Enum members go in by name; the enum_bitsets pass moves known ones to the mask.
   void AddToSet(ConstSet& set, const Expr& el) {
     if (set.elem.kind == TypeKind::kEnum) {
-      const std::string& name = el.kind == ExprKind::kPath ? el.path : el.literal.str;
-      const int ordinal = schema_.enums()[set.elem.enum_index].Find(name);
-      if (ordinal >= 0) set.bits |= uint64_t{1} << ordinal;
-      else set.strings.push_back(name);
+      set.strings.push_back(el.kind == ExprKind::kPath ? el.path : el.literal.str);
     } else if (set.elem.kind == TypeKind::kInt) {
       set.ints.push_back(el.literal.i);
     } else {

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "guardpolicy/artifact.h"
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/optimizer.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/policy.h"
 #include "guardpolicy/verifier.h"
@@ -12,12 +14,16 @@ namespace guardpolicy {
 
 CompiledPolicy::CompiledPolicy(Program program, const PolicyDecl& decl,
                                std::vector<ConfigValue> config)
-    : program_(std::move(program)),
-      is_unsafe_(decl.is_unsafe),
-      doc_(decl.doc.value_or("")),
-      config_(std::move(config)),
-      stance_(decl.stance),
-      on_error_(decl.on_error.value_or(OnError::kKeep)) {}
+    : program_(std::move(program)) {
+  meta_.is_unsafe = decl.is_unsafe;
+  meta_.doc = decl.doc.value_or("");
+  meta_.config = std::move(config);
+  meta_.stance = decl.stance;
+  meta_.on_error = decl.on_error.value_or(OnError::kKeep);
+}
+
+CompiledPolicy::CompiledPolicy(Program program, PolicyMeta meta)
+    : program_(std::move(program)), meta_(std::move(meta)) {}
 
 Loader::Loader(std::shared_ptr<const Schema> schema, std::string std_dir, CompileOptions options)
     : schema_(std::move(schema)), std_dir_(std::move(std_dir)), options_(options) {}
@@ -74,13 +80,44 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
   if (diags.HasErrors()) throw PolicyError(std::move(diags));
   std::string err = program.Finalize();
   if (err.empty()) err = Verify(program);
+  if (err.empty()) {
+    OptimizeOptions opt;
+    opt.level = options_.opt_level;
+    opt.unreachable = decl->unreachable_rules;
+    err = Optimize(program, *schema_, opt);
+  }
   if (!err.empty()) {
     diags.Error(codes::kSyntax, decl->name_range, "internal error: bytecode failed verification: " + err);
     throw PolicyError(std::move(diags));
   }
-  std::vector<ConfigValue> config;
-  for (const ConfigSetting& c : decl->config) config.push_back({c.knob, c.value});
-  return std::make_shared<const CompiledPolicy>(std::move(program), *decl, std::move(config));
+  PolicyMeta meta;
+  meta.is_unsafe = decl->is_unsafe;
+  meta.doc = decl->doc.value_or("");
+  for (const ConfigSetting& c : decl->config) meta.config.push_back({c.knob, c.value});
+  meta.stance = decl->stance;
+  meta.on_error = decl->on_error.value_or(OnError::kKeep);
+  for (const Param& p : decl->params) {
+    if (p.default_value) meta.params[p.name] = *p.default_value;
+  }
+  for (const auto& [name, value] : params) meta.params[name] = value;
+  return std::make_shared<const CompiledPolicy>(std::move(program), std::move(meta));
+}
+
+std::shared_ptr<const CompiledPolicy> Loader::LoadFile(const std::string& path, const std::string& name,
+                                                       const ParamValues& params) {
+  SourceFilePtr file = SourceFileFromPath(path, options_);
+  if (!LooksLikeArtifact(file->text())) return Load(std::move(file), name, params);
+  auto policy = DeserializePolicy(file->text(), *schema_, path);
+  Diagnostics diags;
+  if (!params.empty()) {
+    diags.Error(codes::kParamValue, {}, fmt::format("`{}` is compiled: its parameters were bound by `guardpolicy compile`", path),
+                "pass parameters when compiling, or load the .gpol source");
+  }
+  if (!name.empty() && name != policy->name()) {
+    diags.Error(codes::kPolicySelection, {}, fmt::format("`{}` holds policy `{}`, not `{}`", path, policy->name(), name));
+  }
+  if (diags.HasErrors()) throw PolicyError(std::move(diags));
+  return policy;
 }
 
 const Module* Loader::LoadLibraryModule(const std::string& name) {

@@ -17,8 +17,8 @@ bool EnumEqual(const Value& a, const Value& b) {
 bool InSet(const ConstSet& set, const Value& v) {
   switch (set.elem.kind) {
     case TypeKind::kEnum:
-      if (v.i >= 0) return (set.bits >> v.i) & 1;
-      return std::binary_search(set.strings.begin(), set.strings.end(), v.s);
+      if (v.i >= 0 && ((set.bits >> v.i) & 1)) return true;
+      return !set.strings.empty() && std::binary_search(set.strings.begin(), set.strings.end(), v.s);
     case TypeKind::kInt:
       return std::binary_search(set.ints.begin(), set.ints.end(), v.i);
     default:
@@ -101,6 +101,8 @@ Outcome Evaluate(const Program& p, const Value* fields) noexcept {
         break;
       case Opcode::kDecide:
         return Outcome{static_cast<Decision>(ins.a), ins.b};
+      case Opcode::kNop:
+        break;
       default:
         return Outcome{Decision::kKeep, -1};  // unreachable for verified programs
     }

@@ -1,0 +1,43 @@
+// optimizer.h: bytecode optimization passes (-O1), each in its own file, each switchable.
+//
+//   fold_constants     operators on constants become constants; branches on constants
+//                      become jumps or nothing
+//   enum_bitsets       `in {...}` over enum members tests a 64-bit mask, not names
+//   unreachable_rules  rules the checker proved never fire lose their code
+//   jump_threading     jumps to jumps go straight to the end; a jump to a DECIDE is the DECIDE
+//   dead_code          unreachable instructions and NOPs are removed, targets remapped
+// Short-circuit layout is the code generator's (conditions compile to branches).
+// The verifier runs after every pass; a pass that breaks a program is an internal error.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "guardpolicy/bytecode.h"
+#include "guardpolicy/schema.h"
+
+namespace guardpolicy {
+
+struct OptimizeOptions {
+  int level = 1;                       // 0: no passes; 1: all passes below that are on
+  bool fold_constants = true;
+  bool enum_bitsets = true;
+  bool unreachable_rules = true;
+  bool jump_threading = true;
+  bool dead_code = true;
+  std::vector<int> unreachable;        // rule indices proven never to fire (analysis)
+};
+
+// Runs the enabled passes. Returns "" or "pass NAME: verifier message".
+std::string Optimize(Program& program, const Schema& schema, const OptimizeOptions& options);
+
+namespace passes {
+// Each returns true when it changed the program.
+bool FoldConstants(Program& p);
+bool EnumBitsets(Program& p, const Schema& schema);
+bool RemoveUnreachableRules(Program& p, const std::vector<int>& rules);
+bool ThreadJumps(Program& p);
+bool EliminateDeadCode(Program& p);
+}  // namespace passes
+
+}  // namespace guardpolicy

@@ -1,0 +1,328 @@
+// artifact.cpp: writing and reading `.gpolc` files.
+#include "guardpolicy/artifact.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "guardpolicy/diag_codes.h"
+#include "guardpolicy/verifier.h"
+
+namespace guardpolicy {
+namespace {
+
+constexpr char kMagic[8] = {'G', 'P', 'O', 'L', 'C', '\0', '\r', '\n'};
+constexpr size_t kHeaderSize = 8 + 4 + 8 + 8 + 8;
+constexpr uint32_t kMaxCount = 1u << 20;  // any table longer than this is corrupt
+
+uint64_t Fnv1a(std::string_view bytes) {
+  uint64_t h = 1469598103934665603ULL;
+  for (const char c : bytes) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+class Writer {
+ public:
+  template <typename T>
+  void Int(T v) {
+    for (size_t i = 0; i < sizeof(T); ++i) out_.push_back(static_cast<char>((static_cast<uint64_t>(v) >> (8 * i)) & 0xff));
+  }
+  void Str(std::string_view s) {
+    Int<uint32_t>(static_cast<uint32_t>(s.size()));
+    out_.append(s);
+  }
+  void TypeOf(const Type& t) {
+    Int<uint8_t>(static_cast<uint8_t>(t.kind));
+    Int<int32_t>(t.enum_index);
+  }
+  void Lit(const Literal& l) {
+    Int<uint8_t>(static_cast<uint8_t>(l.kind));
+    Int<int64_t>(l.i);
+    Int<uint8_t>(l.b ? 1 : 0);
+    Str(l.str);
+  }
+  std::string& bytes() { return out_; }
+
+ private:
+  std::string out_;
+};
+
+struct Corrupt : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+class Reader {
+ public:
+  explicit Reader(std::string_view in) : in_(in) {}
+  template <typename T>
+  T Int() {
+    Need(sizeof(T));
+    uint64_t v = 0;
+    for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(static_cast<unsigned char>(in_[pos_ + i])) << (8 * i);
+    pos_ += sizeof(T);
+    return static_cast<T>(v);
+  }
+  std::string Str() {
+    const uint32_t n = Int<uint32_t>();
+    Need(n);
+    std::string s(in_.substr(pos_, n));
+    pos_ += n;
+    return s;
+  }
+  uint32_t Count() {
+    const uint32_t n = Int<uint32_t>();
+    if (n > kMaxCount || n > in_.size() - pos_) throw Corrupt(fmt::format("table of {} entries at byte {}", n, pos_));
+    return n;
+  }
+  Type TypeOf(const Schema& schema) {
+    const auto kind = Int<uint8_t>();
+    const auto e = Int<int32_t>();
+    if (kind > static_cast<uint8_t>(TypeKind::kEnumSet)) throw Corrupt("unknown type kind");
+    Type t{static_cast<TypeKind>(kind), e};
+    const bool enumish = t.kind == TypeKind::kEnum || t.kind == TypeKind::kEnumSet;
+    if (enumish && (e < 0 || static_cast<size_t>(e) >= schema.enums().size())) throw Corrupt("enum index out of range");
+    return t;
+  }
+  Literal Lit() {
+    Literal l;
+    const auto kind = Int<uint8_t>();
+    if (kind > static_cast<uint8_t>(Literal::Kind::kBool)) throw Corrupt("unknown literal kind");
+    l.kind = static_cast<Literal::Kind>(kind);
+    l.i = Int<int64_t>();
+    l.b = Int<uint8_t>() != 0;
+    l.str = Str();
+    return l;
+  }
+  bool AtEnd() const { return pos_ == in_.size(); }
+
+ private:
+  void Need(size_t n) const {
+    if (n > in_.size() - pos_) throw Corrupt(fmt::format("truncated at byte {}", pos_));
+  }
+  std::string_view in_;
+  size_t pos_ = 0;
+};
+
+void WriteMeta(Writer& w, const CompiledPolicy& p) {
+  const PolicyMeta& m = p.meta();
+  w.Str(p.name());
+  w.Int<uint8_t>(m.is_unsafe);
+  w.Str(m.doc);
+  w.Int<uint8_t>(static_cast<uint8_t>(m.on_error));
+  w.Int<uint8_t>(m.stance.has_value());
+  w.Str(m.stance ? m.stance->stance : "");
+  w.Int<int64_t>(m.stance ? m.stance->after_calls : 0);
+  w.Int<uint32_t>(static_cast<uint32_t>(m.config.size()));
+  for (const ConfigValue& c : m.config) {
+    w.Str(c.knob);
+    w.Lit(c.value);
+  }
+  w.Int<uint32_t>(static_cast<uint32_t>(m.params.size()));
+  for (const auto& [name, value] : m.params) {
+    w.Str(name);
+    w.Lit(value);
+  }
+}
+
+void WriteProgram(Writer& w, const Program& p) {
+  w.Int<uint8_t>(static_cast<uint8_t>(p.default_decision));
+  w.Str(p.default_file);
+  w.Int<int32_t>(p.default_line);
+  w.Int<uint32_t>(static_cast<uint32_t>(p.fields.size()));
+  for (size_t i = 0; i < p.fields.size(); ++i) {
+    w.Str(p.fields[i]);
+    w.TypeOf(p.field_types[i]);
+  }
+  w.Int<uint32_t>(static_cast<uint32_t>(p.constants.size()));
+  for (const Constant& c : p.constants) {
+    w.TypeOf(c.type);
+    w.Int<int64_t>(c.i);
+    w.Int<uint64_t>(c.bits);
+    w.Str(c.s);
+  }
+  w.Int<uint32_t>(static_cast<uint32_t>(p.sets.size()));
+  for (const ConstSet& s : p.sets) {
+    w.TypeOf(s.elem);
+    w.Int<uint64_t>(s.bits);
+    w.Int<uint32_t>(static_cast<uint32_t>(s.strings.size()));
+    for (const auto& str : s.strings) w.Str(str);
+    w.Int<uint32_t>(static_cast<uint32_t>(s.ints.size()));
+    for (const int64_t i : s.ints) w.Int<int64_t>(i);
+  }
+  w.Int<uint32_t>(static_cast<uint32_t>(p.regexes.size()));
+  for (const auto& r : p.regexes) w.Str(r);
+  w.Int<uint32_t>(static_cast<uint32_t>(p.rules.size()));
+  for (size_t i = 0; i < p.rules.size(); ++i) {
+    const RuleInfo& r = p.rules[i];
+    w.Str(r.policy);
+    w.Str(r.file);
+    w.Int<int32_t>(r.line);
+    w.Int<int32_t>(r.col);
+    w.Int<uint8_t>(static_cast<uint8_t>(r.decision));
+    w.Int<int32_t>(i < p.rule_entry.size() ? p.rule_entry[i] : -1);
+  }
+  w.Int<uint32_t>(static_cast<uint32_t>(p.code.size()));
+  for (const Instruction& ins : p.code) {
+    w.Int<uint8_t>(static_cast<uint8_t>(ins.op));
+    w.Int<int32_t>(ins.a);
+    w.Int<int32_t>(ins.b);
+  }
+}
+
+PolicyMeta ReadMeta(Reader& r, std::string& name) {
+  PolicyMeta m;
+  name = r.Str();
+  m.is_unsafe = r.Int<uint8_t>() != 0;
+  m.doc = r.Str();
+  const auto on_error = r.Int<uint8_t>();
+  if (on_error > static_cast<uint8_t>(OnError::kRaise)) throw Corrupt("unknown on_error");
+  m.on_error = static_cast<OnError>(on_error);
+  const bool has_stance = r.Int<uint8_t>() != 0;
+  StanceSetting stance;
+  stance.stance = r.Str();
+  stance.after_calls = r.Int<int64_t>();
+  if (has_stance) m.stance = stance;
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
+    ConfigValue c;
+    c.knob = r.Str();
+    c.value = r.Lit();
+    m.config.push_back(std::move(c));
+  }
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
+    std::string key = r.Str();
+    m.params[key] = r.Lit();
+  }
+  return m;
+}
+
+Program ReadProgram(Reader& r, const Schema& schema) {
+  Program p;
+  const auto d = r.Int<uint8_t>();
+  if (d > 1) throw Corrupt("default decision is neither keep nor drop");
+  p.default_decision = static_cast<Decision>(d);
+  p.default_file = r.Str();
+  p.default_line = r.Int<int32_t>();
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
+    std::string field = r.Str();
+    const Type t = r.TypeOf(schema);
+    const int index = schema.FindField(field);
+    if (index < 0) throw Corrupt("unknown field `" + field + "`");
+    if (!(schema.fields()[index].type == t)) throw Corrupt("field `" + field + "` has another type in this schema");
+    p.fields.push_back(std::move(field));
+    p.field_types.push_back(t);
+  }
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
+    Constant c;
+    c.type = r.TypeOf(schema);
+    c.i = r.Int<int64_t>();
+    c.bits = r.Int<uint64_t>();
+    c.s = r.Str();
+    if (c.type.kind == TypeKind::kEnum &&
+        (c.i < -1 || c.i >= static_cast<int64_t>(schema.enums()[c.type.enum_index].members.size()))) {
+      throw Corrupt("enum constant out of range");
+    }
+    p.constants.push_back(std::move(c));
+  }
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
+    ConstSet s;
+    s.elem = r.TypeOf(schema);
+    s.bits = r.Int<uint64_t>();
+    for (uint32_t k = r.Count(), j = 0; j < k; ++j) s.strings.push_back(r.Str());
+    for (uint32_t k = r.Count(), j = 0; j < k; ++j) s.ints.push_back(r.Int<int64_t>());
+    if (!std::is_sorted(s.strings.begin(), s.strings.end()) || !std::is_sorted(s.ints.begin(), s.ints.end())) {
+      throw Corrupt("set elements are not sorted");
+    }
+    p.sets.push_back(std::move(s));
+  }
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) p.regexes.push_back(r.Str());
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
+    RuleInfo info;
+    info.policy = r.Str();
+    info.file = r.Str();
+    info.line = r.Int<int32_t>();
+    info.col = r.Int<int32_t>();
+    const auto dec = r.Int<uint8_t>();
+    if (dec > 1) throw Corrupt("rule decision is neither keep nor drop");
+    info.decision = static_cast<Decision>(dec);
+    p.rules.push_back(std::move(info));
+    p.rule_entry.push_back(r.Int<int32_t>());
+  }
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
+    Instruction ins;
+    ins.op = static_cast<Opcode>(r.Int<uint8_t>());
+    ins.a = r.Int<int32_t>();
+    ins.b = r.Int<int32_t>();
+    p.code.push_back(ins);
+  }
+  if (!r.AtEnd()) throw Corrupt("trailing bytes after the program");
+  return p;
+}
+
+[[noreturn]] void Refuse(const std::string& origin, const std::string& why) {
+  Diagnostics d;
+  d.Error(codes::kBadArtifact, {}, fmt::format("cannot load compiled policy `{}`: {}", origin, why),
+          "recompile it with `guardpolicy compile`");
+  throw PolicyError(std::move(d));
+}
+
+}  // namespace
+
+bool LooksLikeArtifact(const std::string& bytes) {
+  return bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0;
+}
+
+std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema) {
+  Writer payload;
+  WriteMeta(payload, policy);
+  WriteProgram(payload, policy.program());
+  Writer out;
+  out.bytes().append(kMagic, sizeof(kMagic));
+  out.Int<uint32_t>(kArtifactFormatVersion);
+  out.Int<uint64_t>(schema.Hash());
+  out.Int<uint64_t>(payload.bytes().size());
+  out.Int<uint64_t>(Fnv1a(payload.bytes()));
+  out.bytes() += payload.bytes();
+  return out.bytes();
+}
+
+std::shared_ptr<const CompiledPolicy> DeserializePolicy(const std::string& bytes, const Schema& schema,
+                                                        const std::string& origin) {
+  if (!LooksLikeArtifact(bytes)) Refuse(origin, "not a .gpolc file (bad magic)");
+  if (bytes.size() < kHeaderSize) Refuse(origin, "truncated header");
+  Reader header(std::string_view(bytes).substr(sizeof(kMagic), kHeaderSize - sizeof(kMagic)));
+  const auto version = header.Int<uint32_t>();
+  const auto schema_hash = header.Int<uint64_t>();
+  const auto size = header.Int<uint64_t>();
+  const auto checksum = header.Int<uint64_t>();
+  if (version != kArtifactFormatVersion) {
+    Refuse(origin, fmt::format("format version {}, this guardpolicy reads version {}", version, kArtifactFormatVersion));
+  }
+  if (schema_hash != schema.Hash()) Refuse(origin, "compiled against another schema");
+  const std::string_view payload = std::string_view(bytes).substr(kHeaderSize);
+  if (payload.size() != size) {
+    Refuse(origin, fmt::format("payload is {} bytes, the header says {}", payload.size(), size));
+  }
+  if (Fnv1a(payload) != checksum) Refuse(origin, "checksum mismatch (the file is corrupted)");
+  std::string name;
+  PolicyMeta meta;
+  Program program;
+  try {
+    Reader r(payload);
+    meta = ReadMeta(r, name);
+    program = ReadProgram(r, schema);
+  } catch (const Corrupt& e) {
+    Refuse(origin, e.what());
+  }
+  program.policy_name = name;
+  std::string err = program.Finalize();
+  if (err.empty()) err = Verify(program);
+  if (!err.empty()) Refuse(origin, "bytecode failed verification: " + err);
+  return std::make_shared<const CompiledPolicy>(std::move(program), std::move(meta));
+}
+
+}  // namespace guardpolicy

@@ -1,0 +1,67 @@
+// dead_code.cpp: drop instructions no path reaches, and NOPs; remap targets.
+#include "guardpolicy/optimizer.h"
+#include "jump_targets.h"
+
+namespace guardpolicy::passes {
+namespace {
+
+std::vector<bool> Reachable(const Program& p) {
+  std::vector<bool> live(p.code.size(), false);
+  if (!p.code.empty()) live[0] = true;
+  for (size_t pc = 0; pc < p.code.size(); ++pc) {  // jumps are forward: one sweep suffices
+    if (!live[pc]) continue;
+    const Instruction& ins = p.code[pc];
+    if (IsJump(ins.op) && static_cast<size_t>(ins.a) < live.size()) live[ins.a] = true;
+    const bool falls_through = ins.op != Opcode::kJump && ins.op != Opcode::kDecide;
+    if (falls_through && pc + 1 < live.size()) live[pc + 1] = true;
+  }
+  return live;
+}
+
+}  // namespace
+
+bool EliminateDeadCode(Program& p) {
+  const std::vector<bool> live = Reachable(p);
+  std::vector<int32_t> new_index(p.code.size() + 1);
+  std::vector<Instruction> kept;
+  std::vector<bool> keep(p.code.size());
+  size_t count = 0;
+  for (size_t pc = 0; pc < p.code.size(); ++pc) {
+    keep[pc] = live[pc] && p.code[pc].op != Opcode::kNop;
+    count += keep[pc];
+  }
+  if (count == p.code.size()) return false;
+  int32_t next = static_cast<int32_t>(count);
+  new_index[p.code.size()] = next;
+  for (size_t pc = p.code.size(); pc-- > 0;) {
+    if (keep[pc]) --next;
+    new_index[pc] = keep[pc] ? next : new_index[pc + 1];
+  }
+  for (size_t pc = 0; pc < p.code.size(); ++pc) {
+    if (!keep[pc]) continue;
+    Instruction ins = p.code[pc];
+    if (IsJump(ins.op)) ins.a = new_index[ins.a];
+    kept.push_back(ins);
+  }
+  // A rule whose every DECIDE is gone has no code left; one whose test is gone but whose
+  // DECIDE survives (jump threading copies DECIDEs) starts at that DECIDE.
+  std::vector<int32_t> first_decide(p.rule_entry.size(), -1);
+  for (size_t pc = 0; pc < p.code.size(); ++pc) {
+    const Instruction& ins = p.code[pc];
+    if (keep[pc] && ins.op == Opcode::kDecide && ins.b >= 0 && size_t(ins.b) < first_decide.size() &&
+        first_decide[ins.b] < 0) {
+      first_decide[ins.b] = new_index[pc];
+    }
+  }
+  for (size_t rule = 0; rule < p.rule_entry.size(); ++rule) {
+    int32_t& entry = p.rule_entry[rule];
+    if (entry < 0) continue;
+    if (first_decide[rule] < 0) entry = -1;
+    else if (!keep[entry]) entry = first_decide[rule];
+    else entry = new_index[entry];
+  }
+  p.code = std::move(kept);
+  return true;
+}
+
+}  // namespace guardpolicy::passes

@@ -1,0 +1,28 @@
+// optimizer.cpp: the pass manager; the verifier runs after every pass.
+#include "guardpolicy/optimizer.h"
+
+#include <functional>
+
+#include "guardpolicy/verifier.h"
+
+namespace guardpolicy {
+
+std::string Optimize(Program& program, const Schema& schema, const OptimizeOptions& options) {
+  if (options.level <= 0) return {};
+  const std::pair<const char*, std::function<bool()>> pipeline[] = {
+      {"fold_constants", [&] { return options.fold_constants && passes::FoldConstants(program); }},
+      {"enum_bitsets", [&] { return options.enum_bitsets && passes::EnumBitsets(program, schema); }},
+      {"unreachable_rules",
+       [&] { return options.unreachable_rules && passes::RemoveUnreachableRules(program, options.unreachable); }},
+      {"jump_threading", [&] { return options.jump_threading && passes::ThreadJumps(program); }},
+      {"dead_code", [&] { return options.dead_code && passes::EliminateDeadCode(program); }},
+  };
+  for (const auto& [name, run] : pipeline) {
+    if (!run()) continue;
+    const std::string err = Verify(program);
+    if (!err.empty()) return std::string("pass ") + name + ": " + err;
+  }
+  return {};
+}
+
+}  // namespace guardpolicy
