@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli.h"
+#include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/policy.h"
@@ -87,14 +88,18 @@ py::object LiteralToPython(const Literal& lit) {
 class PyPolicy {
  public:
   PyPolicy(std::shared_ptr<const CompiledPolicy> policy, std::shared_ptr<const Schema> schema)
-      : policy_(std::move(policy)), schema_(std::move(schema)) {}
+      : policy_(std::move(policy)),
+        schema_(std::move(schema)),
+        plan_(std::make_shared<const ExtractorPlan>(policy_->program(), schema_)) {}
 
   // guard_filter_fn: one exact bool per entry, True = keep.
   py::list Call(py::handle entries) const {
     std::vector<Outcome> outcomes = Run(entries, false);
     py::list out(outcomes.size());
     for (size_t i = 0; i < outcomes.size(); ++i) {
-      out[i] = py::bool_(outcomes[i].decision == Decision::kKeep);
+      PyObject* b = outcomes[i].decision == Decision::kKeep ? Py_True : Py_False;
+      Py_INCREF(b);
+      PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), b);
     }
     return out;
   }
@@ -109,21 +114,29 @@ class PyPolicy {
   }
 
   const CompiledPolicy& policy() const { return *policy_; }
+  const std::shared_ptr<const Schema>& schema() const { return schema_; }
 
  private:
   std::vector<Outcome> Run(py::handle entries, bool from_mappings) const {
     const Program& prog = policy_->program();
-    py::sequence seq = py::reinterpret_borrow<py::sequence>(entries);
-    const size_t n = py::len(seq);
+    // A tuple snapshot: Python code run while reading entries cannot resize what we walk.
+    py::object items = py::reinterpret_steal<py::object>(PySequence_Tuple(entries.ptr()));
+    if (!items) throw py::error_already_set();
+    const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(items.ptr()));
     std::vector<Outcome> outcomes(n);
-    EntryExtractor extractor(prog, *schema_);
-    std::vector<Value> view(std::max<size_t>(prog.fields.size(), 1));
+    EntryExtractor extractor(*plan_);
+    std::vector<Value> values(std::max<size_t>(prog.fields.size(), 1));
+    LazyEntryView lazy(extractor, prog.fields.size());
     try {
       for (size_t i = 0; i < n; ++i) {
-        py::object entry = seq[i];
-        if (from_mappings) extractor.ExtractMapping(entry, view.data());
-        else extractor.Extract(entry, view.data());
-        outcomes[i] = Evaluate(prog, view.data());
+        py::handle entry = PyTuple_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+        if (from_mappings) {
+          extractor.ExtractMapping(entry, values.data());
+          outcomes[i] = Evaluate(prog, values.data());
+        } else {
+          lazy.Reset(entry);
+          outcomes[i] = EvaluateView(prog, lazy);
+        }
       }
     } catch (py::error_already_set& e) {
       extractor.Reset();
@@ -154,6 +167,7 @@ class PyPolicy {
 
   std::shared_ptr<const CompiledPolicy> policy_;
   std::shared_ptr<const Schema> schema_;
+  std::shared_ptr<const ExtractorPlan> plan_;  // shared by every call (and thread)
 };
 
 PyPolicy LoadPolicy(const std::string& text, const std::string& path, bool from_file,
@@ -163,8 +177,8 @@ PyPolicy LoadPolicy(const std::string& text, const std::string& path, bool from_
   auto schema = SchemaFor(data_dir);
   try {
     Loader loader(schema, data_dir + "/std");
-    SourceFilePtr file = from_file ? SourceFileFromPath(path) : std::make_shared<const SourceFile>(path, text);
-    return PyPolicy(loader.Load(file, name, values), schema);
+    if (from_file) return PyPolicy(loader.LoadFile(path, name, values), schema);
+    return PyPolicy(loader.Load(std::make_shared<const SourceFile>(path, text), name, values), schema);
   } catch (const PolicyError& e) {
     RaisePolicyError(e.diagnostics());
   }
@@ -242,7 +256,10 @@ PYBIND11_MODULE(_core, m) {
         if (!s) return py::none();
         return py::make_tuple(s->stance, s->after_calls);
       })
-      .def("disassemble", [](const PyPolicy& p) { return Disassemble(p.policy().program()); });
+      .def("disassemble", [](const PyPolicy& p) { return Disassemble(p.policy().program()); })
+      .def("serialize", [](const PyPolicy& p) {
+        return py::bytes(SerializePolicy(p.policy(), *p.schema()));
+      });
 
   m.def("load", &LoadPolicy, py::arg("text"), py::arg("path"), py::arg("from_file"),
         py::arg("policy"), py::arg("params"), py::arg("data_dir"));

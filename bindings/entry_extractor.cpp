@@ -31,29 +31,74 @@ constexpr std::pair<const char*, FieldId> kFieldIds[] = {
     {"user_frame.function", FieldId::kUserFrameFunction},
 };
 
+// Attribute names, interned once for the life of the interpreter.
+enum Attr : int {
+  kAttrName, kAttrGuardType, kAttrDerived, kAttrIsGlobal, kAttrHasValue, kAttrValue, kAttrOrigGuard,
+  kAttrSource, kAttrOriginatingSource, kAttrBase, kAttrMember, kAttrUserStack, kAttrFilename,
+  kAttrLineno, kAttrModule, kAttrQualname, kAttrIsLocal, kAttrIsUnspecNN, kAttrIsUnspecBuiltin,
+  kAttrIsSpecNN, kAttrIsFsdp, kAttrGet, kAttrCount,
+};
+constexpr const char* kAttrNames[kAttrCount] = {
+    "name", "guard_type", "derived_guard_types", "is_global", "has_value", "value", "orig_guard",
+    "source", "originating_source", "base", "member", "user_stack", "filename", "lineno",
+    "__module__", "__qualname__", "is_local", "is_unspecialized_nn_module",
+    "is_unspecialized_builtin_nn_module", "is_specialized_nn_module", "is_fsdp_module", "get"};
+
+PyObject* Interned(Attr a) {
+  static PyObject** names = [] {
+    auto** out = new PyObject*[kAttrCount];  // never freed: lives as long as the interpreter
+    for (int i = 0; i < kAttrCount; ++i) out[i] = PyUnicode_InternFromString(kAttrNames[i]);
+    return out;
+  }();
+  return names[a];
+}
+
+py::object GetAttr(py::handle obj, Attr a) {
+  PyObject* r = PyObject_GetAttr(obj.ptr(), Interned(a));
+  if (r == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(r);
+}
+
+// The attribute, or an empty object when it does not exist (no exception is raised).
+py::object GetOptionalAttr(py::handle obj, Attr a) {
+  PyObject* r = nullptr;
+#if PY_VERSION_HEX >= 0x030D0000
+  const int found = PyObject_GetOptionalAttr(obj.ptr(), Interned(a), &r);
+#else
+  const int found = _PyObject_LookupAttr(obj.ptr(), Interned(a), &r);
+#endif
+  if (found < 0) throw py::error_already_set();
+  return found ? py::reinterpret_steal<py::object>(r) : py::object();
+}
+
+bool Truth(py::handle obj) {
+  const int r = PyObject_IsTrue(obj.ptr());
+  if (r < 0) throw py::error_already_set();
+  return r == 1;
+}
+
 // GuardSource predicate methods, in GuardSourceInfo::preds order.
-constexpr const char* kGuardSourcePredicates[] = {
-    "is_local", "is_unspecialized_nn_module", "is_unspecialized_builtin_nn_module",
-    "is_specialized_nn_module", "is_fsdp_module"};
+constexpr Attr kGuardSourcePredicates[] = {kAttrIsLocal, kAttrIsUnspecNN, kAttrIsUnspecBuiltin, kAttrIsSpecNN,
+                                           kAttrIsFsdp};
 
 constexpr int kMaxSourceDepth = 1000;  // a `.base` chain longer than this is malformed
 
-// torch.Tensor, torch.nn.Parameter, torch.nn.Module: imported on first use, never freed
-// (they live as long as the interpreter).
+// torch.Tensor, torch.nn.Parameter, torch.nn.Module: imported on first use, never freed.
 struct TorchTypes {
   PyObject* tensor = nullptr;
   PyObject* parameter = nullptr;
   PyObject* module = nullptr;
 };
-TorchTypes& Torch() {
+const TorchTypes& Torch() {
   static TorchTypes types;
+  if (types.tensor == nullptr) {
+    py::module_ torch = py::module_::import("torch");
+    types.tensor = py::object(torch.attr("Tensor")).release().ptr();
+    types.parameter = py::object(torch.attr("nn").attr("Parameter")).release().ptr();
+    types.module = py::object(torch.attr("nn").attr("Module")).release().ptr();
+  }
   return types;
 }
-
-Value BoolValue(bool b) { return Value{b ? 1 : 0, 0, {}}; }
-
-// What an absent field reads as: false, 0, "", no enum member (ordinal -1), empty set.
-Value AbsentValue(const Type& t) { return Value{t.kind == TypeKind::kEnum ? -1 : 0, 0, {}}; }
 
 bool IsInstance(py::handle obj, PyObject* type) {
   const int r = PyObject_IsInstance(obj.ptr(), type);
@@ -61,34 +106,63 @@ bool IsInstance(py::handle obj, PyObject* type) {
   return r == 1;
 }
 
+bool IsSubtype(py::handle obj, PyObject* type) {
+  return PyType_IsSubtype(Py_TYPE(obj.ptr()), reinterpret_cast<PyTypeObject*>(type)) != 0;
+}
+
+// isinstance(obj, torch.nn.Parameter), exactly as torch computes it, without the costly
+// metaclass __instancecheck__ where the answer is already known: a Parameter subtype is
+// one; a non-tensor is not; a plain tensor asks the metaclass (it may carry `_is_param`).
+bool IsParameter(py::handle obj) {
+  const TorchTypes& t = Torch();
+  if (IsSubtype(obj, t.parameter)) return true;
+  if (!IsSubtype(obj, t.tensor)) return IsInstance(obj, t.parameter);  // e.g. a proxy __class__
+  return IsInstance(obj, t.parameter);
+}
+
+Value BoolValue(bool b) { return Value{b ? 1 : 0, 0, {}}; }
+
+// What an absent field reads as: false, 0, "", no enum member (ordinal -1), empty set.
+Value AbsentValue(const Type& t) { return Value{t.kind == TypeKind::kEnum ? -1 : 0, 0, {}}; }
+
 }  // namespace
 
-EntryExtractor::EntryExtractor(const Program& program, const Schema& schema) : schema_(schema) {
+ExtractorPlan::ExtractorPlan(const Program& program, std::shared_ptr<const Schema> schema_in)
+    : schema(std::move(schema_in)) {
   for (const std::string& field : program.fields) {
     bool found = false;
     for (const auto& [name, id] : kFieldIds) {
       if (field == name) {
-        ids_.push_back(id);
+        ids.push_back(id);
         found = true;
       }
     }
     if (!found) throw std::invalid_argument("no extractor for field `" + field + "`");
   }
-  guard_type_enum_ = schema.FindEnum("GuardType");
-  guard_source_enum_ = schema.FindEnum("GuardSource");
-  if (guard_type_enum_ >= 0) {
-    const auto& members = schema.enums()[guard_type_enum_].members;
-    for (size_t i = 0; i < members.size(); ++i) guard_type_ordinal_[members[i]] = static_cast<int>(i);
+  if (ids.size() > 64) throw std::invalid_argument("a program reads more than 64 fields");
+  guard_type_enum = schema->FindEnum("GuardType");
+  guard_source_enum = schema->FindEnum("GuardSource");
+  if (guard_type_enum >= 0) {
+    const auto& members = schema->enums()[guard_type_enum].members;
+    for (size_t i = 0; i < members.size(); ++i) guard_type_ordinal[members[i]] = static_cast<int>(i);
   }
 }
 
 void EntryExtractor::Reset() {
-  orig_guard_ = py::object();
-  value_ = py::object();
-  user_frame_ = py::object();
+  BeginEntry();
   keep_alive_.clear();
   strings_.clear();
   guard_sources_.clear();
+  walks_.clear();
+  type_names_.clear();
+  guard_types_.clear();
+}
+
+void EntryExtractor::BeginEntry() {
+  if (orig_guard_) orig_guard_ = py::object();
+  if (value_) value_ = py::object();
+  if (user_frame_) user_frame_ = py::object();
+  has_value_ = -1;
 }
 
 std::string_view EntryExtractor::View(py::handle str) {
@@ -106,22 +180,25 @@ std::string_view EntryExtractor::Store(std::string s) {
 
 Value EntryExtractor::EnumValue(int enum_index, std::string_view name) const {
   int ordinal = -1;
-  if (enum_index == guard_type_enum_) {
-    auto it = guard_type_ordinal_.find(std::string(name));
-    if (it != guard_type_ordinal_.end()) ordinal = it->second;
+  if (enum_index == plan_.guard_type_enum) {
+    auto it = plan_.guard_type_ordinal.find(name);
+    if (it != plan_.guard_type_ordinal.end()) ordinal = it->second;
   } else if (enum_index >= 0) {
-    ordinal = schema_.enums()[enum_index].Find(name);
+    ordinal = plan_.schema->enums()[enum_index].Find(name);
   }
   return Value{ordinal, 0, name};
 }
 
-void EntryExtractor::LoadTorchTypes() {
-  TorchTypes& t = Torch();
-  if (t.tensor != nullptr) return;
-  py::module_ torch = py::module_::import("torch");
-  t.tensor = py::object(torch.attr("Tensor")).release().ptr();
-  t.parameter = py::object(torch.attr("nn").attr("Parameter")).release().ptr();
-  t.module = py::object(torch.attr("nn").attr("Module")).release().ptr();
+Value EntryExtractor::SetValue(int enum_index, py::handle members) {
+  Value v;
+  std::string unknown;
+  for (py::handle t : members) {
+    const Value m = EnumValue(enum_index, View(t));
+    if (m.i >= 0) v.bits |= uint64_t{1} << m.i;
+    else unknown += std::string(kSetSeparator) + std::string(m.s);
+  }
+  if (!unknown.empty()) v.s = Store(unknown + kSetSeparator);
+  return v;
 }
 
 const EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
@@ -129,75 +206,108 @@ const EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle 
   if (it != guard_sources_.end()) return it->second;
   GuardSourceInfo info;
   keep_alive_.push_back(py::reinterpret_borrow<py::object>(gs));
-  info.name = View(gs.attr("name"));
-  info.ordinal = guard_source_enum_ >= 0 ? schema_.enums()[guard_source_enum_].Find(info.name) : -1;
-  for (int i = 0; i < 5; ++i) info.preds[i] = gs.attr(kGuardSourcePredicates[i])().cast<bool>();
+  info.name = View(GetAttr(gs, kAttrName));
+  const int e = plan_.guard_source_enum;
+  info.ordinal = e >= 0 ? plan_.schema->enums()[e].Find(info.name) : -1;
+  for (int i = 0; i < 5; ++i) {
+    py::object result = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(gs.ptr(), Interned(kGuardSourcePredicates[i])));
+    if (!result) throw py::error_already_set();
+    info.preds[i] = Truth(result);
+  }
   return guard_sources_.emplace(gs.ptr(), info).first->second;
 }
 
-EntryExtractor::SourceWalk EntryExtractor::WalkSource(py::handle src) {
-  SourceWalk w;
-  w.kind = Py_TYPE(src.ptr())->tp_name;
-  py::object cur = py::reinterpret_borrow<py::object>(src);
-  while (w.depth < kMaxSourceDepth && py::hasattr(cur, "base")) {
-    if (py::hasattr(cur, "member")) {
-      py::object member = cur.attr("member");
-      if (py::isinstance<py::str>(member) && View(member) == "_buffers") w.via_buffers = true;
+// The walk of `src` to its root, memoized per chain node (sibling guards share prefixes).
+const EntryExtractor::SourceWalk& EntryExtractor::WalkSource(py::handle src) {
+  if (auto it = walks_.find(src.ptr()); it != walks_.end()) return it->second;
+  std::vector<py::object> chain{py::reinterpret_borrow<py::object>(src)};  // src, base, base.base, ...
+  const SourceWalk* known = nullptr;
+  while (static_cast<int>(chain.size()) <= kMaxSourceDepth) {
+    py::object base = GetOptionalAttr(chain.back(), kAttrBase);
+    if (!base) break;
+    if (auto it = walks_.find(base.ptr()); it != walks_.end()) {
+      known = &it->second;
+      break;
     }
-    cur = cur.attr("base");
-    ++w.depth;
+    chain.push_back(std::move(base));
   }
-  keep_alive_.push_back(cur);
-  w.root = Py_TYPE(cur.ptr())->tp_name;
-  return w;
+  // Fill from the deepest node up.
+  SourceWalk below;
+  if (known) below = *known;
+  for (size_t k = chain.size(); k-- > 0;) {
+    py::handle node = chain[k];
+    SourceWalk w;
+    w.kind = Py_TYPE(node.ptr())->tp_name;
+    const bool is_root = k + 1 == chain.size() && known == nullptr;
+    w.root = is_root ? w.kind : below.root;
+    w.depth = is_root ? 0 : below.depth + 1;
+    w.via_buffers = !is_root && below.via_buffers;
+    if (py::object member = GetOptionalAttr(node, kAttrMember); member && PyUnicode_Check(member.ptr())) {
+      w.via_buffers = w.via_buffers || View(member) == "_buffers";
+    }
+    keep_alive_.push_back(py::reinterpret_borrow<py::object>(node));
+    below = walks_.emplace(node.ptr(), w).first->second;
+  }
+  return walks_.at(src.ptr());
 }
 
-void EntryExtractor::Extract(py::handle entry, Value* out) {
-  orig_guard_ = py::object();
-  value_ = py::object();
-  user_frame_ = py::object();
-  have_walk_ = false;
-  for (size_t slot = 0; slot < ids_.size(); ++slot) ExtractOne(ids_[slot], entry, out[slot]);
+std::string_view EntryExtractor::QualifiedTypeName(py::handle obj) {
+  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
+  if (auto it = type_names_.find(type); it != type_names_.end()) return it->second;
+  py::handle t(type);
+  std::string qual = py::str(GetAttr(t, kAttrModule)).cast<std::string>() + "." +
+                     py::str(GetAttr(t, kAttrQualname)).cast<std::string>();
+  keep_alive_.push_back(py::reinterpret_borrow<py::object>(t));
+  return type_names_.emplace(type, Store(std::move(qual))).first->second;
+}
+
+py::object& EntryExtractor::OrigGuard(py::handle entry) {
+  if (!orig_guard_) orig_guard_ = GetAttr(entry, kAttrOrigGuard);
+  return orig_guard_;
+}
+
+py::object* EntryExtractor::EntryValue(py::handle entry) {
+  if (has_value_ < 0) has_value_ = Truth(GetAttr(entry, kAttrHasValue)) ? 1 : 0;
+  if (!has_value_) return nullptr;
+  if (!value_) value_ = GetAttr(entry, kAttrValue);
+  return &value_;
+}
+
+// user_stack[-1].<filename|lineno|name> (which: 0, 1, 2), or an empty object.
+py::object EntryExtractor::FrameAttr(py::handle entry, int which) {
+  if (!user_frame_) {
+    py::object stack = GetAttr(OrigGuard(entry), kAttrUserStack);
+    if (stack.is_none() || py::len(stack) == 0) {
+      user_frame_ = py::none();
+    } else {
+      user_frame_ = py::object(stack[py::int_(-1)]);
+    }
+  }
+  if (user_frame_.is_none()) return py::object();
+  static constexpr Attr kFrameAttrs[] = {kAttrFilename, kAttrLineno, kAttrName};
+  return GetAttr(user_frame_, kFrameAttrs[which]);
 }
 
 void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
-  auto orig_guard = [&]() -> py::object& {
-    if (!orig_guard_) orig_guard_ = entry.attr("orig_guard");
-    return orig_guard_;
-  };
-  auto value = [&]() -> py::object* {  // null when has_value is false
-    if (!entry.attr("has_value").cast<bool>()) return nullptr;
-    if (!value_) value_ = entry.attr("value");
-    return &value_;
-  };
-  auto walk = [&]() -> const SourceWalk& {
-    if (!have_walk_) {
-      walk_ = WalkSource(orig_guard().attr("originating_source"));
-      have_walk_ = true;
-    }
-    return walk_;
-  };
-  auto frame_attr = [&](const char* attr) -> py::object {
-    if (!user_frame_) {
-      py::object stack = orig_guard().attr("user_stack");
-      if (stack.is_none() || py::len(stack) == 0) {
-        user_frame_ = py::none();
-      } else {
-        user_frame_ = py::object(stack[py::int_(-1)]);
-      }
-    }
-    return user_frame_.is_none() ? py::object() : user_frame_.attr(attr);
-  };
   switch (id) {
-    case FieldId::kName: out = Value{0, 0, View(entry.attr("name"))}; return;
-    case FieldId::kGuardType: out = EnumValue(guard_type_enum_, View(entry.attr("guard_type"))); return;
-    case FieldId::kDerivedGuardTypes:
-      out = SetValue(guard_type_enum_, entry.attr("derived_guard_types"));
+    case FieldId::kName: out = Value{0, 0, View(GetAttr(entry, kAttrName))}; return;
+    case FieldId::kGuardType: {
+      py::object type = GetAttr(entry, kAttrGuardType);
+      for (const auto& [seen, value] : guard_types_) {
+        if (seen == type.ptr()) {  // kept alive below, so the pointer is not reused this call
+          out = value;
+          return;
+        }
+      }
+      out = EnumValue(plan_.guard_type_enum, View(type));
+      if (guard_types_.size() < 64) guard_types_.emplace_back(type.ptr(), out);
       return;
-    case FieldId::kIsGlobal: out = BoolValue(entry.attr("is_global").cast<bool>()); return;
-    case FieldId::kHasValue: out = BoolValue(entry.attr("has_value").cast<bool>()); return;
+    }
+    case FieldId::kDerivedGuardTypes: out = SetValue(plan_.guard_type_enum, GetAttr(entry, kAttrDerived)); return;
+    case FieldId::kIsGlobal: out = BoolValue(Truth(GetAttr(entry, kAttrIsGlobal))); return;
+    case FieldId::kHasValue: out = BoolValue(EntryValue(entry) != nullptr); return;
     case FieldId::kGuardSource: {
-      const GuardSourceInfo& gs = GuardSourceOf(orig_guard().attr("source"));
+      const GuardSourceInfo& gs = GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource));
       out = Value{gs.ordinal, 0, gs.name};
       return;
     }
@@ -207,52 +317,48 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
     case FieldId::kGsIsSpecializedNNModule:
     case FieldId::kGsIsFsdpModule: {
       const int pred = static_cast<int>(id) - static_cast<int>(FieldId::kGsIsLocal);
-      out = BoolValue(GuardSourceOf(orig_guard().attr("source")).preds[pred]);
+      out = BoolValue(GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource)).preds[pred]);
       return;
     }
-    case FieldId::kSourceKind: out = Value{0, 0, walk().kind}; return;
-    case FieldId::kSourceRoot: out = Value{0, 0, walk().root}; return;
-    case FieldId::kSourceDepth: out = Value{walk().depth, 0, {}}; return;
+    case FieldId::kSourceKind:
+    case FieldId::kSourceRoot:
+    case FieldId::kSourceDepth: {
+      const SourceWalk& w = WalkSource(GetAttr(OrigGuard(entry), kAttrOriginatingSource));
+      out = id == FieldId::kSourceDepth ? Value{w.depth, 0, {}}
+                                        : Value{0, 0, id == FieldId::kSourceKind ? w.kind : w.root};
+      return;
+    }
     case FieldId::kValueType: {
-      py::object* v = value();
-      if (v == nullptr) {
-        out = Value{};
-        return;
-      }
-      py::handle type = reinterpret_cast<PyObject*>(Py_TYPE(v->ptr()));
-      std::string qual = py::str(type.attr("__module__")).cast<std::string>() + "." +
-                         py::str(type.attr("__qualname__")).cast<std::string>();
-      out = Value{0, 0, Store(std::move(qual))};
+      py::object* v = EntryValue(entry);
+      out = v ? Value{0, 0, QualifiedTypeName(*v)} : Value{};
       return;
     }
     case FieldId::kValueIsTensor:
     case FieldId::kValueIsParameter:
     case FieldId::kValueIsModule:
     case FieldId::kValueIsBuffer: {
-      py::object* v = value();
-      if (v == nullptr) {
-        out = BoolValue(false);
-        return;
-      }
-      LoadTorchTypes();
-      const TorchTypes& t = Torch();
+      py::object* v = EntryValue(entry);
       bool r = false;
-      if (id == FieldId::kValueIsTensor) r = IsInstance(*v, t.tensor);
-      else if (id == FieldId::kValueIsParameter) r = IsInstance(*v, t.parameter);
-      else if (id == FieldId::kValueIsModule) r = IsInstance(*v, t.module);
-      else r = IsInstance(*v, t.tensor) && !IsInstance(*v, t.parameter) && walk().via_buffers;
+      if (v != nullptr) {
+        const TorchTypes& t = Torch();
+        if (id == FieldId::kValueIsTensor) r = IsInstance(*v, t.tensor);
+        else if (id == FieldId::kValueIsParameter) r = IsParameter(*v);
+        else if (id == FieldId::kValueIsModule) r = IsInstance(*v, t.module);
+        else r = IsInstance(*v, t.tensor) && !IsParameter(*v) &&
+                 WalkSource(GetAttr(OrigGuard(entry), kAttrOriginatingSource)).via_buffers;
+      }
       out = BoolValue(r);
       return;
     }
     case FieldId::kUserFrameFile:
     case FieldId::kUserFrameFunction: {
-      py::object s = frame_attr(id == FieldId::kUserFrameFile ? "filename" : "name");
-      out = Value{0, 0, s && py::isinstance<py::str>(s) ? View(s) : std::string_view()};
+      py::object s = FrameAttr(entry, id == FieldId::kUserFrameFile ? 0 : 2);
+      out = Value{0, 0, s && PyUnicode_Check(s.ptr()) ? View(s) : std::string_view()};
       return;
     }
     case FieldId::kUserFrameLine: {
-      py::object line = frame_attr("lineno");
-      out = Value{line && py::isinstance<py::int_>(line) ? line.cast<int64_t>() : 0, 0, {}};
+      py::object line = FrameAttr(entry, 1);
+      out = Value{line && PyLong_Check(line.ptr()) ? line.cast<int64_t>() : 0, 0, {}};
       return;
     }
   }
@@ -260,10 +366,10 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
 
 void EntryExtractor::ExtractMapping(py::handle mapping, Value* out) {
   if (!PyMapping_Check(mapping.ptr())) throw py::type_error("evaluate() rows must be mappings");
-  py::object get = mapping.attr("get");
-  for (size_t slot = 0; slot < ids_.size(); ++slot) {
-    const char* name = kFieldIds[static_cast<int>(ids_[slot])].first;
-    const Type type = schema_.fields()[schema_.FindField(name)].type;
+  py::object get = GetAttr(mapping, kAttrGet);
+  for (size_t slot = 0; slot < plan_.ids.size(); ++slot) {
+    const char* name = kFieldIds[static_cast<int>(plan_.ids[slot])].first;
+    const Type type = plan_.schema->fields()[plan_.schema->FindField(name)].type;
     Value& v = out[slot];
     v = AbsentValue(type);
     py::object item = get(name, py::none());
@@ -277,18 +383,6 @@ void EntryExtractor::ExtractMapping(py::handle mapping, Value* out) {
       case TypeKind::kError: break;
     }
   }
-}
-
-Value EntryExtractor::SetValue(int enum_index, py::handle members) {
-  Value v;
-  std::string unknown;
-  for (py::handle t : members) {
-    const Value m = EnumValue(enum_index, View(t));
-    if (m.i >= 0) v.bits |= uint64_t{1} << m.i;
-    else unknown += std::string(kSetSeparator) + std::string(m.s);
-  }
-  if (!unknown.empty()) v.s = Store(unknown + kSetSeparator);
-  return v;
 }
 
 }  // namespace guardpolicy::python

@@ -1,18 +1,22 @@
 // entry_extractor.h: GuardFilterEntry (Python) -> entry view (Value per program slot).
 //
-// Reads only the fields a Program declares, each at most once per entry, and keeps the
-// Python objects it views alive only until Reset(): no reference to any entry, value or
-// guard survives a call. Sources (torch 2.8+; checked on 2.13.0):
+// Reads only the fields a Program loads, each at most once per entry (LazyEntryView), and
+// keeps the Python objects it views alive only until Reset(): no reference to any entry,
+// value or guard survives a call. Sources (torch 2.8+; checked on 2.13.0):
 //   name, guard_type, derived_guard_types, is_global, has_value, value -> the entry's own
 //   attributes; guard_source* -> entry.orig_guard.source (a torch._guards.GuardSource) and
 //   its predicates; source.* -> entry.orig_guard.originating_source and its `.base` chain;
 //   user_frame.* -> entry.orig_guard.user_stack[-1] (a traceback.FrameSummary).
+// Speed: attribute names are interned once; missing attributes are probed without raising;
+// per call, GuardSource predicates are computed once per member, source chains once per
+// node (guards share chain prefixes), qualified type names once per type.
 // Errors: Python exceptions propagate as pybind11::error_already_set. Needs the GIL.
 #pragma once
 
 #include <pybind11/pybind11.h>
 
 #include <deque>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -32,13 +36,27 @@ enum class FieldId : uint8_t {
   kUserFrameFile, kUserFrameLine, kUserFrameFunction,
 };
 
+// What to read for one program, built once per compiled policy; immutable, shareable.
+struct ExtractorPlan {
+  // Throws std::invalid_argument for a program field this binding cannot read, or for a
+  // program of more than 64 fields.
+  ExtractorPlan(const Program& program, std::shared_ptr<const Schema> schema);
+
+  std::vector<FieldId> ids;  // slot -> field
+  std::shared_ptr<const Schema> schema;
+  int guard_type_enum = -1;
+  int guard_source_enum = -1;
+  std::unordered_map<std::string_view, int> guard_type_ordinal;  // views into the schema
+};
+
 class EntryExtractor {
  public:
-  // Throws std::invalid_argument for a program field this binding cannot read.
-  EntryExtractor(const Program& program, const Schema& schema);
+  explicit EntryExtractor(const ExtractorPlan& plan) : plan_(plan) {}
 
-  // Fills `out` (program.fields.size() values) from one GuardFilterEntry.
-  void Extract(py::handle entry, Value* out);
+  // Starts a new entry: forgets the per-entry cache (orig_guard, value, frame).
+  void BeginEntry();
+  // Reads program slot `slot` of `entry` into `out`.
+  void ExtractSlot(size_t slot, py::handle entry, Value& out) { ExtractOne(plan_.ids[slot], entry, out); }
   // Fills `out` from any mapping {field name: value}; absent (or None) fields read as
   // false, 0, "", no enum member, the empty set.
   void ExtractMapping(py::handle mapping, Value* out);
@@ -60,27 +78,56 @@ class EntryExtractor {
   std::string_view View(py::handle str);
   std::string_view Store(std::string s);
   const GuardSourceInfo& GuardSourceOf(py::handle guard_source);
-  SourceWalk WalkSource(py::handle originating_source);
+  const SourceWalk& WalkSource(py::handle originating_source);
+  std::string_view QualifiedTypeName(py::handle obj);
   void ExtractOne(FieldId id, py::handle entry, Value& out);
   Value EnumValue(int enum_index, std::string_view name) const;
   // A set of enum members: known ones as bits, unknown names in `s` (see kSetSeparator).
   Value SetValue(int enum_index, py::handle members);
-  void LoadTorchTypes();
+  py::object& OrigGuard(py::handle entry);
+  py::object* EntryValue(py::handle entry);  // null when has_value is false
+  py::object FrameAttr(py::handle entry, int which);
 
-  std::vector<FieldId> ids_;
-  int guard_type_enum_ = -1;
-  int guard_source_enum_ = -1;
-  const Schema& schema_;
-  std::unordered_map<std::string, int> guard_type_ordinal_;
-
+  const ExtractorPlan& plan_;
   // Per-entry cache (objects read by several fields).
   py::object orig_guard_, value_, user_frame_;
-  bool have_walk_ = false;
-  SourceWalk walk_;
+  int has_value_ = -1;  // -1 unknown, else 0/1
   // Per-call state.
   std::vector<py::object> keep_alive_;
   std::deque<std::string> strings_;
   std::unordered_map<PyObject*, GuardSourceInfo> guard_sources_;
+  std::unordered_map<PyObject*, SourceWalk> walks_;
+  std::unordered_map<PyObject*, std::string_view> type_names_;
+  // guard_type strings seen this call (usually a handful of shared objects) -> ordinal.
+  std::vector<std::pair<PyObject*, Value>> guard_types_;
+};
+
+// The VM's entry view over one live GuardFilterEntry: each field is read from Python the
+// first time the program loads it, and at most once per entry.
+class LazyEntryView {
+ public:
+  // A program reads at most 64 distinct fields (the schema has 22).
+  LazyEntryView(EntryExtractor& extractor, size_t slots) : extractor_(extractor), values_(slots) {}
+
+  void Reset(py::handle entry) {
+    entry_ = entry;
+    extractor_.BeginEntry();
+    loaded_ = 0;
+  }
+  const Value& Get(int32_t slot) {
+    const uint64_t bit = uint64_t{1} << slot;
+    if (!(loaded_ & bit)) {
+      extractor_.ExtractSlot(static_cast<size_t>(slot), entry_, values_[slot]);
+      loaded_ |= bit;
+    }
+    return values_[slot];
+  }
+
+ private:
+  EntryExtractor& extractor_;
+  py::handle entry_;
+  std::vector<Value> values_;
+  uint64_t loaded_ = 0;
 };
 
 }  // namespace guardpolicy::python

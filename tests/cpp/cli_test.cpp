@@ -72,7 +72,9 @@ TEST(Cli, UsageAndIoErrorsExitTwo) {
 TEST(Cli, DisasmListsInstructionsWithRuleSources) {
   auto r = RunCli({"disasm", testing::kDataDir + "/std/skip_guard_on_globals.gpol"});
   EXPECT_EQ(r.rc, cli::kExitClean) << r.err;
-  EXPECT_NE(r.out.find("LOAD_FIELD    0 (is_global)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("BRANCH_FIELD    is_global false -> 2"), std::string::npos) << r.out;
+  auto o0 = RunCli({"disasm", "-O0", testing::kDataDir + "/std/skip_guard_on_globals.gpol"});
+  EXPECT_NE(o0.out.find("LOAD_FIELD      0 (is_global)"), std::string::npos) << o0.out;
   EXPECT_NE(r.out.find("drop rule 0 (skip_guard_on_globals at "), std::string::npos) << r.out;
 }
 

@@ -5,7 +5,9 @@
 // used policy's parameters bound, the default decides last) with no compilation at all.
 #pragma once
 
+#include <deque>
 #include <map>
+#include <memory>
 #include <string>
 
 #include <re2/re2.h>
@@ -56,15 +58,10 @@ class ReferenceInterpreter {
     return std::nullopt;
   }
 
+  // Literal text lives in the AST, which outlives every evaluation.
   Value LiteralValue(const Literal& lit, const Type& type) {
-    if (type.kind == TypeKind::kEnum) {
-      strings_.push_back(lit.str);
-      return Value{schema_.enums()[type.enum_index].Find(lit.str), 0, strings_.back()};
-    }
-    if (lit.kind == Literal::Kind::kString) {
-      strings_.push_back(lit.str);
-      return Value{0, 0, strings_.back()};
-    }
+    if (type.kind == TypeKind::kEnum) return Value{schema_.enums()[type.enum_index].Find(lit.str), 0, lit.str};
+    if (lit.kind == Literal::Kind::kString) return Value{0, 0, lit.str};
     return Value{lit.kind == Literal::Kind::kBool ? (lit.b ? 1 : 0) : lit.i, 0, {}};
   }
 
@@ -78,7 +75,7 @@ class ReferenceInterpreter {
       case ExprKind::kPath:
         if (e.resolved.kind == Resolution::Kind::kField) return entry.at(e.path);
         if (e.resolved.kind == Resolution::Kind::kParam) return LiteralValue(bound.at(e.path), e.type);
-        return LiteralValue(Literal{Literal::Kind::kString, e.path, 0, false, {}}, e.type);
+        return Value{schema_.enums()[e.type.enum_index].Find(e.path), 0, e.path};
       case ExprKind::kNot: return B(!Eval(*e.kids[0], bound, entry).i);
       case ExprKind::kAnd: return B(Eval(*e.kids[0], bound, entry).i && Eval(*e.kids[1], bound, entry).i);
       case ExprKind::kOr: return B(Eval(*e.kids[0], bound, entry).i || Eval(*e.kids[1], bound, entry).i);
@@ -123,14 +120,22 @@ class ReferenceInterpreter {
       case BinaryOp::kContains: return B(a.s.find(b.s) != std::string_view::npos);
       case BinaryOp::kStartsWith: return B(a.s.substr(0, b.s.size()) == b.s);
       case BinaryOp::kEndsWith: return B(a.s.size() >= b.s.size() && a.s.substr(a.s.size() - b.s.size()) == b.s);
-      case BinaryOp::kMatches: return B(RE2::PartialMatch(a.s, RE2(std::string(b.s))));
-      default: return B(RE2::FullMatch(a.s, RE2(checker_internal::GlobToRegex(b.s))));
+      case BinaryOp::kMatches: return B(RE2::PartialMatch(a.s, Regex(std::string(b.s))));
+      default: return B(RE2::FullMatch(a.s, Regex(checker_internal::GlobToRegex(b.s))));
     }
+  }
+
+  // Patterns compile once per interpreter (as the VM's do once per program).
+  const RE2& Regex(const std::string& pattern) {
+    auto& slot = regexes_[pattern];
+    if (!slot) slot = std::make_unique<RE2>(pattern);
+    return *slot;
   }
 
   const Schema& schema_;
   PolicyResolver& resolver_;
   std::deque<std::string> strings_;
+  std::map<std::string, std::unique_ptr<RE2>> regexes_;
 };
 
 }  // namespace guardpolicy::testing

@@ -326,12 +326,22 @@ def test_on_error_raise():
             policy([entry_without_orig_guard()])
 
 
+class _NoTruth:
+    def __bool__(self):
+        raise ValueError("no truth value")
+
+
 def test_wrong_attribute_type_falls_back_too():
-    """An attribute of the wrong type (is_global a str) is an unreadable entry, not a crash."""
+    """An attribute that cannot be read as its schema type is an unreadable entry, not a
+    crash. (Bools are read by truth value, as torch's own filters do: `not e.is_global`.)"""
     policy = gp.load("guardpolicy 1\nunsafe policy %s {\n  drop when is_global\n}\n" % unique_name("wrong_type"))
-    bad = types.SimpleNamespace(is_global="yes")
     with pytest.warns(gp.PolicyRuntimeWarning):
-        assert policy([bad]) == [True]
+        assert policy([types.SimpleNamespace(is_global=_NoTruth())]) == [True]
+    assert policy([types.SimpleNamespace(is_global="yes")]) == [False]  # truthy, like torch
+    name_policy = gp.load("guardpolicy 1\nunsafe policy %s {\n  drop when name == \"x\"\n}\n"
+                          % unique_name("wrong_name_type"))
+    with pytest.warns(gp.PolicyRuntimeWarning):
+        assert name_policy([types.SimpleNamespace(name=3)]) == [True]  # a name must be a str
 
 
 def test_policy_inside_torch_compile_with_default_on_error_keeps_frame(mlp_model):

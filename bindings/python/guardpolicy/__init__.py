@@ -60,7 +60,9 @@ def _source_args(path_or_source: str | os.PathLike) -> tuple[str, str, bool]:
 def load(path_or_source: str | os.PathLike, *, policy: str | None = None, **params: Any) -> Policy:
     """Parses, checks, compiles and verifies a policy.
 
-    ``path_or_source`` is a ``.gpol`` path or the policy text itself. A file with several
+    ``path_or_source`` is a ``.gpol`` path, a ``.gpolc`` artifact (from ``guardpolicy
+    compile`` or ``Policy.save``; verified on load, parameters already bound), or the
+    policy text itself. A file with several
     policies needs ``policy="name"``. ``params`` bind the policy's parameters (bool, int or
     str), e.g. ``load("keep_tensor_guards.gpol", keep_parameters=True)``.
 

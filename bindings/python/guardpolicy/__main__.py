@@ -1,4 +1,4 @@
-"""``python -m guardpolicy``: the CLI, plus the Python tools (``demo``)."""
+"""``python -m guardpolicy``: the CLI, plus the Python tools (``demo``, ``capture``)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,10 @@ def _main() -> int:
         from .demo import main as demo_main
 
         return demo_main(sys.argv[2:])
+    if len(sys.argv) > 1 and sys.argv[1] == "capture":
+        from .capture import main as capture_main
+
+        return capture_main(sys.argv[2:])
     from .cli import main
 
     return main()

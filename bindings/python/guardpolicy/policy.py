@@ -114,6 +114,23 @@ class Policy:
     def on_error(self) -> str:
         return self._compiled.on_error
 
+    def save(self, path) -> None:
+        """Writes the compiled policy as a ``.gpolc`` artifact (what ``guardpolicy compile``
+        writes); ``guardpolicy.load(path)`` reads it back, verified."""
+        import os
+        import tempfile
+
+        data = self._compiled.serialize()
+        directory = os.path.dirname(os.fspath(path)) or "."
+        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".gpolc.tmp")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            os.unlink(tmp)
+            raise
+
     def disassemble(self) -> str:
         """The bytecode listing (same as ``guardpolicy disasm``)."""
         return self._compiled.disassemble()

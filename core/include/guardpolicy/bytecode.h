@@ -49,6 +49,12 @@ enum class Opcode : uint8_t {
   kJumpIfTrue,   // a: target (> pc)                pops a bool
   kDecide,       // a: Decision, b: rule index or -1 (the policy default). Ends the run.
   kNop,          // does nothing; left by optimizer passes and removed by dead-code elimination
+  // Fused test-and-branch instructions (the fuse_branches pass); the stack is unchanged.
+  // y: 1 = jump when the test holds, 0 = jump when it does not; c: the target (> pc).
+  kBranchField,    // a: bool slot
+  kBranchCompare,  // a: slot, b: constant, x: the binary opcode (kEqBool..kEndsWith, kSetHas)
+  kBranchInSet,    // a: slot, b: set
+  kBranchMatches,  // a: string slot, b: regex
   kCount_,
 };
 
@@ -58,7 +64,21 @@ struct Instruction {
   Opcode op = Opcode::kDecide;
   int32_t a = 0;
   int32_t b = 0;
+  int32_t c = 0;            // fused branches: jump target
+  Opcode x = Opcode::kNop;  // kBranchCompare: the comparison
+  uint8_t y = 0;            // fused branches: jump sense
 };
+
+// The jump target operand of `ins`, or null when it does not jump.
+inline int32_t* JumpTarget(Instruction& ins) {
+  switch (ins.op) {
+    case Opcode::kJump: case Opcode::kJumpIfFalse: case Opcode::kJumpIfTrue: return &ins.a;
+    case Opcode::kBranchField: case Opcode::kBranchCompare: case Opcode::kBranchInSet:
+    case Opcode::kBranchMatches: return &ins.c;
+    default: return nullptr;
+  }
+}
+inline const int32_t* JumpTarget(const Instruction& ins) { return JumpTarget(const_cast<Instruction&>(ins)); }
 
 // Separates the unknown member names of an enum-set value in Value::s.
 inline constexpr char kSetSeparator[] = "\x1f";
@@ -107,6 +127,13 @@ struct Program {
   std::vector<Constant> constants;
   std::vector<ConstSet> sets;
   std::vector<std::string> regexes;   // patterns; compiled by Finalize()
+  // A literal every match of regexes[i] contains (a prefix when anchored), checked before
+  // RE2 runs; computed by Finalize().
+  struct RegexFilter {
+    std::string literal;
+    bool anchored = false;
+  };
+  std::vector<RegexFilter> regex_filters;
   std::vector<RuleInfo> rules;
   // rule index -> pc of the first instruction of its test (-1 when the rule has no code),
   // kept up to date by every optimizer pass; used to remove rules proven unreachable.

@@ -5,6 +5,7 @@
 //   enum_bitsets       `in {...}` over enum members tests a 64-bit mask, not names
 //   unreachable_rules  rules the checker proved never fire lose their code
 //   jump_threading     jumps to jumps go straight to the end; a jump to a DECIDE is the DECIDE
+//   fuse_branches      load + test + conditional jump become one test-and-branch instruction
 //   dead_code          unreachable instructions and NOPs are removed, targets remapped
 // Short-circuit layout is the code generator's (conditions compile to branches).
 // The verifier runs after every pass; a pass that breaks a program is an internal error.
@@ -24,6 +25,7 @@ struct OptimizeOptions {
   bool enum_bitsets = true;
   bool unreachable_rules = true;
   bool jump_threading = true;
+  bool fuse_branches = true;
   bool dead_code = true;
   std::vector<int> unreachable;        // rule indices proven never to fire (analysis)
 };
@@ -37,6 +39,7 @@ bool FoldConstants(Program& p);
 bool EnumBitsets(Program& p, const Schema& schema);
 bool RemoveUnreachableRules(Program& p, const std::vector<int>& rules);
 bool ThreadJumps(Program& p);
+bool FuseBranches(Program& p);
 bool EliminateDeadCode(Program& p);
 }  // namespace passes
 

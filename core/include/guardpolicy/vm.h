@@ -1,10 +1,16 @@
 // vm.h: evaluates a verified Program on one guard entry.
 //
-// `fields` points at Program::fields.size() values, slot-aligned (the entry view). The VM
-// allocates nothing and never throws; it must only run programs that passed Verify().
+// The entry view gives the value of a field slot (Program::fields order) on demand, so a
+// caller can extract fields lazily: only the fields the taken path reads, each once. The
+// VM allocates nothing; it throws only what the view throws. It must only run programs
+// that passed Verify().
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
+
 #include "guardpolicy/bytecode.h"
+#include "guardpolicy/verifier.h"
 
 namespace guardpolicy {
 
@@ -13,6 +19,107 @@ struct Outcome {
   int32_t rule = -1;  // index into Program::rules, or -1 for the policy default
 };
 
-Outcome Evaluate(const Program& program, const Value* fields) noexcept;
+namespace vm_internal {
+bool InSet(const ConstSet& set, const Value& v);
+bool SetHas(const Value& set, const Value& member);
+bool Matches(const Program& p, int32_t regex, std::string_view s);
+// The result of binary opcode `op` (kEqBool..kEndsWith, kSetHas) on a and b.
+bool Binary(Opcode op, const Value& a, const Value& b);
+inline bool EnumEqual(const Value& a, const Value& b) {
+  return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
+}
+}  // namespace vm_internal
+
+// `view.Get(slot)` returns the field's Value (a const reference or a copy).
+template <typename View>
+Outcome EvaluateView(const Program& p, View& view) {
+  using namespace vm_internal;
+  // Uninitialized on purpose: zeroing kMaxStack values on every call would cost more than
+  // most programs (Value is an implicit-lifetime aggregate, written before it is read).
+  alignas(Value) std::byte storage[sizeof(Value) * kMaxStack];
+  Value* stack = reinterpret_cast<Value*>(storage);
+  int sp = 0;  // next free slot
+  const Instruction* code = p.code.data();
+  size_t pc = 0;
+  for (;;) {
+    const Instruction& ins = code[pc++];
+    switch (ins.op) {
+      case Opcode::kLoadField: stack[sp++] = view.Get(ins.a); break;
+      case Opcode::kPushConst: {
+        const Constant& c = p.constants[ins.a];
+        stack[sp++] = Value{c.i, c.bits, c.s};
+        break;
+      }
+      case Opcode::kNot: stack[sp - 1].i = !stack[sp - 1].i; break;
+#define GP_BINARY(OP, EXPR)           \
+  case Opcode::OP: {                  \
+    const Value& a = stack[sp - 2];   \
+    const Value& b = stack[sp - 1];   \
+    const int64_t r = (EXPR) ? 1 : 0; \
+    --sp;                             \
+    stack[sp - 1] = Value{r, 0, {}};  \
+    break;                            \
+  }
+      GP_BINARY(kEqBool, a.i == b.i)
+      GP_BINARY(kNeBool, a.i != b.i)
+      GP_BINARY(kEqInt, a.i == b.i)
+      GP_BINARY(kNeInt, a.i != b.i)
+      GP_BINARY(kLtInt, a.i < b.i)
+      GP_BINARY(kLeInt, a.i <= b.i)
+      GP_BINARY(kGtInt, a.i > b.i)
+      GP_BINARY(kGeInt, a.i >= b.i)
+      GP_BINARY(kEqStr, a.s == b.s)
+      GP_BINARY(kNeStr, a.s != b.s)
+      GP_BINARY(kEqEnum, EnumEqual(a, b))
+      GP_BINARY(kNeEnum, !EnumEqual(a, b))
+      GP_BINARY(kSetHas, SetHas(a, b))
+      GP_BINARY(kContains, a.s.find(b.s) != std::string_view::npos)
+      GP_BINARY(kStartsWith, a.s.starts_with(b.s))
+      GP_BINARY(kEndsWith, a.s.ends_with(b.s))
+#undef GP_BINARY
+      case Opcode::kInSet:
+        stack[sp - 1] = Value{InSet(p.sets[ins.a], stack[sp - 1]) ? 1 : 0, 0, {}};
+        break;
+      case Opcode::kMatches:
+        stack[sp - 1] = Value{Matches(p, ins.a, stack[sp - 1].s) ? 1 : 0, 0, {}};
+        break;
+      case Opcode::kJump: pc = static_cast<size_t>(ins.a); break;
+      case Opcode::kJumpIfFalse:
+        if (!stack[--sp].i) pc = static_cast<size_t>(ins.a);
+        break;
+      case Opcode::kJumpIfTrue:
+        if (stack[--sp].i) pc = static_cast<size_t>(ins.a);
+        break;
+      case Opcode::kDecide: return Outcome{static_cast<Decision>(ins.a), ins.b};
+      case Opcode::kNop: break;
+      case Opcode::kBranchField:
+        if ((view.Get(ins.a).i != 0) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
+        break;
+      case Opcode::kBranchCompare: {
+        const Constant& k = p.constants[ins.b];
+        if (Binary(ins.x, view.Get(ins.a), Value{k.i, k.bits, k.s}) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
+        break;
+      }
+      case Opcode::kBranchInSet:
+        if (InSet(p.sets[ins.b], view.Get(ins.a)) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
+        break;
+      case Opcode::kBranchMatches:
+        if (Matches(p, ins.b, view.Get(ins.a).s) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
+        break;
+      default: return Outcome{Decision::kKeep, -1};  // unreachable for verified programs
+    }
+  }
+}
+
+// An entry view over an array of Program::fields.size() values.
+struct ArrayView {
+  const Value* values;
+  const Value& Get(int32_t slot) const { return values[slot]; }
+};
+
+inline Outcome Evaluate(const Program& program, const Value* fields) noexcept {
+  ArrayView view{fields};
+  return EvaluateView(program, view);
+}
 
 }  // namespace guardpolicy

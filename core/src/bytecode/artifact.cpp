@@ -169,8 +169,11 @@ void WriteProgram(Writer& w, const Program& p) {
   w.Int<uint32_t>(static_cast<uint32_t>(p.code.size()));
   for (const Instruction& ins : p.code) {
     w.Int<uint8_t>(static_cast<uint8_t>(ins.op));
+    w.Int<uint8_t>(static_cast<uint8_t>(ins.x));
+    w.Int<uint8_t>(ins.y);
     w.Int<int32_t>(ins.a);
     w.Int<int32_t>(ins.b);
+    w.Int<int32_t>(ins.c);
   }
 }
 
@@ -255,8 +258,11 @@ Program ReadProgram(Reader& r, const Schema& schema) {
   for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
     Instruction ins;
     ins.op = static_cast<Opcode>(r.Int<uint8_t>());
+    ins.x = static_cast<Opcode>(r.Int<uint8_t>());
+    ins.y = r.Int<uint8_t>();
     ins.a = r.Int<int32_t>();
     ins.b = r.Int<int32_t>();
+    ins.c = r.Int<int32_t>();
     p.code.push_back(ins);
   }
   if (!r.AtEnd()) throw Corrupt("trailing bytes after the program");

@@ -46,6 +46,20 @@ std::string Operands(const Program& p, const Instruction& ins) {
     case Opcode::kJumpIfFalse:
     case Opcode::kJumpIfTrue:
       return fmt::format("-> {}", ins.a);
+    case Opcode::kBranchField:
+    case Opcode::kBranchCompare:
+    case Opcode::kBranchInSet:
+    case Opcode::kBranchMatches: {
+      std::string test = ins.a >= 0 && ins.a < int(p.fields.size()) ? p.fields[ins.a] : std::to_string(ins.a);
+      if (ins.op == Opcode::kBranchCompare && ins.b >= 0 && ins.b < int(p.constants.size())) {
+        test += fmt::format(" {} {}", OpcodeName(ins.x), ConstantText(p.constants[ins.b]));
+      } else if (ins.op == Opcode::kBranchInSet && ins.b >= 0 && ins.b < int(p.sets.size())) {
+        test += " in " + SetText(p.sets[ins.b]);
+      } else if (ins.op == Opcode::kBranchMatches && ins.b >= 0 && ins.b < int(p.regexes.size())) {
+        test += fmt::format(" matches /{}/", p.regexes[ins.b]);
+      }
+      return fmt::format("{} {} -> {}", test, ins.y ? "true" : "false", ins.c);
+    }
     case Opcode::kDecide: {
       const char* d = ins.a == 1 ? "drop" : "keep";
       if (ins.b < 0) return fmt::format("{} (default)", d);
@@ -67,7 +81,7 @@ std::string Disassemble(const Program& p) {
   for (size_t i = 0; i < p.fields.size(); ++i) out += fmt::format("  field {}: {}\n", i, p.fields[i]);
   for (size_t pc = 0; pc < p.code.size(); ++pc) {
     const Instruction& ins = p.code[pc];
-    out += fmt::format("{:4}  {:<14}{}\n", pc, OpcodeName(ins.op), Operands(p, ins));
+    out += fmt::format("{:4}  {:<16}{}\n", pc, OpcodeName(ins.op), Operands(p, ins));
   }
   return out;
 }

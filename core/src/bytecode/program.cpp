@@ -1,6 +1,9 @@
 // program.cpp: opcode names and regex finalization.
 #include <re2/re2.h>
 
+#include <cctype>
+#include <cstring>
+
 #include "guardpolicy/bytecode.h"
 
 namespace guardpolicy {
@@ -11,20 +14,92 @@ const char* OpcodeName(Opcode op) {
       "NE_INT",     "LT_INT",     "LE_INT",    "GT_INT",      "GE_INT",    "EQ_STR",
       "NE_STR",     "EQ_ENUM",    "NE_ENUM",   "IN_SET",      "SET_HAS",   "CONTAINS",
       "STARTSWITH", "ENDSWITH",   "MATCHES",   "JUMP",        "JUMP_IF_FALSE",
-      "JUMP_IF_TRUE", "DECIDE", "NOP"};
+      "JUMP_IF_TRUE", "DECIDE", "NOP", "BRANCH_FIELD", "BRANCH_COMPARE", "BRANCH_IN_SET",
+      "BRANCH_MATCHES"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Opcode::kCount_));
   const auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Opcode::kCount_) ? kNames[i] : "INVALID";
 }
 
+namespace {
+
+// The longest run of literal characters at the top level of `pattern` (outside groups,
+// classes and alternation, not under a quantifier), which every match must contain.
+// Conservative: any construct it does not understand ends the run; "" means no filter.
+Program::RegexFilter RequiredLiteral(const std::string& pattern) {
+  Program::RegexFilter best;
+  // Flags such as (?i), escapes such as \x41 or \d, and alternation outside groups: no
+  // claim. Alternation inside a group only ends the run (groups are skipped whole).
+  if (pattern.find("(?") != std::string::npos) return best;
+  int level = 0;
+  for (size_t k = 0; k < pattern.size(); ++k) {
+    const char ch = pattern[k];
+    if (ch == '\\') {
+      if (k + 1 < pattern.size() && std::isalnum(static_cast<unsigned char>(pattern[k + 1]))) return best;
+      ++k;
+    } else if (ch == '[') {
+      const size_t close = pattern.find(']', k + 2);
+      if (close == std::string::npos) return best;
+      k = close;
+    } else if (ch == '(') {
+      ++level;
+    } else if (ch == ')') {
+      --level;
+    } else if (ch == '|' && level == 0) {
+      return best;
+    }
+  }
+  std::string run;
+  bool run_anchored = !pattern.empty() && pattern[0] == '^';
+  auto flush = [&] {
+    if (run.size() > best.literal.size()) best = {run, run_anchored};
+    run.clear();
+    run_anchored = false;
+  };
+  size_t i = run_anchored ? 1 : 0;
+  int depth = 0;
+  while (i < pattern.size()) {
+    const char c = pattern[i];
+    std::string lit;
+    size_t next = i + 1;
+    if (c == '\\' && i + 1 < pattern.size() && std::ispunct(static_cast<unsigned char>(pattern[i + 1]))) {
+      lit = pattern.substr(i + 1, 1);
+      next = i + 2;
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '\'' || c == '-' || c == ' ' ||
+               c == '/' || c == ':' || c == '=' || c == '<' || c == '>' || c == ',' || c == '"' || c == '@') {
+      lit = std::string(1, c);
+    }
+    if (c == '(') ++depth;
+    if (c == ')') --depth;
+    const bool quantified = next < pattern.size() && std::strchr("?*+{", pattern[next]) != nullptr;
+    if (lit.empty() || depth > 0 || quantified) {
+      flush();
+      if (c == '[') {  // skip a character class whole
+        next = pattern.find(']', i + 2);
+        if (next == std::string::npos) return {};
+        ++next;
+      }
+    } else {
+      run += lit;
+    }
+    i = next;
+  }
+  flush();
+  return best;
+}
+
+}  // namespace
+
 std::string Program::Finalize() {
   compiled_regexes.clear();
+  regex_filters.clear();
   RE2::Options opts;
   opts.set_log_errors(false);
   for (const std::string& pattern : regexes) {
     auto re = std::make_shared<const RE2>(pattern, opts);
     if (!re->ok()) return "invalid pattern `" + pattern + "`: " + re->error();
     compiled_regexes.push_back(std::move(re));
+    regex_filters.push_back(RequiredLiteral(pattern));
   }
   return {};
 }

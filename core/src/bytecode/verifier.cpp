@@ -68,6 +68,53 @@ class Verifier {
 
   static bool InRange(int32_t i, size_t n) { return i >= 0 && static_cast<size_t>(i) < n; }
 
+  // Operand kinds (lhs, rhs) of a binary opcode, or nullopt when it is not one.
+  static std::optional<std::pair<TypeKind, TypeKind>> BinaryOperands(Opcode op) {
+    switch (op) {
+      case Opcode::kEqBool: case Opcode::kNeBool: return std::pair{TypeKind::kBool, TypeKind::kBool};
+      case Opcode::kEqInt: case Opcode::kNeInt: case Opcode::kLtInt:
+      case Opcode::kLeInt: case Opcode::kGtInt: case Opcode::kGeInt: return std::pair{TypeKind::kInt, TypeKind::kInt};
+      case Opcode::kEqStr: case Opcode::kNeStr: case Opcode::kContains:
+      case Opcode::kStartsWith: case Opcode::kEndsWith: return std::pair{TypeKind::kString, TypeKind::kString};
+      case Opcode::kEqEnum: case Opcode::kNeEnum: return std::pair{TypeKind::kEnum, TypeKind::kEnum};
+      case Opcode::kSetHas: return std::pair{TypeKind::kEnumSet, TypeKind::kEnum};
+      default: return std::nullopt;
+    }
+  }
+
+  // A fused test-and-branch: operands, types, a forward target; the stack is unchanged.
+  std::string FusedBranch(const Instruction& ins, const Stack& s) {
+    if (!InRange(ins.a, p_.fields.size())) return "field slot out of range";
+    if (ins.y > 1) return "branch sense is neither 0 nor 1";
+    if (ins.c <= static_cast<int32_t>(pc_)) return fmt::format("jump target {} is not forward", ins.c);
+    const TypeKind field = p_.field_types[ins.a].kind;
+    switch (ins.op) {
+      case Opcode::kBranchField:
+        if (field != TypeKind::kBool) return "branch on a field that is not bool";
+        break;
+      case Opcode::kBranchCompare: {
+        const auto operands = BinaryOperands(ins.x);
+        if (!operands) return "fused comparison is not a binary opcode";
+        if (!InRange(ins.b, p_.constants.size())) return "constant index out of range";
+        if (operands->first != field || operands->second != p_.constants[ins.b].type.kind) {
+          return "fused comparison operand types do not match";
+        }
+        break;
+      }
+      case Opcode::kBranchInSet:
+        if (!InRange(ins.b, p_.sets.size())) return "set index out of range";
+        if (p_.sets[ins.b].elem.kind != field) return "set element type does not match the field";
+        break;
+      default:
+        if (!InRange(ins.b, p_.regexes.size())) return "regex index out of range";
+        if (field != TypeKind::kString) return "regex on a field that is not a string";
+        break;
+    }
+    std::string err = FlowTo(ins.c, s);
+    if (err.empty()) err = FlowTo(pc_ + 1, s);
+    return err;
+  }
+
   std::string Step(const Instruction& ins, Stack& s) {
     std::string err;
     switch (ins.op) {
@@ -120,6 +167,11 @@ class Verifier {
         break;
       case Opcode::kNop:
         break;
+      case Opcode::kBranchField:
+      case Opcode::kBranchCompare:
+      case Opcode::kBranchInSet:
+      case Opcode::kBranchMatches:
+        return FusedBranch(ins, s);
       case Opcode::kDecide:
         if (ins.a != 0 && ins.a != 1) return "decision is neither keep nor drop";
         if (ins.b < -1 || ins.b >= static_cast<int32_t>(p_.rules.size())) return "rule index out of range";

@@ -11,7 +11,8 @@ std::vector<bool> Reachable(const Program& p) {
   for (size_t pc = 0; pc < p.code.size(); ++pc) {  // jumps are forward: one sweep suffices
     if (!live[pc]) continue;
     const Instruction& ins = p.code[pc];
-    if (IsJump(ins.op) && static_cast<size_t>(ins.a) < live.size()) live[ins.a] = true;
+    const int32_t* t = JumpTarget(ins);
+    if (t && static_cast<size_t>(*t) < live.size()) live[*t] = true;
     const bool falls_through = ins.op != Opcode::kJump && ins.op != Opcode::kDecide;
     if (falls_through && pc + 1 < live.size()) live[pc + 1] = true;
   }
@@ -40,7 +41,7 @@ bool EliminateDeadCode(Program& p) {
   for (size_t pc = 0; pc < p.code.size(); ++pc) {
     if (!keep[pc]) continue;
     Instruction ins = p.code[pc];
-    if (IsJump(ins.op)) ins.a = new_index[ins.a];
+    if (int32_t* t = JumpTarget(ins)) *t = new_index[*t];
     kept.push_back(ins);
   }
   // A rule whose every DECIDE is gone has no code left; one whose test is gone but whose

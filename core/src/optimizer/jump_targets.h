@@ -8,14 +8,17 @@
 namespace guardpolicy::passes {
 
 inline bool IsJump(Opcode op) {
-  return op == Opcode::kJump || op == Opcode::kJumpIfFalse || op == Opcode::kJumpIfTrue;
+  Instruction probe;
+  probe.op = op;
+  return JumpTarget(probe) != nullptr;
 }
 
 // is_target[pc]: some jump lands on pc.
 inline std::vector<bool> JumpTargets(const Program& p) {
   std::vector<bool> is_target(p.code.size() + 1, false);
   for (const Instruction& ins : p.code) {
-    if (IsJump(ins.op) && ins.a >= 0 && static_cast<size_t>(ins.a) <= p.code.size()) is_target[ins.a] = true;
+    const int32_t* t = JumpTarget(ins);
+    if (t && *t >= 0 && static_cast<size_t>(*t) <= p.code.size()) is_target[*t] = true;
   }
   return is_target;
 }

@@ -15,6 +15,7 @@ std::string Optimize(Program& program, const Schema& schema, const OptimizeOptio
       {"unreachable_rules",
        [&] { return options.unreachable_rules && passes::RemoveUnreachableRules(program, options.unreachable); }},
       {"jump_threading", [&] { return options.jump_threading && passes::ThreadJumps(program); }},
+      {"fuse_branches", [&] { return options.fuse_branches && passes::FuseBranches(program); }},
       {"dead_code", [&] { return options.dead_code && passes::EliminateDeadCode(program); }},
   };
   for (const auto& [name, run] : pipeline) {

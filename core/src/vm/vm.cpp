@@ -1,18 +1,9 @@
-// vm.cpp: the interpreter loop. Assumes a verified Program (see verifier.h).
+// vm.cpp: the out-of-line parts of the interpreter (sets, regexes); the loop is in vm.h.
 #include "guardpolicy/vm.h"
-
-#include <algorithm>
 
 #include <re2/re2.h>
 
-#include "guardpolicy/verifier.h"
-
-namespace guardpolicy {
-namespace {
-
-bool EnumEqual(const Value& a, const Value& b) {
-  return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
-}
+namespace guardpolicy::vm_internal {
 
 bool InSet(const ConstSet& set, const Value& v) {
   switch (set.elem.kind) {
@@ -39,74 +30,32 @@ bool SetHas(const Value& set, const Value& member) {
   return false;
 }
 
-}  // namespace
-
-Outcome Evaluate(const Program& p, const Value* fields) noexcept {
-  Value stack[kMaxStack];
-  int sp = 0;  // next free slot
-  const Instruction* code = p.code.data();
-  size_t pc = 0;
-  for (;;) {
-    const Instruction& ins = code[pc++];
-    switch (ins.op) {
-      case Opcode::kLoadField: stack[sp++] = fields[ins.a]; break;
-      case Opcode::kPushConst: {
-        const Constant& c = p.constants[ins.a];
-        stack[sp++] = Value{c.i, c.bits, c.s};
-        break;
-      }
-      case Opcode::kNot: stack[sp - 1].i = !stack[sp - 1].i; break;
-#define GP_BINARY(OP, EXPR)                      \
-  case Opcode::OP: {                             \
-    const Value& a = stack[sp - 2];              \
-    const Value& b = stack[sp - 1];              \
-    const int64_t r = (EXPR) ? 1 : 0;            \
-    --sp;                                        \
-    stack[sp - 1] = Value{r, 0, {}};             \
-    break;                                       \
+bool Matches(const Program& p, int32_t regex, std::string_view s) {
+  const Program::RegexFilter& f = p.regex_filters[regex];
+  if (!f.literal.empty() && (f.anchored ? !s.starts_with(f.literal) : s.find(f.literal) == std::string_view::npos)) {
+    return false;
   }
-      GP_BINARY(kEqBool, a.i == b.i)
-      GP_BINARY(kNeBool, a.i != b.i)
-      GP_BINARY(kEqInt, a.i == b.i)
-      GP_BINARY(kNeInt, a.i != b.i)
-      GP_BINARY(kLtInt, a.i < b.i)
-      GP_BINARY(kLeInt, a.i <= b.i)
-      GP_BINARY(kGtInt, a.i > b.i)
-      GP_BINARY(kGeInt, a.i >= b.i)
-      GP_BINARY(kEqStr, a.s == b.s)
-      GP_BINARY(kNeStr, a.s != b.s)
-      GP_BINARY(kEqEnum, EnumEqual(a, b))
-      GP_BINARY(kNeEnum, !EnumEqual(a, b))
-      GP_BINARY(kSetHas, SetHas(a, b))
-      GP_BINARY(kContains, a.s.find(b.s) != std::string_view::npos)
-      GP_BINARY(kStartsWith, a.s.starts_with(b.s))
-      GP_BINARY(kEndsWith, a.s.ends_with(b.s))
-#undef GP_BINARY
-      case Opcode::kInSet: {
-        const int64_t r = InSet(p.sets[ins.a], stack[sp - 1]) ? 1 : 0;
-        stack[sp - 1] = Value{r, 0, {}};
-        break;
-      }
-      case Opcode::kMatches: {
-        const bool r = RE2::PartialMatch(stack[sp - 1].s, *p.compiled_regexes[ins.a]);
-        stack[sp - 1] = Value{r ? 1 : 0, 0, {}};
-        break;
-      }
-      case Opcode::kJump: pc = static_cast<size_t>(ins.a); break;
-      case Opcode::kJumpIfFalse:
-        if (!stack[--sp].i) pc = static_cast<size_t>(ins.a);
-        break;
-      case Opcode::kJumpIfTrue:
-        if (stack[--sp].i) pc = static_cast<size_t>(ins.a);
-        break;
-      case Opcode::kDecide:
-        return Outcome{static_cast<Decision>(ins.a), ins.b};
-      case Opcode::kNop:
-        break;
-      default:
-        return Outcome{Decision::kKeep, -1};  // unreachable for verified programs
-    }
+  return RE2::PartialMatch(s, *p.compiled_regexes[regex]);
+}
+
+bool Binary(Opcode op, const Value& a, const Value& b) {
+  switch (op) {
+    case Opcode::kEqBool: case Opcode::kEqInt: return a.i == b.i;
+    case Opcode::kNeBool: case Opcode::kNeInt: return a.i != b.i;
+    case Opcode::kLtInt: return a.i < b.i;
+    case Opcode::kLeInt: return a.i <= b.i;
+    case Opcode::kGtInt: return a.i > b.i;
+    case Opcode::kGeInt: return a.i >= b.i;
+    case Opcode::kEqStr: return a.s == b.s;
+    case Opcode::kNeStr: return a.s != b.s;
+    case Opcode::kEqEnum: return EnumEqual(a, b);
+    case Opcode::kNeEnum: return !EnumEqual(a, b);
+    case Opcode::kSetHas: return SetHas(a, b);
+    case Opcode::kContains: return a.s.find(b.s) != std::string_view::npos;
+    case Opcode::kStartsWith: return a.s.starts_with(b.s);
+    case Opcode::kEndsWith: return a.s.ends_with(b.s);
+    default: return false;  // the verifier admits no other
   }
 }
 
-}  // namespace guardpolicy
+}  // namespace guardpolicy::vm_internal
