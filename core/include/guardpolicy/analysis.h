@@ -17,12 +17,18 @@
 
 namespace guardpolicy {
 
-// `policy` must have passed the type checks without errors. Returns the rules (indices after
-// `use` expansion) that no entry at all can reach: unreachable by logic alone, without the
-// facts about real torch entries that the warnings also use.
-// Policies over CompileOptions::max_analyzed_rules rules are not analyzed; a question
-// that runs out of CompileOptions::analysis_budget yields no finding.
-std::vector<int> AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
-                               const CompileOptions& options, Diagnostics& diags);
+// What the optimizer may use, proven by logic alone (no facts about real torch entries, so
+// the optimized program decides like the unoptimized one on every possible input).
+struct AnalysisResult {
+  std::vector<int> unreachable;           // rule indices (after `use` expansion) no entry reaches
+  std::vector<uint64_t> rule_type_masks;  // per rule: bit v = guard_type member v can match,
+                                          // bit 63 = another name can; empty when not computed
+};
+
+// `policy` must have passed the type checks without errors. Policies over
+// CompileOptions::max_analyzed_rules rules are not analyzed; a question that runs out of
+// CompileOptions::analysis_budget yields no finding (and "can match" for the optimizer).
+AnalysisResult AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+                             const CompileOptions& options, Diagnostics& diags);
 
 }  // namespace guardpolicy

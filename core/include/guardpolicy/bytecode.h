@@ -55,6 +55,9 @@ enum class Opcode : uint8_t {
   kBranchCompare,  // a: slot, b: constant, x: the binary opcode (kEqBool..kEndsWith, kSetHas)
   kBranchInSet,    // a: slot, b: set
   kBranchMatches,  // a: string slot, b: regex
+  // Jump table on an enum field (the type_dispatch pass): a: enum slot, b: table; jumps to
+  // dispatch_tables[b][ordinal], or to its last entry for a value outside the enum.
+  kDispatch,
   kCount_,
 };
 
@@ -69,7 +72,8 @@ struct Instruction {
   uint8_t y = 0;            // fused branches: jump sense
 };
 
-// The jump target operand of `ins`, or null when it does not jump.
+// The jump target operand of `ins`, or null when it does not jump. (kDispatch jumps through
+// a table; type_dispatch runs last before dead_code, which remaps its tables itself.)
 inline int32_t* JumpTarget(Instruction& ins) {
   switch (ins.op) {
     case Opcode::kJump: case Opcode::kJumpIfFalse: case Opcode::kJumpIfTrue: return &ins.a;
@@ -135,6 +139,8 @@ struct Program {
   };
   std::vector<RegexFilter> regex_filters;
   std::vector<RuleInfo> rules;
+  // kDispatch tables: one target pc per enum member, then one for any other value.
+  std::vector<std::vector<int32_t>> dispatch_tables;
   // rule index -> pc of the first instruction of its test (-1 when the rule has no code),
   // kept up to date by every optimizer pass; used to remove rules proven unreachable.
   std::vector<int32_t> rule_entry;

@@ -6,6 +6,7 @@
 //   unreachable_rules  rules the checker proved never fire lose their code
 //   jump_threading     jumps to jumps go straight to the end; a jump to a DECIDE is the DECIDE
 //   fuse_branches      load + test + conditional jump become one test-and-branch instruction
+//   type_dispatch      jump tables on guard_type: an entry visits only rules that admit its type
 //   dead_code          unreachable instructions and NOPs are removed, targets remapped
 // Short-circuit layout is the code generator's (conditions compile to branches).
 // The verifier runs after every pass; a pass that breaks a program is an internal error.
@@ -26,8 +27,10 @@ struct OptimizeOptions {
   bool unreachable_rules = true;
   bool jump_threading = true;
   bool fuse_branches = true;
+  bool type_dispatch = true;
   bool dead_code = true;
   std::vector<int> unreachable;        // rule indices proven never to fire (analysis)
+  std::vector<uint64_t> rule_type_masks;  // per rule: guard types it can match (analysis)
 };
 
 // Runs the enabled passes. Returns "" or "pass NAME: verifier message".
@@ -40,6 +43,7 @@ bool EnumBitsets(Program& p, const Schema& schema);
 bool RemoveUnreachableRules(Program& p, const std::vector<int>& rules);
 bool ThreadJumps(Program& p);
 bool FuseBranches(Program& p);
+bool DispatchOnGuardType(Program& p, const Schema& schema, const std::vector<uint64_t>& masks);
 bool EliminateDeadCode(Program& p);
 }  // namespace passes
 

@@ -23,11 +23,30 @@ namespace vm_internal {
 bool InSet(const ConstSet& set, const Value& v);
 bool SetHas(const Value& set, const Value& member);
 bool Matches(const Program& p, int32_t regex, std::string_view s);
-// The result of binary opcode `op` (kEqBool..kEndsWith, kSetHas) on a and b.
-bool Binary(Opcode op, const Value& a, const Value& b);
 inline bool EnumEqual(const Value& a, const Value& b) {
   return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
 }
+// The result of binary opcode `op` (kEqBool..kEndsWith, kSetHas) on a and b.
+inline bool Binary(Opcode op, const Value& a, const Value& b) {
+  switch (op) {
+    case Opcode::kEqBool: case Opcode::kEqInt: return a.i == b.i;
+    case Opcode::kNeBool: case Opcode::kNeInt: return a.i != b.i;
+    case Opcode::kLtInt: return a.i < b.i;
+    case Opcode::kLeInt: return a.i <= b.i;
+    case Opcode::kGtInt: return a.i > b.i;
+    case Opcode::kGeInt: return a.i >= b.i;
+    case Opcode::kEqStr: return a.s == b.s;
+    case Opcode::kNeStr: return a.s != b.s;
+    case Opcode::kEqEnum: return EnumEqual(a, b);
+    case Opcode::kNeEnum: return !EnumEqual(a, b);
+    case Opcode::kSetHas: return SetHas(a, b);
+    case Opcode::kContains: return a.s.find(b.s) != std::string_view::npos;
+    case Opcode::kStartsWith: return a.s.starts_with(b.s);
+    case Opcode::kEndsWith: return a.s.ends_with(b.s);
+    default: return false;  // the verifier admits no other
+  }
+}
+
 }  // namespace vm_internal
 
 // `view.Get(slot)` returns the field's Value (a const reference or a copy).
@@ -103,6 +122,13 @@ Outcome EvaluateView(const Program& p, View& view) {
       case Opcode::kBranchInSet:
         if (InSet(p.sets[ins.b], view.Get(ins.a)) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
         break;
+      case Opcode::kDispatch: {
+        const Value& type = view.Get(ins.a);
+        const std::vector<int32_t>& table = p.dispatch_tables[ins.b];
+        const size_t other = table.size() - 1;
+        pc = static_cast<size_t>(table[type.i >= 0 && static_cast<size_t>(type.i) < other ? type.i : other]);
+        break;
+      }
       case Opcode::kBranchMatches:
         if (Matches(p, ins.b, view.Get(ins.a).s) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
         break;

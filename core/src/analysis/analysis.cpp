@@ -57,9 +57,10 @@ class Analyzer {
     CheckRules();
     CheckRisks();
     CheckUnusedParams();
+    ComputeTypeMasks();
   }
 
-  const std::vector<int>& unreachable() const { return unreachable_; }
+  AnalysisResult result() const { return {unreachable_, type_masks_}; }
 
  private:
   void Flatten(const PolicyDecl& p, const Bound& bound, int depth, const SourceRange* site) {
@@ -103,6 +104,23 @@ class Analyzer {
     FormulaPtr f = analysis::Const(true);
     for (const FlatRule& r : rules_) f = analysis::And(f, analysis::Not(r.cond));
     return f;
+  }
+
+  // Per rule, the guard types its condition can hold for, with no facts about torch; a
+  // question over budget counts as "can".
+  void ComputeTypeMasks() {
+    analysis::Vocabulary pure(schema_, /*exact_guard_source=*/false);
+    pure.SetBudget(options_.analysis_budget / 4);
+    const auto& members = schema_.enums()[schema_.FindEnum("GuardType")].members;
+    for (const FlatRule& r : rules_) {
+      const FormulaPtr cond = pure.FromExpr(*r.rule->condition, r.bound);
+      uint64_t mask = 0;
+      for (size_t v = 0; v < members.size(); ++v) {
+        if (pure.Satisfiable(analysis::And(cond, pure.GuardTypeIs(members[v]))) != false) mask |= uint64_t{1} << v;
+      }
+      if (pure.Satisfiable(analysis::And(cond, pure.GuardTypeOther())) != false) mask |= uint64_t{1} << 63;
+      type_masks_.push_back(mask);
+    }
   }
 
   // Unreachable by logic alone, with no facts about torch at all (every field free):
@@ -294,15 +312,16 @@ class Analyzer {
   FormulaPtr axioms_;
   std::vector<FlatRule> rules_;
   std::vector<int> unreachable_;
+  std::vector<uint64_t> type_masks_;
 };
 
 }  // namespace
 
-std::vector<int> AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
-                               const CompileOptions& options, Diagnostics& diags) {
+AnalysisResult AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+                             const CompileOptions& options, Diagnostics& diags) {
   Analyzer analyzer(policy, schema, resolver, options, diags);
   analyzer.Run();
-  return analyzer.unreachable();
+  return analyzer.result();
 }
 
 }  // namespace guardpolicy

@@ -124,6 +124,11 @@ FormulaPtr Vocabulary::GuardTypeIs(std::string_view member) {
   return Make({Formula::Kind::kEnumIn, false, var, uint64_t{1} << idx, {}});
 }
 
+FormulaPtr Vocabulary::GuardTypeOther() {
+  const int var = EnumVarFor(schema_.FindEnum("GuardType"));
+  return Make({Formula::Kind::kEnumIn, false, var, uint64_t{1} << (enum_vars_[var].domain - 1), {}});
+}
+
 FormulaPtr Vocabulary::GuardSourceIn(const std::vector<std::string>& members) {
   const int e = schema_.FindEnum("GuardSource");
   uint64_t mask = 0;

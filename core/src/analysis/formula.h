@@ -52,6 +52,8 @@ class Vocabulary {
   // guard_type == member (member may be unknown to the schema: then "other").
   FormulaPtr GuardTypeIs(std::string_view member);
   FormulaPtr GuardSourceIn(const std::vector<std::string>& members);
+  // guard_type is none of the schema's members (a third-party guard type).
+  FormulaPtr GuardTypeOther();
   FormulaPtr BoolField(const std::string& field);
   // Facts torch guarantees about real entries (ambient guards are not global, ...).
   FormulaPtr Axioms();

@@ -166,6 +166,11 @@ void WriteProgram(Writer& w, const Program& p) {
     w.Int<uint8_t>(static_cast<uint8_t>(r.decision));
     w.Int<int32_t>(i < p.rule_entry.size() ? p.rule_entry[i] : -1);
   }
+  w.Int<uint32_t>(static_cast<uint32_t>(p.dispatch_tables.size()));
+  for (const auto& table : p.dispatch_tables) {
+    w.Int<uint32_t>(static_cast<uint32_t>(table.size()));
+    for (const int32_t t : table) w.Int<int32_t>(t);
+  }
   w.Int<uint32_t>(static_cast<uint32_t>(p.code.size()));
   for (const Instruction& ins : p.code) {
     w.Int<uint8_t>(static_cast<uint8_t>(ins.op));
@@ -254,6 +259,11 @@ Program ReadProgram(Reader& r, const Schema& schema) {
     info.decision = static_cast<Decision>(dec);
     p.rules.push_back(std::move(info));
     p.rule_entry.push_back(r.Int<int32_t>());
+  }
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
+    std::vector<int32_t> table;
+    for (uint32_t k = r.Count(), j = 0; j < k; ++j) table.push_back(r.Int<int32_t>());
+    p.dispatch_tables.push_back(std::move(table));
   }
   for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
     Instruction ins;

@@ -1,4 +1,6 @@
 // disassembler.cpp: a readable listing of a Program.
+#include <map>
+
 #include <fmt/format.h>
 
 #include "guardpolicy/bytecode.h"
@@ -59,6 +61,15 @@ std::string Operands(const Program& p, const Instruction& ins) {
         test += fmt::format(" matches /{}/", p.regexes[ins.b]);
       }
       return fmt::format("{} {} -> {}", test, ins.y ? "true" : "false", ins.c);
+    }
+    case Opcode::kDispatch: {
+      if (ins.b < 0 || ins.b >= int(p.dispatch_tables.size())) return std::to_string(ins.b);
+      // Members grouped by target: "-> 5: TENSOR_MATCH, SHAPE_ENV; -> 9: other".
+      std::map<int32_t, int> count;
+      for (const int32_t t : p.dispatch_tables[ins.b]) ++count[t];
+      std::string out = ins.a >= 0 && ins.a < int(p.fields.size()) ? p.fields[ins.a] : "?";
+      for (const auto& [target, n] : count) out += fmt::format(" | {} value{} -> {}", n, n == 1 ? "" : "s", target);
+      return out;
     }
     case Opcode::kDecide: {
       const char* d = ins.a == 1 ? "drop" : "keep";

@@ -82,6 +82,22 @@ class Verifier {
     }
   }
 
+  // A jump table on an enum field: one forward target per member plus one; ends the path.
+  std::string Dispatch(const Instruction& ins, const Stack& s) {
+    if (!InRange(ins.a, p_.fields.size())) return "field slot out of range";
+    const Type& t = p_.field_types[ins.a];
+    if (t.kind != TypeKind::kEnum) return "dispatch on a field that is not an enum";
+    if (!InRange(ins.b, p_.dispatch_tables.size())) return "dispatch table out of range";
+    const auto& table = p_.dispatch_tables[ins.b];
+    if (table.empty()) return "empty dispatch table";
+    for (const int32_t target : table) {
+      if (target <= static_cast<int32_t>(pc_)) return fmt::format("jump target {} is not forward", target);
+      std::string err = FlowTo(target, s);
+      if (!err.empty()) return err;
+    }
+    return {};
+  }
+
   // A fused test-and-branch: operands, types, a forward target; the stack is unchanged.
   std::string FusedBranch(const Instruction& ins, const Stack& s) {
     if (!InRange(ins.a, p_.fields.size())) return "field slot out of range";
@@ -172,6 +188,8 @@ class Verifier {
       case Opcode::kBranchInSet:
       case Opcode::kBranchMatches:
         return FusedBranch(ins, s);
+      case Opcode::kDispatch:
+        return Dispatch(ins, s);
       case Opcode::kDecide:
         if (ins.a != 0 && ins.a != 1) return "decision is neither keep nor drop";
         if (ins.b < -1 || ins.b >= static_cast<int32_t>(p_.rules.size())) return "rule index out of range";

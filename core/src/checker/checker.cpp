@@ -134,7 +134,9 @@ class PolicyChecker {
 
   void CheckUnsafe() {
     if (diags_.HasErrors()) return;  // analysis needs a well-typed policy
-    policy_.unreachable_rules = AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
+    AnalysisResult analysis = AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
+    policy_.unreachable_rules = std::move(analysis.unreachable);
+    policy_.rule_type_masks = std::move(analysis.rule_type_masks);
     const bool can_drop = CanDrop(policy_, resolver_);
     if (can_drop && !policy_.is_unsafe) {
       diags_.Error(codes::kDropsWithoutUnsafe, policy_.name_range,

@@ -13,7 +13,12 @@ std::vector<bool> Reachable(const Program& p) {
     const Instruction& ins = p.code[pc];
     const int32_t* t = JumpTarget(ins);
     if (t && static_cast<size_t>(*t) < live.size()) live[*t] = true;
-    const bool falls_through = ins.op != Opcode::kJump && ins.op != Opcode::kDecide;
+    if (ins.op == Opcode::kDispatch) {
+      for (const int32_t target : p.dispatch_tables[ins.b]) {
+        if (static_cast<size_t>(target) < live.size()) live[target] = true;
+      }
+    }
+    const bool falls_through = ins.op != Opcode::kJump && ins.op != Opcode::kDecide && ins.op != Opcode::kDispatch;
     if (falls_through && pc + 1 < live.size()) live[pc + 1] = true;
   }
   return live;
@@ -60,6 +65,9 @@ bool EliminateDeadCode(Program& p) {
     if (first_decide[rule] < 0) entry = -1;
     else if (!keep[entry]) entry = first_decide[rule];
     else entry = new_index[entry];
+  }
+  for (auto& table : p.dispatch_tables) {
+    for (int32_t& target : table) target = new_index[target];
   }
   p.code = std::move(kept);
   return true;

@@ -16,6 +16,8 @@ std::string Optimize(Program& program, const Schema& schema, const OptimizeOptio
        [&] { return options.unreachable_rules && passes::RemoveUnreachableRules(program, options.unreachable); }},
       {"jump_threading", [&] { return options.jump_threading && passes::ThreadJumps(program); }},
       {"fuse_branches", [&] { return options.fuse_branches && passes::FuseBranches(program); }},
+      {"type_dispatch",
+       [&] { return options.type_dispatch && passes::DispatchOnGuardType(program, schema, options.rule_type_masks); }},
       {"dead_code", [&] { return options.dead_code && passes::EliminateDeadCode(program); }},
   };
   for (const auto& [name, run] : pipeline) {

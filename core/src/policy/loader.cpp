@@ -84,6 +84,7 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
     OptimizeOptions opt;
     opt.level = options_.opt_level;
     opt.unreachable = decl->unreachable_rules;
+    opt.rule_type_masks = decl->rule_type_masks;
     err = Optimize(program, *schema_, opt);
   }
   if (!err.empty()) {

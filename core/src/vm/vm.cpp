@@ -38,24 +38,4 @@ bool Matches(const Program& p, int32_t regex, std::string_view s) {
   return RE2::PartialMatch(s, *p.compiled_regexes[regex]);
 }
 
-bool Binary(Opcode op, const Value& a, const Value& b) {
-  switch (op) {
-    case Opcode::kEqBool: case Opcode::kEqInt: return a.i == b.i;
-    case Opcode::kNeBool: case Opcode::kNeInt: return a.i != b.i;
-    case Opcode::kLtInt: return a.i < b.i;
-    case Opcode::kLeInt: return a.i <= b.i;
-    case Opcode::kGtInt: return a.i > b.i;
-    case Opcode::kGeInt: return a.i >= b.i;
-    case Opcode::kEqStr: return a.s == b.s;
-    case Opcode::kNeStr: return a.s != b.s;
-    case Opcode::kEqEnum: return EnumEqual(a, b);
-    case Opcode::kNeEnum: return !EnumEqual(a, b);
-    case Opcode::kSetHas: return SetHas(a, b);
-    case Opcode::kContains: return a.s.find(b.s) != std::string_view::npos;
-    case Opcode::kStartsWith: return a.s.starts_with(b.s);
-    case Opcode::kEndsWith: return a.s.ends_with(b.s);
-    default: return false;  // the verifier admits no other
-  }
-}
-
 }  // namespace guardpolicy::vm_internal
