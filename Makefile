@@ -11,12 +11,12 @@ BUILD_DIR := build
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
-  libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev pkg-config g++ \
+  libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev pkg-config g++ \
   default-jre-headless
 PIP_PACKAGES := torch==2.13.0 pybind11 scikit-build-core pytest transformers cmake ninja
 DEPS_STAMP := $(VENV)/.deps-installed
 
-.PHONY: deps apt-deps build demo test test-cpp test-python clean
+.PHONY: deps apt-deps build demo test test-cpp test-python bench clean
 
 apt-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -38,7 +38,7 @@ deps: $(DEPS_STAMP)
 build: deps
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps . \
 	  -Cbuild-dir=$(BUILD_DIR) -Ccmake.build-type=Release \
-	  -Ccmake.define.GUARDPOLICY_BUILD_TESTS=ON \
+	  -Ccmake.define.GUARDPOLICY_BUILD_TESTS=ON -Ccmake.define.GUARDPOLICY_BUILD_BENCH=ON \
 	  -Ccmake.define.pybind11_DIR=$$($(PY) -m pybind11 --cmakedir)
 
 demo: build
@@ -51,6 +51,10 @@ test-python: build
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q tests/python
 
 test: test-cpp test-python
+
+# Both benchmarks in one run; writes bench/RESULTS.md.
+bench: build
+	$(PY) bench/make_results.py --vm-bench $(BUILD_DIR)/bench/guardpolicy_vm_bench
 
 clean:
 	rm -rf $(BUILD_DIR)
