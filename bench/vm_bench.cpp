@@ -6,6 +6,7 @@
 
 #include <filesystem>
 
+#include "../tests/cpp/reference_interpreter.h"
 #include "entry_rows.h"
 
 namespace guardpolicy::bench {

@@ -13,13 +13,13 @@
 #include <re2/re2.h>
 
 #include "guardpolicy/policy.h"
+#include "guardpolicy/snapshot.h"
 #include "guardpolicy/vm.h"
 #include "../../core/src/checker/expr_checker.h"
 
 namespace guardpolicy::testing {
 
-// All schema fields of one entry, by name.
-using FieldValues = std::map<std::string, Value, std::less<>>;
+using guardpolicy::FieldValues;
 
 class ReferenceInterpreter {
  public:

@@ -63,6 +63,14 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   fmt_cmd->add_option("files", fmt_files, "policy files")->required();
   fmt_cmd->add_flag("--check", fmt_check, "change nothing; exit 1 if a file is not formatted");
 
+  std::string check_file, check_policy, check_guards;
+  bool check_explain = false;
+  CLI::App* check = app.add_subcommand("check", "run a policy on guards recorded from a model");
+  check->add_option("policy_file", check_file, "policy file or .gpolc")->required();
+  check->add_option("--guards", check_guards, "snapshot from `python -m guardpolicy capture`")->required();
+  check->add_option("--policy", check_policy, "policy name when the file has several");
+  check->add_flag("--explain", check_explain, "print each guard's decision and deciding rule");
+
   std::vector<std::string> argv_rev(args.rbegin(), args.rend());
   try {
     app.parse(argv_rev);
@@ -81,6 +89,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (compile->parsed()) return RunCompile(ctx, compile_file, compile_policy, compile_out);
     if (test->parsed()) return RunTest(ctx, test_files);
     if (fmt_cmd->parsed()) return RunFmt(ctx, fmt_files, fmt_check);
+    if (check->parsed()) return RunCheck(ctx, check_file, check_policy, check_guards, check_explain);
   } catch (const std::exception& e) {
     err << "guardpolicy: error: " << e.what() << "\n";
     return kExitUsage;

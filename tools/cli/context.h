@@ -42,4 +42,9 @@ int RunTest(const Context& ctx, const std::vector<std::string>& files);
 // with --check changes nothing and exits 1 if any file would change.
 int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check);
 
+// `guardpolicy check POLICY --guards SNAPSHOT [--explain]`: decisions on recorded guards
+// (per guard with --explain: decision, guard type, name, deciding rule), then the totals.
+int RunCheck(const Context& ctx, const std::string& policy_path, const std::string& policy,
+             const std::string& guards, bool explain);
+
 }  // namespace guardpolicy::cli

@@ -1,0 +1,50 @@
+// snapshot.h: guard entries recorded as JSON (`guardpolicy.capture`, `python -m guardpolicy
+// capture`), read back as entry views for the VM.
+//
+// A snapshot is {"torch": version, "schema_version": N, "frames": [{"frame": i, "code":
+// name, "compile_id": "0/0", "entries": [row, ...]}, ...]}; bench data files carry "rows"
+// at the top level instead of "frames". A row maps every schema field to a JSON value:
+// bool, int, string, enum member name, or a list of names for a set. Absent fields read
+// as false, 0, "", no enum member, the empty set.
+// Errors: LoadSnapshot throws PolicyError (GP0001) naming the file and the JSON problem.
+#pragma once
+
+#include <deque>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "guardpolicy/bytecode.h"
+#include "guardpolicy/schema.h"
+
+namespace guardpolicy {
+
+// All schema fields of one entry, by name.
+using FieldValues = std::map<std::string, Value, std::less<>>;
+
+struct SnapshotFrame {
+  std::string code;        // the compiled frame's function name, or ""
+  std::string compile_id;  // "0/0", or ""
+  std::vector<FieldValues> entries;
+};
+
+class Snapshot {
+ public:
+  std::vector<SnapshotFrame> frames;
+  std::string torch;
+
+  // The values of `program`'s fields for one entry, slot-ordered (plus one spare).
+  static std::vector<Value> View(const Program& program, const FieldValues& entry);
+
+  // Owns the strings the values view.
+  std::string_view Keep(std::string s) { return strings_.emplace_back(std::move(s)); }
+
+ private:
+  std::deque<std::string> strings_;
+};
+
+// Parses snapshot JSON text; `origin` names it in errors.
+Snapshot ParseSnapshot(const std::string& json_text, const Schema& schema, const std::string& origin);
+Snapshot LoadSnapshot(const std::string& path, const Schema& schema);
+
+}  // namespace guardpolicy

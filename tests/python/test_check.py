@@ -1,0 +1,59 @@
+"""`guardpolicy check` on a captured snapshot decides like the live policy, guard by guard."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import guardpolicy as gp
+from guardpolicy.capture import capture
+
+CLI = Path(sys.executable).parent / "guardpolicy"
+
+
+def test_check_matches_live_decisions_guard_by_guard(tmp_path, mlp_model):
+    snapshot = capture(mlp_model.fn, *mlp_model.args)
+    path = tmp_path / "mlp.json"
+    snapshot.to_json(path)
+    for name in gp.STD_POLICIES:
+        policy = gp.load_std(name)
+        live = policy.evaluate(snapshot.rows())
+        r = subprocess.run([str(CLI), "check", str(gp.std_policy_path(name)), "--guards", str(path), "--explain"],
+                           capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        lines = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith("  ")]
+        assert lines == ["keep" if k else "drop" for k in live], name
+        kept = sum(live)
+        assert f"{len(live)} guards in {len(snapshot.frames)} frames: {kept} kept, {len(live) - kept} dropped" in r.stdout
+
+
+def test_check_rows_agree_with_live_entries(mlp_model):
+    """The snapshot is faithful: rows decide like the live GuardFilterEntry objects."""
+    model, args = mlp_model.fn, mlp_model.args
+    import torch
+
+    seen = []
+
+    def record(entries):
+        seen.extend(entries)
+        return [True] * len(entries)
+
+    torch._dynamo.reset()
+    torch.compile(model, backend="eager", options={"guard_filter_fn": record})(*args)
+    from guardpolicy.capture import entry_rows
+
+    rows = entry_rows(seen)
+    for name in gp.STD_POLICIES:
+        policy = gp.load_std(name)
+        assert policy(seen) == policy.evaluate(rows), name
+
+
+def test_check_reports_bad_snapshots(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    r = subprocess.run([str(CLI), "check", str(gp.std_policy_path("skip_all_guards")), "--guards", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "cannot read guard snapshot" in r.stderr
+    r = subprocess.run([str(CLI), "check", str(gp.std_policy_path("skip_all_guards")), "--guards",
+                        str(tmp_path / "missing.json")], capture_output=True, text=True)
+    assert r.returncode == 2

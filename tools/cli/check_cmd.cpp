@@ -1,0 +1,56 @@
+// check_cmd.cpp: `guardpolicy check POLICY --guards SNAPSHOT [--explain] [--policy NAME]`:
+// a policy's decisions on guards recorded from a real model, without torch.
+#include <fmt/format.h>
+
+#include "cli.h"
+#include "context.h"
+#include "guardpolicy/diag_codes.h"
+#include "guardpolicy/snapshot.h"
+#include "guardpolicy/vm.h"
+
+namespace guardpolicy::cli {
+namespace {
+
+std::string RuleText(const Program& p, const Outcome& o) {
+  if (o.rule < 0) return fmt::format("default ({}:{})", p.default_file, p.default_line);
+  const RuleInfo& r = p.rules[o.rule];
+  return fmt::format("rule {} of `{}` ({}:{})", o.rule, r.policy, r.file, r.line);
+}
+
+}  // namespace
+
+int RunCheck(const Context& ctx, const std::string& policy_path, const std::string& policy,
+             const std::string& guards, bool explain) {
+  std::unique_ptr<Loader> loader = ctx.MakeLoader();
+  std::shared_ptr<const CompiledPolicy> compiled;
+  Snapshot snap;
+  try {
+    compiled = loader->LoadFile(policy_path, policy, {});
+    snap = LoadSnapshot(guards, loader->schema());
+  } catch (const PolicyError& e) {
+    *ctx.err << RenderText(e.diagnostics());
+    for (const Diagnostic& d : e.diagnostics().items()) {
+      if (d.code == codes::kIoError || d.code == codes::kBadArtifact) return kExitUsage;
+    }
+    return kExitFindings;
+  }
+  const Program& prog = compiled->program();
+  size_t kept = 0, dropped = 0;
+  for (size_t f = 0; f < snap.frames.size(); ++f) {
+    const SnapshotFrame& frame = snap.frames[f];
+    if (explain) *ctx.out << fmt::format("frame {} {} [{}]\n", f, frame.code, frame.compile_id);
+    for (const FieldValues& entry : frame.entries) {
+      const std::vector<Value> view = Snapshot::View(prog, entry);
+      const Outcome o = Evaluate(prog, view.data());
+      (o.decision == Decision::kKeep ? kept : dropped) += 1;
+      if (!explain) continue;
+      *ctx.out << fmt::format("  {:<4} {:<28} {:<40} {}\n", DecisionName(o.decision),
+                              entry.at("guard_type").s, entry.at("name").s, RuleText(prog, o));
+    }
+  }
+  *ctx.out << fmt::format("policy `{}`: {} guards in {} frames: {} kept, {} dropped\n", compiled->name(),
+                          kept + dropped, snap.frames.size(), kept, dropped);
+  return kExitClean;
+}
+
+}  // namespace guardpolicy::cli
