@@ -42,6 +42,7 @@ import torch._dynamo
 from torch._guards import GuardSource
 
 import guardpolicy as gp
+from guardpolicy.demo import machine_description
 from guardpolicy._models import build_gpt2, build_mlp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -274,19 +275,6 @@ def compare(ours, theirs, entries, samples: int, sample_ms: float) -> dict[str, 
 
 
 # --------------------------------------------------------------------------- main
-
-
-def machine_description() -> str:
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return f"{cpu or 'unknown CPU'} ({platform.machine()}), {os.cpu_count()} CPUs"
 
 
 def main(argv: list[str] | None = None) -> int:

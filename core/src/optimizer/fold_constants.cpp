@@ -2,6 +2,7 @@
 #include <optional>
 
 #include "guardpolicy/optimizer.h"
+#include "guardpolicy/vm.h"
 #include "jump_targets.h"
 
 namespace guardpolicy::passes {
@@ -15,24 +16,12 @@ int32_t InternBool(Program& p, bool b) {
   return static_cast<int32_t>(p.constants.size() - 1);
 }
 
+// The VM's own comparison, so folding can never disagree with running.
 std::optional<bool> Apply(Opcode op, const Constant& a, const Constant& b) {
-  switch (op) {
-    case Opcode::kEqBool: case Opcode::kEqInt: return a.i == b.i;
-    case Opcode::kNeBool: case Opcode::kNeInt: return a.i != b.i;
-    case Opcode::kLtInt: return a.i < b.i;
-    case Opcode::kLeInt: return a.i <= b.i;
-    case Opcode::kGtInt: return a.i > b.i;
-    case Opcode::kGeInt: return a.i >= b.i;
-    case Opcode::kEqStr: return a.s == b.s;
-    case Opcode::kNeStr: return a.s != b.s;
-    case Opcode::kEqEnum: return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
-    case Opcode::kNeEnum: return !((a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s);
-    case Opcode::kContains: return a.s.find(b.s) != std::string::npos;
-    case Opcode::kStartsWith: return a.s.rfind(b.s, 0) == 0;
-    case Opcode::kEndsWith:
-      return a.s.size() >= b.s.size() && a.s.compare(a.s.size() - b.s.size(), b.s.size(), b.s) == 0;
-    default: return std::nullopt;
-  }
+  const bool binary = (op >= Opcode::kEqBool && op <= Opcode::kNeEnum) || op == Opcode::kSetHas ||
+                      op == Opcode::kContains || op == Opcode::kStartsWith || op == Opcode::kEndsWith;
+  if (!binary) return std::nullopt;
+  return vm_internal::Binary(op, Value{a.i, a.bits, a.s}, Value{b.i, b.bits, b.s});
 }
 
 // One rewrite at `pc` if a pattern matches; no window spans a jump target.
