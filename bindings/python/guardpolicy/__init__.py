@@ -16,6 +16,7 @@ from typing import Any
 from . import _core
 from .errors import Diagnostic, PolicyError, PolicyRuntimeWarning
 from .policy import Explanation, Policy, RuleRef
+from .runtime import PolicyCompiled, compile  # noqa: A004 - guardpolicy.compile, as designed
 
 __all__ = [
     "DATA_DIR",
@@ -24,8 +25,10 @@ __all__ = [
     "Policy",
     "PolicyError",
     "PolicyRuntimeWarning",
+    "PolicyCompiled",
     "RuleRef",
     "STD_POLICIES",
+    "compile",
     "lint",
     "load",
     "load_std",
