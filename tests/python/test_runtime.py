@@ -119,3 +119,18 @@ def test_mode_becomes_inductor_options_and_errors_are_clear():
         gp.compile(lambda x: x, policy, mode="max-autotune", backend="eager")
     with pytest.raises(gp.PolicyError):
         gp.compile(lambda x: x, "guardpolicy 1\npolicy p { drop when nmae == 1 }\n")
+
+
+def test_explain_compiled_names_the_deciding_rule_per_guard():
+    compiled = gp.compile(fn_with_break, gp.load(SERVING), backend="eager")
+    compiled(torch.ones(2))
+    frames = gp.explain(compiled)
+    assert len(frames) == compiled.compiles >= 2  # the graph break makes a resume frame
+    guards = [e for frame in frames for e in frame]
+    by_type = {e.guard_type: e for e in guards}
+    assert by_type["SHAPE_ENV"].keep and by_type["SHAPE_ENV"].rule.line == 4
+    globals_ = [e for e in guards if e.name.startswith("G[")]
+    assert globals_ and all(not e.keep and e.rule.line == 5 for e in globals_)
+    assert any(e.keep and e.rule is None for e in guards)  # the default
+    with pytest.raises(TypeError):
+        gp.explain(lambda x: x)

@@ -16,7 +16,7 @@ from typing import Any
 from . import _core
 from .errors import Diagnostic, PolicyError, PolicyRuntimeWarning
 from .policy import Explanation, Policy, RuleRef
-from .runtime import PolicyCompiled, compile  # noqa: A004 - guardpolicy.compile, as designed
+from .runtime import PolicyCompiled, compile, explain  # noqa: A004 - guardpolicy.compile, as designed
 
 __all__ = [
     "DATA_DIR",
@@ -29,6 +29,7 @@ __all__ = [
     "RuleRef",
     "STD_POLICIES",
     "compile",
+    "explain",
     "lint",
     "load",
     "load_std",

@@ -56,6 +56,8 @@ class PolicyCompiled:
     policy's config knobs and stance; every other attribute is the compiled object's.
 
     ``calls``: calls made; ``compiles``: frames compiled (one per ``guard_filter_fn`` call);
+    ``explanations``: per compiled frame, the decision and deciding rule of every guard
+    (``guardpolicy.explain(compiled)``; strings only, no reference to live objects);
     ``quiet_calls``: consecutive calls that compiled nothing; ``stance_active``: calls now run
     under ``skip_guard_eval_unsafe``.
     """
@@ -68,6 +70,7 @@ class PolicyCompiled:
         object.__setattr__(self, "compiles", 0)
         object.__setattr__(self, "quiet_calls", 0)
         object.__setattr__(self, "stance_active", False)
+        object.__setattr__(self, "explanations", [])
         stance = policy.stance
         object.__setattr__(self, "_warmup", stance[1] if stance and stance[0] == "skip_guard_eval_unsafe" else None)
 
@@ -75,8 +78,9 @@ class PolicyCompiled:
     def policy(self) -> Policy:
         return self._policy
 
-    def _count_compile(self) -> None:
+    def _record_compile(self, explanations: list) -> None:
         object.__setattr__(self, "compiles", self.compiles + 1)
+        self.explanations.append(explanations)
 
     def _config(self):
         config = self._policy.config
@@ -115,6 +119,15 @@ class PolicyCompiled:
         return f"<guardpolicy.PolicyCompiled {self._policy.name!r} of {self._compiled!r}>"
 
 
+def explain(compiled: PolicyCompiled) -> list[list]:
+    """Per frame ``compiled`` has compiled so far, per guard: an ``Explanation`` (keep or
+    drop, the deciding rule with its file:line or None for the default, the guard's name and
+    guard_type)."""
+    if not isinstance(compiled, PolicyCompiled):
+        raise TypeError("explain() takes what guardpolicy.compile returned")
+    return [list(frame) for frame in compiled.explanations]
+
+
 def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: str | None = None,  # noqa: A001
             options: dict | None = None, backend: Any = _INDUCTOR, **torch_compile_kwargs: Any) -> PolicyCompiled:
     """``torch.compile(model_or_fn, ...)`` with ``policy`` as its ``guard_filter_fn`` and the
@@ -133,9 +146,10 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     holder: list[PolicyCompiled] = []
 
     def guard_filter_fn(entries):
-        if holder:
-            holder[0]._count_compile()
-        return policy(entries)
+        decisions = policy(entries)
+        if holder:  # compile time only: explaining costs a second pass over the entries
+            holder[0]._record_compile(policy.explain(entries))
+        return decisions
 
     opts = _options_with_filter(options, mode, backend, guard_filter_fn)
     compiled = torch.compile(model_or_fn, backend=backend, options=dict(opts), **torch_compile_kwargs)
