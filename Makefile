@@ -16,7 +16,7 @@ APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmo
 PIP_PACKAGES := torch==2.13.0 pybind11 scikit-build-core pytest transformers cmake ninja
 DEPS_STAMP := $(VENV)/.deps-installed
 
-.PHONY: deps apt-deps build demo test test-cpp test-python bench clean
+.PHONY: deps apt-deps build demo test test-cpp test-python bench sanitize-build test-asan fuzz clean
 
 apt-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -52,9 +52,41 @@ test-python: build
 
 test: test-cpp test-python
 
+# A clang build with ASan+UBSan (and libFuzzer coverage) for the C++ tests and the fuzzers.
+SAN_DIR := build-san
+FUZZ_SECONDS ?= 60
+FUZZERS := parse_fuzzer compile_fuzzer artifact_fuzzer
+
+sanitize-build: deps
+	@command -v clang++ >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq clang libclang-rt-14-dev; }
+	$(VENV)/bin/cmake -S . -B $(SAN_DIR) -G Ninja -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DGUARDPOLICY_SANITIZE=ON -DGUARDPOLICY_FUZZ=ON -DGUARDPOLICY_BUILD_TESTS=ON -DGUARDPOLICY_BUILD_BENCH=OFF
+	$(VENV)/bin/cmake --build $(SAN_DIR) -j2
+
+test-asan: sanitize-build
+	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+	  $(VENV)/bin/ctest --test-dir $(SAN_DIR) --output-on-failure -j2
+
+# Each fuzzer for FUZZ_SECONDS, seeded from the corpus; findings land in build-san/fuzz-*.
+fuzz: sanitize-build
+	@mkdir -p $(SAN_DIR)/seeds/artifact
+	@for f in policies/std/*.gpol tests/corpus/accept/*.gpol; do \
+	  $(SAN_DIR)/tools/cli/guardpolicy compile -o $(SAN_DIR)/seeds/artifact/$$(basename $$f .gpol).gpolc $$f >/dev/null; done
+	@for fz in $(FUZZERS); do \
+	  mkdir -p $(SAN_DIR)/fuzz-$$fz; \
+	  seeds="policies/std tests/corpus/accept tests/corpus/reject"; \
+	  [ $$fz = artifact_fuzzer ] && seeds=$(SAN_DIR)/seeds/artifact; \
+	  echo "== $$fz for $(FUZZ_SECONDS) s"; \
+	  if ! ASAN_OPTIONS=detect_leaks=1 $(SAN_DIR)/tests/fuzz/$$fz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
+	    -artifact_prefix=$(SAN_DIR)/fuzz-$$fz/ -print_final_stats=1 $(SAN_DIR)/fuzz-$$fz $$seeds \
+	    > $(SAN_DIR)/fuzz-$$fz.log 2>&1; then tail -40 $(SAN_DIR)/fuzz-$$fz.log; exit 1; fi; \
+	  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|INFO: Done)" $(SAN_DIR)/fuzz-$$fz.log; \
+	done
+
 # Both benchmarks in one run; writes bench/RESULTS.md.
 bench: build
 	$(PY) bench/make_results.py --vm-bench $(BUILD_DIR)/bench/guardpolicy_vm_bench
 
 clean:
-	rm -rf $(BUILD_DIR)
+	rm -rf $(BUILD_DIR) $(SAN_DIR)

@@ -34,7 +34,8 @@ TEST(Artifact, RoundTripKeepsDisassemblyAndMetadataForEveryPolicy) {
   for (const fs::path& path : AllPolicyFiles()) {
     Loader loader = testing::MakeLoader();
     auto file = SourceFileFromPath(path.string());
-    for (const PolicyDecl& decl : loader.Lint(file).module->policies) {
+    const LintResult lint = loader.Lint(file);  // outlives the loop over its policies
+    for (const PolicyDecl& decl : lint.module->policies) {
       auto compiled = loader.Load(file, decl.name, {});
       auto loaded = RoundTrip(*compiled);
       EXPECT_EQ(Disassemble(loaded->program()), Disassemble(compiled->program())) << path;

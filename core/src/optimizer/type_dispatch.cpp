@@ -82,7 +82,6 @@ bool DispatchOnGuardType(Program& p, const Schema& schema, const std::vector<uin
   // land on a DECIDE of the default.
   const Instruction& last = p.code.back();
   if (last.op != Opcode::kDecide || last.b != -1) return false;
-  for (size_t k = 0; k < live.size(); ++k) p.rule_entry[live[k]] = new_pc[p.rule_entry[live[k]]];
   // A table with one target is a jump (a NOP when it is the next instruction); unused
   // tables are dropped.
   std::vector<std::vector<int32_t>> kept;
@@ -98,7 +97,8 @@ bool DispatchOnGuardType(Program& p, const Schema& schema, const std::vector<uin
       kept.push_back(table);
     }
   }
-  if (kept.empty()) return false;  // nothing to gain: leave the program as it was
+  if (kept.empty()) return false;  // nothing to gain: leave the program exactly as it was
+  for (size_t k = 0; k < live.size(); ++k) p.rule_entry[live[k]] = new_pc[p.rule_entry[live[k]]];
   p.code = std::move(code);
   p.dispatch_tables = std::move(kept);
   return true;

@@ -1,0 +1,28 @@
+// fuzz_common.h: what the fuzz targets share (the schema, a loader, a neutral entry).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "guardpolicy/policy.h"
+#include "guardpolicy/vm.h"
+
+namespace guardpolicy::fuzz {
+
+inline std::shared_ptr<const Schema> FuzzSchema() {
+  static const auto schema = std::make_shared<const Schema>(
+      Schema::FromFile(std::string(GUARDPOLICY_SOURCE_DATA_DIR) + "/schema/guard_entry.yaml"));
+  return schema;
+}
+
+inline std::string StdDir() { return std::string(GUARDPOLICY_SOURCE_DATA_DIR) + "/std"; }
+
+// Runs `program` on a few fixed entries: all fields absent, and all fields "set".
+inline void RunOnSampleEntries(const Program& program) {
+  std::vector<Value> empty(program.fields.size() + 1);
+  Evaluate(program, empty.data());
+  std::vector<Value> full(program.fields.size() + 1, Value{1, ~uint64_t{0}, "self.layers0.weight"});
+  Evaluate(program, full.data());
+}
+
+}  // namespace guardpolicy::fuzz
