@@ -74,12 +74,12 @@ fuzz: sanitize-build
 	@for f in policies/std/*.gpol tests/corpus/accept/*.gpol; do \
 	  $(SAN_DIR)/tools/cli/guardpolicy compile -o $(SAN_DIR)/seeds/artifact/$$(basename $$f .gpol).gpolc $$f >/dev/null; done
 	@for fz in $(FUZZERS); do \
-	  mkdir -p $(SAN_DIR)/fuzz-$$fz; \
+	  mkdir -p $(SAN_DIR)/fuzz-$$fz/corpus; \
 	  seeds="policies/std tests/corpus/accept tests/corpus/reject"; \
 	  [ $$fz = artifact_fuzzer ] && seeds=$(SAN_DIR)/seeds/artifact; \
 	  echo "== $$fz for $(FUZZ_SECONDS) s"; \
 	  if ! ASAN_OPTIONS=detect_leaks=1 $(SAN_DIR)/tests/fuzz/$$fz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
-	    -artifact_prefix=$(SAN_DIR)/fuzz-$$fz/ -print_final_stats=1 $(SAN_DIR)/fuzz-$$fz $$seeds \
+	    -artifact_prefix=$(SAN_DIR)/fuzz-$$fz/ -print_final_stats=1 $(SAN_DIR)/fuzz-$$fz/corpus $$seeds \
 	    > $(SAN_DIR)/fuzz-$$fz.log 2>&1; then tail -40 $(SAN_DIR)/fuzz-$$fz.log; exit 1; fi; \
 	  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|INFO: Done)" $(SAN_DIR)/fuzz-$$fz.log; \
 	done

@@ -80,7 +80,7 @@ class Builder {
     if (auto* s = dynamic_cast<P::StringLiteralContext*>(ctx)) {
       lit.kind = Literal::Kind::kString;
       size_t bad = 0;
-      auto text = UnescapeString(Text(s->STRING()->getSymbol()), &bad);
+      auto text = UnescapeString(s->STRING() ? Text(s->STRING()->getSymbol()) : "\"\"", &bad);
       if (!text) {
         const uint32_t at = lit.range.begin + static_cast<uint32_t>(bad);
         diags_.Error(codes::kBadEscape, {file_, at, at + 2}, "unknown escape sequence in string",
@@ -89,7 +89,8 @@ class Builder {
       lit.str = text.value_or("");
     } else if (auto* i = dynamic_cast<P::IntLiteralContext*>(ctx)) {
       lit.kind = Literal::Kind::kInt;
-      lit.i = ParseIntToken(i->INT()->getSymbol(), i->MINUS() != nullptr).value_or(0);
+      // After a syntax error the INT token may be missing (`-` alone): already reported.
+      if (i->INT() != nullptr) lit.i = ParseIntToken(i->INT()->getSymbol(), i->MINUS() != nullptr).value_or(0);
     } else if (auto* b = dynamic_cast<P::BoolLiteralContext*>(ctx)) {
       lit.kind = Literal::Kind::kBool;
       lit.b = b->TRUE() != nullptr;

@@ -67,12 +67,8 @@ void CheckVersion(const Module& module, Diagnostics& diags) {
   }
 }
 
-}  // namespace
-
-ParseResult Parse(SourceFilePtr file, const CompileOptions& options) {
-  ParseResult result;
-  if (!parser_internal::CheckInput(file, options, result.diagnostics)) return result;
-
+// Runs ANTLR on input that passed CheckInput.
+ParseResult RunAntlr(const SourceFilePtr& file, ParseResult result) {
   const parser_internal::OffsetMap offsets(file->text());
   antlr4::ANTLRInputStream input(file->text());
   gp_antlr::GuardPolicyLexer lexer(&input);
@@ -88,6 +84,21 @@ ParseResult Parse(SourceFilePtr file, const CompileOptions& options) {
   result.module = parser_internal::BuildModule(tree, file, offsets, result.diagnostics);
   CheckVersion(*result.module, result.diagnostics);
   return result;
+}
+
+}  // namespace
+
+ParseResult Parse(SourceFilePtr file, const CompileOptions& options) {
+  ParseResult result;
+  if (!parser_internal::CheckInput(file, options, result.diagnostics)) return result;
+  try {
+    return RunAntlr(file, std::move(result));
+  } catch (const std::exception& e) {  // defense in depth: the ANTLR runtime throws on input it cannot take
+    ParseResult refused;
+    refused.diagnostics.Error(codes::kSyntax, {file, 0, 0},
+                              std::string("the parser refused the input: ") + e.what());
+    return refused;
+  }
 }
 
 }  // namespace guardpolicy

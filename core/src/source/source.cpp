@@ -43,13 +43,25 @@ std::string SourceRange::ToString() const {
 }
 
 size_t Utf8SequenceLength(std::string_view s, size_t i) {
-  const auto c = static_cast<unsigned char>(s[i]);
-  const size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
-  if (n == 0 || i + n > s.size()) return 0;
-  for (size_t k = 1; k < n; ++k) {
-    if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80) return 0;
+  // RFC 3629: the second byte's range depends on the lead byte (no overlong forms, no
+  // surrogates, nothing above U+10FFFF); the other continuation bytes are 80..BF.
+  const auto b = [&](size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  const unsigned char c = b(0);
+  size_t n = 0;
+  unsigned char lo = 0x80, hi = 0xBF;
+  if (c < 0x80) return 1;
+  if (c >= 0xC2 && c <= 0xDF) n = 2;
+  else if (c == 0xE0) n = 3, lo = 0xA0;
+  else if ((c >= 0xE1 && c <= 0xEC) || c == 0xEE || c == 0xEF) n = 3;
+  else if (c == 0xED) n = 3, hi = 0x9F;
+  else if (c == 0xF0) n = 4, lo = 0x90;
+  else if (c >= 0xF1 && c <= 0xF3) n = 4;
+  else if (c == 0xF4) n = 4, hi = 0x8F;
+  else return 0;
+  if (i + n > s.size() || b(1) < lo || b(1) > hi) return 0;
+  for (size_t k = 2; k < n; ++k) {
+    if (b(k) < 0x80 || b(k) > 0xBF) return 0;
   }
-  if (n == 2 && c < 0xC2) return 0;  // overlong
   return n;
 }
 
