@@ -13,10 +13,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
   libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev pkg-config g++ \
   default-jre-headless
-PIP_PACKAGES := torch==2.13.0 pybind11 scikit-build-core pytest transformers cmake ninja
+PIP_PACKAGES := torch==2.13.0 pybind11 scikit-build-core pytest transformers matplotlib cmake ninja
 DEPS_STAMP := $(VENV)/.deps-installed
 
-.PHONY: deps apt-deps build demo test test-cpp test-python bench sanitize-build test-asan fuzz clean
+.PHONY: deps apt-deps build demo test test-cpp test-python bench sanitize-build test-asan test-tsan fuzz clean
 
 apt-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -41,8 +41,9 @@ build: deps
 	  -Ccmake.define.GUARDPOLICY_BUILD_TESTS=ON -Ccmake.define.GUARDPOLICY_BUILD_BENCH=ON \
 	  -Ccmake.define.pybind11_DIR=$$($(PY) -m pybind11 --cmakedir)
 
+# The bench with the demo defaults (MLP and GPT-2): a table per model; the chart in build/.
 demo: build
-	$(PY) -m guardpolicy demo
+	$(PY) -m guardpolicy demo --plot $(BUILD_DIR)/demo.png
 
 test-cpp: build
 	$(VENV)/bin/ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
@@ -68,6 +69,16 @@ test-asan: sanitize-build
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(VENV)/bin/ctest --test-dir $(SAN_DIR) --output-on-failure -j2
 
+# The VM's thread test (and the rest of the C++ suite) under ThreadSanitizer.
+TSAN_DIR := build-tsan
+test-tsan: deps
+	@command -v clang++ >/dev/null || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq clang libclang-rt-14-dev; }
+	$(VENV)/bin/cmake -S . -B $(TSAN_DIR) -G Ninja -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja \
+	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DGUARDPOLICY_SANITIZE_THREAD=ON -DGUARDPOLICY_BUILD_TESTS=ON -DGUARDPOLICY_BUILD_BENCH=OFF
+	$(VENV)/bin/cmake --build $(TSAN_DIR) -j2 --target guardpolicy_tests
+	TSAN_OPTIONS=halt_on_error=1 $(TSAN_DIR)/tests/cpp/guardpolicy_tests --gtest_filter='Threads*:CompilerVm*:Verifier*'
+
 # Each fuzzer for FUZZ_SECONDS, seeded from the corpus; findings land in build-san/fuzz-*.
 fuzz: sanitize-build
 	@mkdir -p $(SAN_DIR)/seeds/artifact
@@ -89,4 +100,4 @@ bench: build
 	$(PY) bench/make_results.py --vm-bench $(BUILD_DIR)/bench/guardpolicy_vm_bench
 
 clean:
-	rm -rf $(BUILD_DIR) $(SAN_DIR)
+	rm -rf $(BUILD_DIR) $(SAN_DIR) $(TSAN_DIR)
