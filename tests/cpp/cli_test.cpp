@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 #include "cli.h"
 #include "test_util.h"
@@ -98,6 +99,68 @@ TEST(CliTest, RunsTestBlocksAndCountsFailures) {
   EXPECT_EQ(bad.out, path + ":4:3: PASS: policy `p` drop\n" + path +
                         ":5:3: FAIL: policy `p` decided keep by the default at " + path +
                         ":2, expected drop\n1 passed, 1 failed\n");
+}
+
+}  // namespace
+}  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(BadInput, EmptyFileAndHeaderOnly) {
+  auto empty = RunCli({"lint", WriteTemp("empty.gpol", "")});
+  EXPECT_EQ(empty.rc, cli::kExitFindings);
+  EXPECT_NE(empty.err.find("error[GP1001]"), std::string::npos) << empty.err;
+  auto header = RunCli({"lint", WriteTemp("header.gpol", "guardpolicy 1\n")});
+  EXPECT_EQ(header.rc, cli::kExitClean) << header.err;  // a file may hold no policy
+}
+
+TEST(BadInput, TenMegabyteFileIsRefusedBeforeReading) {
+  const std::string path = WriteTemp("big.gpol", std::string(10 << 20, '#'));
+  auto r = RunCli({"lint", path});
+  EXPECT_EQ(r.rc, cli::kExitUsage);
+  EXPECT_NE(r.err.find("error[GP0002]"), std::string::npos) << r.err;
+}
+
+TEST(BadInput, AFileThatCannotBeReadIsAnIoError) {
+  // /proc/self/mem is a regular file that fails every read from offset 0, even for root.
+  auto r = RunCli({"lint", "/proc/self/mem"});
+  EXPECT_EQ(r.rc, cli::kExitUsage);
+  EXPECT_NE(r.err.find("error[GP0001]: cannot read `/proc/self/mem`"), std::string::npos) << r.err;
+}
+
+TEST(BadInput, NothingIsWrittenForBadInput) {
+  const std::string bad = "guardpolicy 1\npolicy p { drop when }\n";
+  const std::string path = WriteTemp("nowrite.gpol", bad);
+  EXPECT_EQ(RunCli({"fmt", path}).rc, cli::kExitUsage);
+  EXPECT_EQ(ReadFile(path), bad);  // untouched
+  EXPECT_FALSE(std::filesystem::exists(path + ".gp.tmp"));
+  const std::string out = ::testing::TempDir() + "nowrite.gpolc";
+  std::filesystem::remove(out);
+  EXPECT_EQ(RunCli({"compile", path, "-o", out}).rc, cli::kExitFindings);
+  EXPECT_FALSE(std::filesystem::exists(out));
+}
+
+TEST(BadInput, CompileRoundTripsThroughTheCli) {
+  const std::string out = ::testing::TempDir() + "globals.gpolc";
+  auto c = RunCli({"compile", testing::kDataDir + "/std/skip_guard_on_globals.gpol", "-o", out});
+  EXPECT_EQ(c.rc, cli::kExitClean) << c.err;
+  auto d = RunCli({"disasm", out});
+  EXPECT_EQ(d.rc, cli::kExitClean) << d.err;
+  EXPECT_NE(d.out.find("drop rule 0 (skip_guard_on_globals"), std::string::npos) << d.out;
+  std::string bytes = ReadFile(out);
+  bytes[bytes.size() / 2] ^= 0x5a;
+  std::ofstream(out, std::ios::binary) << bytes;
+  auto bad = RunCli({"disasm", out});
+  EXPECT_EQ(bad.rc, cli::kExitUsage);
+  EXPECT_NE(bad.err.find("error[GP0006]"), std::string::npos) << bad.err;
 }
 
 }  // namespace

@@ -1,10 +1,10 @@
 // source_loader.cpp: reading policy files with clear errors.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -34,12 +34,31 @@ SourceFilePtr SourceFileFromPath(const std::string& path, const CompileOptions& 
                         options.max_source_bytes));
     throw PolicyError(std::move(d));
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) IoError(path, std::strerror(errno));
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) IoError(path, "read failed");
-  return std::make_shared<const SourceFile>(path, text.str());
+  // POSIX reads, so that a read error (EIO, EISDIR, ...) is reported, not read as "empty".
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) IoError(path, std::strerror(errno));
+  std::string text;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      IoError(path, std::strerror(err));
+    }
+    text.append(buf, static_cast<size_t>(n));
+    if (text.size() > options.max_source_bytes) {  // grew while we read it
+      ::close(fd);
+      Diagnostics d;
+      d.Error(codes::kSourceTooLarge, {}, fmt::format("`{}` is over the limit of {} bytes", path,
+                                                      options.max_source_bytes));
+      throw PolicyError(std::move(d));
+    }
+  }
+  ::close(fd);
+  return std::make_shared<const SourceFile>(path, std::move(text));
 }
 
 }  // namespace guardpolicy
