@@ -1,6 +1,10 @@
 // compiler_vm_test.cpp: compiled programs decide like the policy text says.
 #include <gtest/gtest.h>
 
+#include <re2/re2.h>
+
+#include <random>
+
 #include "guardpolicy/diag_codes.h"
 #include "test_util.h"
 
@@ -157,6 +161,56 @@ TEST(CompilerVm, ConstantConditionsFoldToJumps) {
   // `on` is false: rule 0 never loads is_global.
   EXPECT_TRUE(prog.fields.empty());
   EXPECT_EQ(Entry().Run(prog).rule, 1);
+}
+
+}  // namespace
+}  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+// The regex prefilter must never reject a string RE2 matches (found by review: repetition
+// counts and escaped brackets in classes were once taken for required text).
+TEST(CompilerVm, RegexPrefilterAgreesWithRe2) {
+  const std::vector<std::string> patterns = {
+      "^[a-z]{2,8}$", "a{3}", "_[0-9]{1,2}$", "[\\]abcdefgh]+_weight", "^G\\['__import_torch",
+      "_modules\\['(dropout|drop)'\\]", "\\.(eps|training)$", "[]x]y", "[^]a]b", "x[[:alpha:]]+y",
+      "self\\.layers\\.[0-9]+\\.attn", "^a.b$", "ab+c", "ab?c", "ab*c", "(ab)c", "c(ab)*d"};
+  const std::vector<std::string> subjects = {
+      "fc", "weight", "aaa", "layer_12", "fc_weight", "]_weight", "G['__import_torch_nn']",
+      "self._modules['dropout']", "norm.eps", "]y", "xy", "bb", "xaby", "self.layers.3.attn", "a.b",
+      "axb", "abbc", "ac", "abc", "cd", "cababd", "", "x_weight"};
+  for (const std::string& pattern : patterns) {
+    Program p;
+    p.regexes = {pattern};
+    ASSERT_EQ(p.Finalize(), "") << pattern;
+    for (const std::string& s : subjects) {
+      EXPECT_EQ(vm_internal::Matches(p, 0, s), RE2::PartialMatch(s, *p.compiled_regexes[0]))
+          << "pattern " << pattern << " on " << s << " (filter `" << p.regex_filters[0].literal << "`)";
+    }
+  }
+}
+
+TEST(CompilerVm, RegexPrefilterAgreesWithRe2OnRandomPatterns) {
+  const std::vector<std::string> pieces = {"a", "b", "_", ".", "\\.", "[ab]", "[^a]", "[\\]a]", "(a|b)", "a*",
+                                           "b+", "c?", "{2}", "{1,3}", "^", "$", "\\[", "ab", "(ab)+", "]"};
+  std::mt19937 rng(1129);
+  int compared = 0;
+  for (int n = 0; n < 3000; ++n) {
+    std::string pattern;
+    for (int k = 1 + static_cast<int>(rng() % 6); k > 0; --k) pattern += pieces[rng() % pieces.size()];
+    Program p;
+    p.regexes = {pattern};
+    if (!p.Finalize().empty()) continue;  // not a valid RE2 pattern
+    for (int j = 0; j < 40; ++j) {
+      std::string subject;
+      for (int k = static_cast<int>(rng() % 8); k > 0; --k) subject += "ab_.]c["[rng() % 7];
+      ASSERT_EQ(vm_internal::Matches(p, 0, subject), RE2::PartialMatch(subject, *p.compiled_regexes[0]))
+          << "pattern " << pattern << " on " << subject << " (filter `" << p.regex_filters[0].literal << "`)";
+      ++compared;
+    }
+  }
+  EXPECT_GT(compared, 50000);
 }
 
 }  // namespace

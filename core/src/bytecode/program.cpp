@@ -23,13 +23,33 @@ const char* OpcodeName(Opcode op) {
 
 namespace {
 
+// Index just past the character class that opens at pattern[i] ('['), or npos. Handles a
+// leading '^', a leading ']' (a literal), and backslash escapes inside the class.
+size_t SkipClass(const std::string& pattern, size_t i) {
+  size_t k = i + 1;
+  if (k < pattern.size() && pattern[k] == '^') ++k;
+  if (k < pattern.size() && pattern[k] == ']') ++k;
+  for (; k < pattern.size(); ++k) {
+    if (pattern[k] == '\\') {
+      ++k;
+    } else if (pattern[k] == '[' && k + 1 < pattern.size() && pattern[k + 1] == ':') {
+      const size_t close = pattern.find(":]", k + 2);  // [:alpha:]
+      if (close == std::string::npos) return std::string::npos;
+      k = close + 1;
+    } else if (pattern[k] == ']') {
+      return k + 1;
+    }
+  }
+  return std::string::npos;
+}
+
 // The longest run of literal characters at the top level of `pattern` (outside groups,
-// classes and alternation, not under a quantifier), which every match must contain.
-// Conservative: any construct it does not understand ends the run; "" means no filter.
+// classes, repetition counts and alternation, not under a quantifier), which every match
+// must contain. Conservative: anything it does not understand ends the run or gives up;
+// "" means no filter. The differential tests compare it against RE2 itself.
 Program::RegexFilter RequiredLiteral(const std::string& pattern) {
   Program::RegexFilter best;
-  // Flags such as (?i), escapes such as \x41 or \d, and alternation outside groups: no
-  // claim. Alternation inside a group only ends the run (groups are skipped whole).
+  // Flags such as (?i), escapes such as \x41 or \d, and alternation outside groups: no claim.
   if (pattern.find("(?") != std::string::npos) return best;
   int level = 0;
   for (size_t k = 0; k < pattern.size(); ++k) {
@@ -38,9 +58,9 @@ Program::RegexFilter RequiredLiteral(const std::string& pattern) {
       if (k + 1 < pattern.size() && std::isalnum(static_cast<unsigned char>(pattern[k + 1]))) return best;
       ++k;
     } else if (ch == '[') {
-      const size_t close = pattern.find(']', k + 2);
-      if (close == std::string::npos) return best;
-      k = close;
+      const size_t end = SkipClass(pattern, k);
+      if (end == std::string::npos) return best;
+      k = end - 1;
     } else if (ch == '(') {
       ++level;
     } else if (ch == ')') {
@@ -62,11 +82,10 @@ Program::RegexFilter RequiredLiteral(const std::string& pattern) {
     const char c = pattern[i];
     std::string lit;
     size_t next = i + 1;
-    if (c == '\\' && i + 1 < pattern.size() && std::ispunct(static_cast<unsigned char>(pattern[i + 1]))) {
-      lit = pattern.substr(i + 1, 1);
+    if (c == '\\' && i + 1 < pattern.size()) {
+      lit = pattern.substr(i + 1, 1);  // an escaped punctuation character (letters gave up above)
       next = i + 2;
-    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '\'' || c == '-' || c == ' ' ||
-               c == '/' || c == ':' || c == '=' || c == '<' || c == '>' || c == ',' || c == '"' || c == '@') {
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_'-/ :=<>,\"@!%&~`;#", c) != nullptr) {
       lit = std::string(1, c);
     }
     if (c == '(') ++depth;
@@ -74,8 +93,11 @@ Program::RegexFilter RequiredLiteral(const std::string& pattern) {
     const bool quantified = next < pattern.size() && std::strchr("?*+{", pattern[next]) != nullptr;
     if (lit.empty() || depth > 0 || quantified) {
       flush();
-      if (c == '[') {  // skip a character class whole
-        next = pattern.find(']', i + 2);
+      if (c == '[') {
+        next = SkipClass(pattern, i);
+        if (next == std::string::npos) return {};
+      } else if (c == '{') {  // a repetition count: {2}, {2,}, {2,8}
+        next = pattern.find('}', i + 1);
         if (next == std::string::npos) return {};
         ++next;
       }
