@@ -10,7 +10,8 @@ namespace guardpolicy {
 struct CompileOptions {
   size_t max_source_bytes = 1 << 20;  // 1 MiB of policy text per file
   int max_depth = 64;                 // nesting of ( ) and { } in one file
-  int max_rules = 4096;               // rules per compiled policy, after `use` inlining
+  int max_expr_depth = 256;           // depth of one condition's tree (a and b and ... counts each)
+  int max_rules = 4096;               // rules per file, and per policy after `use` expansion
   int max_use_depth = 16;             // nested `use` chains
   int max_regex_bytes = 4096;         // length of one `matches`/`glob` pattern
   int max_analyzed_rules = 256;       // policies with more rules (after `use`) skip analysis

@@ -32,6 +32,7 @@ class PolicyChecker {
     }
     CheckConfig();
     CheckStance();
+    CheckExpansion();
     CheckUnsafe();
   }
 
@@ -132,17 +133,65 @@ class PolicyChecker {
     }
   }
 
+  // Rules after `use` expansion and the depth of `use` chains, memoized per policy so that
+  // fan-out (four `use`s per level, seventeen levels) costs one visit per policy.
+  struct Expansion {
+    int64_t rules = 0;
+    int depth = 0;
+  };
+  Expansion Expand(const PolicyDecl& p, std::map<const PolicyDecl*, Expansion>& memo) {
+    if (auto it = memo.find(&p); it != memo.end()) return it->second;
+    memo[&p] = Expansion{};  // in progress: a cycle adds nothing (reported as GP2008)
+    Expansion e;
+    for (const Item& item : p.items) {
+      if (item.kind == Item::Kind::kRule) {
+        ++e.rules;
+        continue;
+      }
+      const PolicyDecl* target = p.module ? resolver_.Resolve(item.use.target, *p.module) : nullptr;
+      if (target == nullptr || target == &p) continue;
+      const Expansion inner = Expand(*target, memo);
+      // Each `use` counts too: a fan-out of empty policies is as costly to expand.
+      e.rules = std::min<int64_t>(e.rules + 1 + inner.rules, int64_t{1} << 40);
+      e.depth = std::max(e.depth, inner.depth + 1);
+    }
+    return memo[&p] = e;
+  }
+
+  void CheckExpansion() {
+    if (diags_.HasErrors()) return;
+    std::map<const PolicyDecl*, Expansion> memo;
+    const Expansion e = Expand(policy_, memo);
+    if (e.depth > options_.max_use_depth) {
+      diags_.Error(codes::kUseCycle, policy_.name_range,
+                   fmt::format("`use` chains of policy `{}` are {} levels deep, over the limit of {}", policy_.name,
+                               e.depth, options_.max_use_depth));
+    }
+    if (e.rules > options_.max_rules) {
+      diags_.Error(codes::kTooManyRules, policy_.name_range,
+                   fmt::format("policy `{}` expands to {} rules and `use`s, over the limit of {}", policy_.name,
+                               e.rules, options_.max_rules));
+    }
+  }
+
   void CheckUnsafe() {
     if (diags_.HasErrors()) return;  // analysis needs a well-typed policy
     AnalysisResult analysis = AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
     policy_.unreachable_rules = std::move(analysis.unreachable);
     policy_.rule_type_masks = std::move(analysis.rule_type_masks);
     const bool can_drop = CanDrop(policy_, resolver_);
+    if (policy_.stance && !policy_.is_unsafe) {
+      diags_.Error(codes::kDropsWithoutUnsafe, policy_.stance->range,
+                   fmt::format("policy `{}` skips guard evaluation after warm-up but is not marked `unsafe`",
+                               policy_.name),
+                   "skip_guard_eval_unsafe can run stale compiled code; write `unsafe policy`");
+      return;
+    }
     if (can_drop && !policy_.is_unsafe) {
       diags_.Error(codes::kDropsWithoutUnsafe, policy_.name_range,
                    fmt::format("policy `{}` can drop guards but is not marked `unsafe`", policy_.name),
                    "dropping a guard can run stale compiled code; write `unsafe policy`");
-    } else if (!can_drop && policy_.is_unsafe) {
+    } else if (!can_drop && policy_.is_unsafe && !policy_.stance) {
       diags_.Warning(codes::kUnsafeNeverDrops, policy_.name_range,
                      fmt::format("policy `{}` is marked `unsafe` but never drops a guard", policy_.name),
                      "remove `unsafe`");

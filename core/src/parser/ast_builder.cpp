@@ -27,8 +27,8 @@ constexpr size_t kNoIndex = static_cast<size_t>(-1);
 
 class Builder {
  public:
-  Builder(const SourceFilePtr& file, const OffsetMap& offsets, Diagnostics& diags)
-      : file_(file), offsets_(offsets), diags_(diags) {}
+  Builder(const SourceFilePtr& file, const OffsetMap& offsets, int max_expr_depth, Diagnostics& diags)
+      : file_(file), offsets_(offsets), diags_(diags), max_expr_depth_(max_expr_depth) {}
 
   std::unique_ptr<Module> BuildFile(P::File_Context* ctx) {
     auto module = std::make_unique<Module>();
@@ -115,8 +115,26 @@ class Builder {
     return e;
   }
 
+  // Builds one condition; past max_expr_depth it reports GP0003 once and stops descending,
+  // so no later stage ever recurses deeper than the limit.
   ExprPtr BuildExpr(P::ExprContext* ctx) {
     if (ctx == nullptr) return Node(ExprKind::kLiteral, nullptr);
+    if (expr_depth_ >= max_expr_depth_) {
+      if (!depth_reported_) {
+        diags_.Error(codes::kNestingTooDeep, Range(ctx),
+                     fmt::format("condition nested deeper than {} levels", max_expr_depth_),
+                     "split it into several rules (the first matching rule decides)");
+        depth_reported_ = true;
+      }
+      return Node(ExprKind::kLiteral, ctx);
+    }
+    ++expr_depth_;
+    ExprPtr e = BuildExprAt(ctx);
+    --expr_depth_;
+    return e;
+  }
+
+  ExprPtr BuildExprAt(P::ExprContext* ctx) {
     if (auto* c = dynamic_cast<P::ParenExprContext*>(ctx)) {
       auto inner = BuildExpr(c->expr());
       inner->range = Range(c);
@@ -307,13 +325,16 @@ class Builder {
   const SourceFilePtr& file_;
   const OffsetMap& offsets_;
   Diagnostics& diags_;
+  int max_expr_depth_;
+  int expr_depth_ = 0;
+  bool depth_reported_ = false;
 };
 
 }  // namespace
 
 std::unique_ptr<Module> BuildModule(P::File_Context* tree, const SourceFilePtr& file,
-                                    const OffsetMap& offsets, Diagnostics& diags) {
-  return Builder(file, offsets, diags).BuildFile(tree);
+                                    const OffsetMap& offsets, int max_expr_depth, Diagnostics& diags) {
+  return Builder(file, offsets, max_expr_depth, diags).BuildFile(tree);
 }
 
 }  // namespace guardpolicy::parser_internal

@@ -20,8 +20,9 @@ class OffsetMap {
   std::vector<uint32_t> byte_of_;
 };
 
+// Conditions deeper than `max_expr_depth` are cut there with a GP0003 diagnostic.
 std::unique_ptr<Module> BuildModule(gp_antlr::GuardPolicyParser::File_Context* tree,
                                     const SourceFilePtr& file, const OffsetMap& offsets,
-                                    Diagnostics& diags);
+                                    int max_expr_depth, Diagnostics& diags);
 
 }  // namespace guardpolicy::parser_internal

@@ -1,6 +1,8 @@
 // input_checks.cpp: size, UTF-8 and nesting-depth checks on raw policy text.
 #include "input_checks.h"
 
+#include <cctype>
+
 #include <fmt/format.h>
 
 #include "guardpolicy/diag_codes.h"
@@ -28,12 +30,25 @@ bool CheckEncoding(const SourceFilePtr& file, Diagnostics& diags) {
   return true;
 }
 
-// Depth of ( ) and { } outside strings and comments; reports the first opener too deep.
+// Depth of ( ) and { } outside strings and comments, and runs of `not` (each nests the
+// parser once more); reports the first one too deep.
 bool CheckNesting(const SourceFilePtr& file, int max_depth, Diagnostics& diags) {
   const std::string& s = file->text();
   int depth = 0;
+  int nots = 0;  // consecutive `not` keywords (with only spaces and parentheses between)
+  auto is_word = [&](size_t k) { return k < s.size() && (std::isalnum(static_cast<unsigned char>(s[k])) || s[k] == '_'); };
   for (size_t i = 0; i < s.size(); ++i) {
     const char c = s[i];
+    if (c == 'n' && s.compare(i, 3, "not") == 0 && !is_word(i + 3) && (i == 0 || !is_word(i - 1))) {
+      if (++nots + depth > max_depth * 4) {
+        diags.Error(codes::kNestingTooDeep, {file, uint32_t(i), uint32_t(i + 3)},
+                    fmt::format("more than {} nested `not`", max_depth * 4), "simplify the condition");
+        return false;
+      }
+      i += 2;
+      continue;
+    }
+    if (c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '(') nots = 0;
     if (c == '#') {
       while (i < s.size() && s[i] != '\n') ++i;
     } else if (c == '"') {

@@ -68,7 +68,7 @@ void CheckVersion(const Module& module, Diagnostics& diags) {
 }
 
 // Runs ANTLR on input that passed CheckInput.
-ParseResult RunAntlr(const SourceFilePtr& file, ParseResult result) {
+ParseResult RunAntlr(const SourceFilePtr& file, const CompileOptions& options, ParseResult result) {
   const parser_internal::OffsetMap offsets(file->text());
   antlr4::ANTLRInputStream input(file->text());
   gp_antlr::GuardPolicyLexer lexer(&input);
@@ -81,7 +81,7 @@ ParseResult RunAntlr(const SourceFilePtr& file, ParseResult result) {
   parser.addErrorListener(&listener);
 
   auto* tree = parser.file_();
-  result.module = parser_internal::BuildModule(tree, file, offsets, result.diagnostics);
+  result.module = parser_internal::BuildModule(tree, file, offsets, options.max_expr_depth, result.diagnostics);
   CheckVersion(*result.module, result.diagnostics);
   return result;
 }
@@ -92,7 +92,7 @@ ParseResult Parse(SourceFilePtr file, const CompileOptions& options) {
   ParseResult result;
   if (!parser_internal::CheckInput(file, options, result.diagnostics)) return result;
   try {
-    return RunAntlr(file, std::move(result));
+    return RunAntlr(file, options, std::move(result));
   } catch (const std::exception& e) {  // defense in depth: the ANTLR runtime throws on input it cannot take
     ParseResult refused;
     refused.diagnostics.Error(codes::kSyntax, {file, 0, 0},
