@@ -32,20 +32,27 @@ std::shared_ptr<const Schema> SchemaFor(const std::string& data_dir) {
   return slot;
 }
 
+// Text that may hold file names which are not UTF-8, decoded like the file system does.
+py::object FsStr(const std::string& s) {
+  PyObject* r = PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
+  if (r == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(r);
+}
+
 py::dict DiagnosticToDict(const Diagnostic& d) {
   py::dict out;
   const LineCol start = d.range.start();
   const LineCol end = d.range.file ? d.range.file->Locate(d.range.end) : LineCol{};
   out["severity"] = SeverityName(d.severity);
   out["code"] = d.code;
-  out["message"] = d.message;
-  out["file"] = d.range.file ? py::object(py::str(d.range.file->path())) : py::object(py::none());
+  out["message"] = FsStr(d.message);
+  out["file"] = d.range.file ? FsStr(d.range.file->path()) : py::object(py::none());
   out["line"] = start.line;
   out["column"] = start.col;
   out["end_line"] = end.line;
   out["end_column"] = end.col;
-  out["help"] = d.help;
-  out["rendered"] = RenderText(d);
+  out["help"] = FsStr(d.help);
+  out["rendered"] = FsStr(RenderText(d));
   return out;
 }
 
@@ -53,23 +60,25 @@ py::dict DiagnosticToDict(const Diagnostic& d) {
   py::list items;
   for (const Diagnostic& d : diags.items()) items.append(DiagnosticToDict(d));
   py::object cls = py::module_::import("guardpolicy.errors").attr("PolicyError");
-  PyErr_SetObject(cls.ptr(), cls(RenderText(diags), items).ptr());
+  PyErr_SetObject(cls.ptr(), cls(FsStr(RenderText(diags)), items).ptr());
   throw py::error_already_set();
 }
 
-Literal LiteralFromPython(py::handle v) {
+Literal LiteralFromPython(const std::string& name, py::handle v) {
   Literal lit;
   if (py::isinstance<py::bool_>(v)) {
     lit.kind = Literal::Kind::kBool;
     lit.b = v.cast<bool>();
   } else if (py::isinstance<py::int_>(v)) {
     lit.kind = Literal::Kind::kInt;
-    lit.i = v.cast<int64_t>();
+    int overflow = 0;
+    lit.i = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+    if (overflow != 0) throw py::value_error("parameter `" + name + "`: integer out of the 64-bit range");
   } else if (py::isinstance<py::str>(v)) {
     lit.kind = Literal::Kind::kString;
     lit.str = v.cast<std::string>();
   } else {
-    throw py::type_error("policy parameters must be bool, int or str, not " +
+    throw py::type_error("parameter `" + name + "` must be bool, int or str, not " +
                          std::string(Py_TYPE(v.ptr())->tp_name));
   }
   return lit;
@@ -170,10 +179,11 @@ class PyPolicy {
   std::shared_ptr<const ExtractorPlan> plan_;  // shared by every call (and thread)
 };
 
-PyPolicy LoadPolicy(const std::string& text, const std::string& path, bool from_file,
+PyPolicy LoadPolicy(const std::string& text, const py::bytes& raw_path, bool from_file,
                     const std::string& name, const py::dict& params, const std::string& data_dir) {
+  const std::string path = raw_path;
   ParamValues values;
-  for (auto [k, v] : params) values[k.cast<std::string>()] = LiteralFromPython(v);
+  for (auto [k, v] : params) values[k.cast<std::string>()] = LiteralFromPython(k.cast<std::string>(), v);
   auto schema = SchemaFor(data_dir);
   try {
     Loader loader(schema, data_dir + "/std");
@@ -184,8 +194,9 @@ PyPolicy LoadPolicy(const std::string& text, const std::string& path, bool from_
   }
 }
 
-py::list Lint(const std::string& text, const std::string& path, bool from_file,
+py::list Lint(const std::string& text, const py::bytes& raw_path, bool from_file,
               const std::string& data_dir) {
+  const std::string path = raw_path;
   Loader loader(SchemaFor(data_dir), data_dir + "/std");
   Diagnostics diags;
   try {
@@ -213,12 +224,19 @@ py::list RuleTable(const PyPolicy& p) {
   return rules;
 }
 
-int RunCli(const std::vector<std::string>& args, const std::string& data_dir) {
+int RunCli(const std::vector<py::bytes>& raw_args, const py::bytes& raw_data_dir) {
+  std::vector<std::string> args;
+  for (const py::bytes& a : raw_args) args.push_back(std::string(a));
+  const std::string data_dir = raw_data_dir;
   std::ostringstream out, err;
   const int rc = cli::Run(args, out, err, data_dir);
   py::module_ sys = py::module_::import("sys");
-  sys.attr("stdout").attr("write")(out.str());
-  sys.attr("stderr").attr("write")(err.str());
+  // Output may hold file names that are not UTF-8: decode like the file system does.
+  auto decode = [](const std::string& s) {
+    return py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
+  };
+  sys.attr("stdout").attr("write")(decode(out.str()));
+  sys.attr("stderr").attr("write")(decode(err.str()));
   return rc;
 }
 

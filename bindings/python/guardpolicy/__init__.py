@@ -74,7 +74,7 @@ def load(path_or_source: str | os.PathLike, *, policy: str | None = None, **para
     including a missing or unreadable file.
     """
     text, path, from_file = _source_args(path_or_source)
-    return Policy(_core.load(text, path, from_file, policy or "", params, str(DATA_DIR)))
+    return Policy(_core.load(text, os.fsencode(path), from_file, policy or "", params, str(DATA_DIR)))
 
 
 def std_policy_path(name: str) -> Path:
@@ -93,4 +93,4 @@ def lint(path_or_source: str | os.PathLike) -> list[Diagnostic]:
     """Every diagnostic (errors and warnings) for a policy file or text; never raises on
     author mistakes."""
     text, path, from_file = _source_args(path_or_source)
-    return [Diagnostic(**d) for d in _core.lint(text, path, from_file, str(DATA_DIR))]
+    return [Diagnostic(**d) for d in _core.lint(text, os.fsencode(path), from_file, str(DATA_DIR))]

@@ -1,16 +1,23 @@
-"""Small CPU models with random weights, shared by the demo and other tools.
+"""Small CPU models with random weights, shared by the demo, the bench and other tools.
 
 ``build(name) -> (model, example_inputs)``: ``model`` is in eval mode on the CPU, and
-``model(*example_inputs)`` runs it. Nothing is downloaded: GPT-2 is built from a config.
-transformers is imported only when ``"gpt2"`` is built.
+``model(*example_inputs)`` runs it. Nothing is downloaded: GPT-2, BERT and Llama are built
+from small configs with random weights. transformers is imported only when one of those is
+built. ``load_script(path)`` returns the ``build`` function of a user script.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import importlib.util
+import os
+import sys
+from typing import Any, Callable
 
-#: Names ``build`` accepts, in the demo's default order.
-MODEL_NAMES = ("mlp", "gpt2")
+#: Names ``build`` accepts.
+MODEL_NAMES = ("mlp", "gpt2", "bert", "llama")
+
+#: The models ``make demo`` (and ``python -m guardpolicy bench`` by default) measures.
+DEMO_MODELS = ("mlp", "gpt2")
 
 
 def _torch():
@@ -87,7 +94,54 @@ def build_gpt2(seq_len: int = 16, seed: int = 0) -> tuple[Any, tuple]:
     return model, (input_ids,)
 
 
-_BUILDERS = {"mlp": build_mlp, "gpt2": build_gpt2}
+def build_bert(seq_len: int = 16, seed: int = 0) -> tuple[Any, tuple]:
+    """A transformers ``BertModel`` from a small config (2 layers, width 64, 4 heads,
+    intermediate 128, vocabulary 256, 64 positions; random weights) and ``input_ids`` of
+    shape ``(1, seq_len)``. Its output is a ModelOutput; compare ``last_hidden_state``."""
+    torch = _torch()
+    from transformers import BertConfig, BertModel  # lazy: heavy import
+
+    config = BertConfig(
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=128,
+        vocab_size=256,
+        max_position_embeddings=64,
+    )
+    torch.manual_seed(seed)
+    model = BertModel(config).eval()
+    input_ids = torch.randint(0, config.vocab_size, (1, seq_len))
+    return model, (input_ids,)
+
+
+def build_llama(seq_len: int = 16, seed: int = 0) -> tuple[Any, tuple]:
+    """A transformers ``LlamaForCausalLM`` from a small config (2 layers, width 64, 4 heads,
+    2 key/value heads, intermediate 128, vocabulary 256, 64 positions; random weights,
+    ``use_cache=False``) and ``input_ids`` of shape ``(1, seq_len)``. Compare ``.logits``."""
+    torch = _torch()
+    from transformers import LlamaConfig, LlamaForCausalLM  # lazy: heavy import
+
+    config = LlamaConfig(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=256,
+        max_position_embeddings=64,
+        use_cache=False,
+        bos_token_id=0,
+        eos_token_id=0,
+        pad_token_id=0,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).eval()
+    input_ids = torch.randint(0, config.vocab_size, (1, seq_len))
+    return model, (input_ids,)
+
+
+_BUILDERS = {"mlp": build_mlp, "gpt2": build_gpt2, "bert": build_bert, "llama": build_llama}
 
 
 def build(name: str) -> tuple[Any, tuple]:
@@ -100,11 +154,53 @@ def build(name: str) -> tuple[Any, tuple]:
     return builder()
 
 
+def load_script(path: str | os.PathLike) -> Callable[[], tuple[Any, tuple]]:
+    """The ``build`` function of the Python file ``path`` (imported as a fresh module, its
+    directory first on ``sys.path`` while importing). ``build()`` must return ``(model,
+    example_inputs)`` with ``model(*example_inputs)`` runnable. Raises ``ValueError``
+    saying what is wrong: no such file, an import error, or no callable ``build``."""
+    path = os.fspath(path)
+    if not os.path.isfile(path):
+        raise ValueError(f"no such file: {path}")
+    name = "_guardpolicy_model_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{path}: cannot be imported as a Python file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    old_path = list(sys.path)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:
+        sys.modules.pop(name, None)
+        raise ValueError(f"{path}: importing it raised {type(exc).__name__}: {exc}") from exc
+    finally:
+        sys.path[:] = old_path
+    build_fn = getattr(module, "build", None)
+    if not callable(build_fn):
+        sys.modules.pop(name, None)
+        raise ValueError(f"{path}: defines no function `build() -> (model, example_inputs)`")
+
+    def checked_build() -> tuple[Any, tuple]:
+        result = build_fn()
+        if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0])
+                and isinstance(result[1], (tuple, list))):
+            raise ValueError(f"{path}: build() must return (model, example_inputs), "
+                             f"a callable and a tuple of positional inputs")
+        return result[0], tuple(result[1])
+
+    return checked_build
+
+
 def output_tensor(out: Any) -> Any:
     """The tensor to compare from a model output: ``.logits`` of a transformers
-    ModelOutput, the first element of a tuple, or the tensor itself."""
+    ModelOutput, its first field otherwise (``last_hidden_state``), the first element of a
+    tuple, or the tensor itself."""
     if hasattr(out, "logits"):
         return out.logits
+    if hasattr(out, "to_tuple"):
+        return out.to_tuple()[0]
     if isinstance(out, (tuple, list)):
         return out[0]
     return out

@@ -62,7 +62,7 @@ std::string RenderJson(const Diagnostics& ds) {
     }
     out.push_back(j);
   }
-  return out.dump(2) + "\n";
+  return out.dump(2, ' ', false, json::error_handler_t::replace) + "\n";  // non-UTF-8 paths: U+FFFD
 }
 
 std::string RenderSarif(const Diagnostics& ds, const std::string& tool_version) {
@@ -92,7 +92,7 @@ std::string RenderSarif(const Diagnostics& ds, const std::string& tool_version) 
                                                    {"informationUri", "docs/diagnostics.md"},
                                                    {"rules", rules}}}}},
                              {"results", results}}})}};
-  return sarif.dump(2) + "\n";
+  return sarif.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
 }
 
 }  // namespace guardpolicy
