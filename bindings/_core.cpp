@@ -114,9 +114,9 @@ class PyPolicy {
   }
 
   // [(keep, rule_index or -1)] per entry.
-  std::vector<std::pair<bool, int>> Explain(py::handle entries, bool from_mappings) const {
+  std::vector<std::pair<bool, int>> Explain(py::handle entries, bool from_mappings, bool strict) const {
     std::vector<std::pair<bool, int>> out;
-    for (const Outcome& o : Run(entries, from_mappings)) {
+    for (const Outcome& o : Run(entries, from_mappings, strict)) {
       out.emplace_back(o.decision == Decision::kKeep, o.rule);
     }
     return out;
@@ -126,7 +126,10 @@ class PyPolicy {
   const std::shared_ptr<const Schema>& schema() const { return schema_; }
 
  private:
-  std::vector<Outcome> Run(py::handle entries, bool from_mappings) const {
+  // Evaluates every entry. An entry the binding cannot read gets the policy's on_error
+  // decision (keep by default; `raise` re-raises); the others are decided as usual.
+  // `strict` (evaluate) raises on an unreadable row instead.
+  std::vector<Outcome> Run(py::handle entries, bool from_mappings, bool strict = false) const {
     const Program& prog = policy_->program();
     // A tuple snapshot: Python code run while reading entries cannot resize what we walk.
     py::object items = py::reinterpret_steal<py::object>(PySequence_Tuple(entries.ptr()));
@@ -136,9 +139,12 @@ class PyPolicy {
     EntryExtractor extractor(*plan_);
     std::vector<Value> values(std::max<size_t>(prog.fields.size(), 1));
     LazyEntryView lazy(extractor, prog.fields.size());
-    try {
-      for (size_t i = 0; i < n; ++i) {
-        py::handle entry = PyTuple_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+    const bool raise = strict || policy_->on_error() == guardpolicy::OnError::kRaise;
+    std::string first_failure;
+    size_t failures = 0;
+    for (size_t i = 0; i < n; ++i) {
+      py::handle entry = PyTuple_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+      try {
         if (from_mappings) {
           extractor.ExtractMapping(entry, values.data());
           outcomes[i] = Evaluate(prog, values.data());
@@ -146,32 +152,23 @@ class PyPolicy {
           lazy.Reset(entry);
           outcomes[i] = EvaluateView(prog, lazy);
         }
+      } catch (py::error_already_set& e) {
+        if (raise) throw;
+        if (failures++ == 0) first_failure = e.what();
+        outcomes[i] = Outcome{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
+      } catch (const std::exception& e) {  // e.g. pybind11::cast_error on a wrong attribute type
+        if (raise) throw py::type_error(std::string("entry ") + std::to_string(i) + ": " + e.what());
+        if (failures++ == 0) first_failure = e.what();
+        outcomes[i] = Outcome{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
       }
-    } catch (py::error_already_set& e) {
-      extractor.Reset();
-      return FallBack(n, e);
-    } catch (const std::exception& e) {  // e.g. pybind11::cast_error on a wrong attribute type
-      extractor.Reset();
-      if (policy_->on_error() == guardpolicy::OnError::kRaise) throw;
-      py::error_already_set wrapped = [&] {
-        PyErr_SetString(PyExc_TypeError, e.what());
-        return py::error_already_set();
-      }();
-      return FallBack(n, wrapped);
     }
     extractor.Reset();
+    if (failures > 0) {
+      py::module_::import("guardpolicy.errors")
+          .attr("warn_internal_failure")(policy_->name(), first_failure, OnErrorName(policy_->on_error()),
+                                         failures, n);
+    }
     return outcomes;
-  }
-
-  // An entry the binding could not read: the policy's on_error decides for every entry.
-  std::vector<Outcome> FallBack(size_t n, py::error_already_set& e) const {
-    const guardpolicy::OnError mode = policy_->on_error();
-    if (mode == OnError::kRaise) throw;
-    const std::string what = e.what();
-    py::module_::import("guardpolicy.errors").attr("warn_internal_failure")(policy_->name(), what,
-                                                                             OnErrorName(mode));
-    const Decision d = mode == OnError::kDrop ? Decision::kDrop : Decision::kKeep;
-    return std::vector<Outcome>(n, Outcome{d, -1});
   }
 
   std::shared_ptr<const CompiledPolicy> policy_;
@@ -252,7 +249,7 @@ PYBIND11_MODULE(_core, m) {
       .def("__call__", &PyPolicy::Call, py::arg("entries"),
            "guard_filter_fn: list[GuardFilterEntry] -> list[bool] (True = keep), same length")
       .def("explain", &PyPolicy::Explain, py::arg("entries"), py::arg("from_mappings") = false,
-           "[(keep, rule index or -1 for the default)] per entry")
+           py::arg("strict") = false, "[(keep, rule index or -1 for the default)] per entry")
       .def_property_readonly("name", [](const PyPolicy& p) { return p.policy().name(); })
       .def_property_readonly("doc", [](const PyPolicy& p) { return p.policy().doc(); })
       .def_property_readonly("is_unsafe", [](const PyPolicy& p) { return p.policy().is_unsafe(); })

@@ -213,7 +213,8 @@ def test_no_reference_kept_after_a_failed_call():
     ref = weakref.ref(value)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", gp.PolicyRuntimeWarning)
-        assert policy([good, broken]) == [True, True]
+        decisions = policy([good, broken])
+    assert decisions[1] is True and len(decisions) == 2  # the unreadable entry: on_error keep
     del value, good, broken
     gc.collect()
     assert ref() is None
@@ -291,14 +292,19 @@ def test_unreadable_entry_default_keeps_all_with_warning():
     assert policy([fake_entry(Payload())]) == [True]
 
 
-def test_unreadable_entry_in_a_real_list_keeps_all(model_entries):
-    """One bad entry among real ones: the whole frame falls back to keep (the contract is
-    all-or-nothing per call), and the list still has the right length."""
+def test_unreadable_entry_in_a_real_list_is_decided_alone(model_entries):
+    """One bad entry among real ones gets the on_error decision; the others keep their real
+    decisions, and the list still has the right length."""
     policy = on_error_policy(None)
-    entries = list(model_entries["mlp"]) + [entry_without_orig_guard()]
+    real = list(model_entries["mlp"])
+    expected = policy(real)
+    assert not all(expected)  # the policy does drop some of the real entries
+    with pytest.warns(gp.PolicyRuntimeWarning, match="1 of"):
+        decisions = policy(real + [entry_without_orig_guard()])
+    assert decisions == expected + [True]
+    drop = on_error_policy("drop")
     with pytest.warns(gp.PolicyRuntimeWarning):
-        decisions = policy(entries)
-    assert decisions == [True] * len(entries)
+        assert drop(real + [entry_without_orig_guard()]) == drop(real) + [False]
 
 
 def test_on_error_keep_explicit():
@@ -359,7 +365,7 @@ def test_policy_inside_torch_compile_with_default_on_error_keeps_frame(mlp_model
     with pytest.warns(gp.PolicyRuntimeWarning):
         out = compiled(*mlp_model.args)
     torch.testing.assert_close(out, mlp_model.fn(*mlp_model.args))
-    assert seen and all(all(d is True for d in s) for s in seen)
+    assert seen and all(s[-1] is True and all(type(d) is bool for d in s) for s in seen)
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -407,3 +413,25 @@ def test_evaluate_accepts_any_mapping():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     assert proc.stdout.split("\n")[:2] == ["[False, True]", "[False]"]
+
+
+def test_evaluate_raises_on_unreadable_rows_and_explain_takes_any_iterable():
+    policy = gp.load_std("keep_tensor_guards")
+    with pytest.raises((TypeError, ValueError)):
+        policy.evaluate([{"guard_type": "ID_MATCH"}, {"guard_type": 5}])
+    rows = [{"guard_type": "TENSOR_MATCH", "name": "x"}, {"guard_type": "ID_MATCH", "name": "y"}]
+    explained = policy.explain(row for row in rows)  # a generator
+    assert [(e.keep, e.name, e.guard_type) for e in explained] == [(True, "x", "TENSOR_MATCH"), (False, "y", "ID_MATCH")]
+    assert explained[0].rule.line == 6 and explained[1].rule is None
+
+
+def test_saved_policies_get_normal_file_permissions(tmp_path):
+    import os
+    import stat
+
+    path = tmp_path / "p.gpolc"
+    gp.load_std("skip_all_guards").save(path)
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
+    assert gp.load(path).name == "skip_all_guards"

@@ -42,19 +42,13 @@ class PolicyRuntimeWarning(RuntimeWarning):
     """A policy could not read a guard entry inside guard_filter_fn and fell back to on_error."""
 
 
-_warned: set[str] = set()
-
-
-def warn_internal_failure(policy: str, reason: str, action: str) -> None:
-    """Warns once per policy name that a call fell back to its ``on_error`` action."""
-    if policy in _warned:
-        return
-    _warned.add(policy)
+def warn_internal_failure(policy: str, reason: str, action: str, failures: int = 1, total: int = 1) -> None:
+    """Warns that ``failures`` of ``total`` entries of one call could not be read and got
+    the policy's ``on_error`` decision (the other entries were decided by the policy)."""
+    reason = reason.split("\n\nAt:")[0].strip()  # pybind11 appends a traceback block
     warnings.warn(
-        f"guardpolicy: policy `{policy}` could not read a guard entry ({reason}); "
-        f"every guard of this frame is kept" if action == "keep" else
-        f"guardpolicy: policy `{policy}` could not read a guard entry ({reason}); "
-        f"on_error {action} applies to every guard of this frame",
+        f"guardpolicy: policy `{policy}` could not read {failures} of {total} guard entries "
+        f"({reason}); on_error {action} decided them",
         PolicyRuntimeWarning,
-        stacklevel=2,
+        stacklevel=3,
     )

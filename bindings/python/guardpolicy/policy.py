@@ -57,20 +57,25 @@ class Policy:
 
     def evaluate(self, rows: Sequence[Mapping[str, Any]]) -> list[bool]:
         """Decisions for plain mappings ``{field name: value}`` (absent fields read as
-        false, 0 or ""); the same program as ``__call__``, for tests and snapshots."""
-        return [keep for keep, _ in self._compiled.explain(list(rows), True)]
+        false, 0 or ""); the same program as ``__call__``, for tests and snapshots.
+        Unlike ``__call__``, a row that cannot be read raises (TypeError, ValueError)."""
+        return [keep for keep, _ in self._compiled.explain(list(rows), True, True)]
 
     def explain(self, entries: Sequence[Any]) -> list[Explanation]:
-        """Per entry: the decision, the rule that made it (or None for the default), and
-        the entry's ``name`` and ``guard_type``."""
+        """Per entry (a ``GuardFilterEntry`` or a mapping row as for ``evaluate``): the
+        decision, the rule that made it (or None for the default), the ``name`` and
+        ``guard_type``. Any iterable is accepted."""
+        entries = list(entries)
+        rows = bool(entries) and all(isinstance(e, Mapping) for e in entries)
         out = []
-        for entry, (keep, rule) in zip(entries, self._compiled.explain(entries, False)):
+        for entry, (keep, rule) in zip(entries, self._compiled.explain(entries, rows, rows)):
+            field = entry.get if rows else (lambda key, default, e=entry: getattr(e, key, default))
             out.append(
                 Explanation(
                     keep=keep,
                     rule=self._rules[rule] if rule >= 0 else None,
-                    name=getattr(entry, "name", ""),
-                    guard_type=getattr(entry, "guard_type", ""),
+                    name=str(field("name", "")),
+                    guard_type=str(field("guard_type", "")),
                 )
             )
         return out
@@ -126,6 +131,9 @@ class Policy:
         try:
             with os.fdopen(fd, "wb") as f:
                 f.write(data)
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(tmp, 0o666 & ~umask)  # like any new file, not mkstemp's 0600
             os.replace(tmp, path)
         except BaseException:
             os.unlink(tmp)
