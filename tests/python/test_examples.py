@@ -29,7 +29,9 @@ def test_example_loads_and_lints_clean(path):
     assert diags == [], [d.rendered for d in diags]  # not even a warning
     policy = gp.load(path)
     assert policy.name == path.stem
-    assert policy.is_unsafe and policy.doc
+    # A policy that can drop a guard is `unsafe` (the checker enforces it); keep_all cannot.
+    can_drop = policy.default_decision == "drop" or any(r.decision == "drop" for r in policy.rules)
+    assert policy.is_unsafe == can_drop and policy.doc
 
 
 # --------------------------------------------------------------------------- test blocks
