@@ -59,6 +59,8 @@ TEST(Cli, WarningsPassUnlessWerror) {
 
 TEST(Cli, UsageAndIoErrorsExitTwo) {
   EXPECT_EQ(RunCli({}).rc, cli::kExitUsage);
+  EXPECT_NE(RunCli({"bogus"}).err.find("unknown subcommand `bogus`"), std::string::npos);
+  EXPECT_EQ(RunCli({"compile", testing::kDataDir + "/std/skip_all_guards.gpol", "-o", ""}).rc, cli::kExitUsage);
   EXPECT_EQ(RunCli({"lint"}).rc, cli::kExitUsage);
   EXPECT_EQ(RunCli({"frobnicate"}).rc, cli::kExitUsage);
   auto missing = RunCli({"lint", "/nonexistent/x.gpol"});
@@ -139,9 +141,11 @@ TEST(BadInput, AFileThatCannotBeReadIsAnIoError) {
 TEST(BadInput, NothingIsWrittenForBadInput) {
   const std::string bad = "guardpolicy 1\npolicy p { drop when }\n";
   const std::string path = WriteTemp("nowrite.gpol", bad);
-  EXPECT_EQ(RunCli({"fmt", path}).rc, cli::kExitUsage);
+  EXPECT_EQ(RunCli({"fmt", path}).rc, cli::kExitFindings);  // a syntax error: a finding
   EXPECT_EQ(ReadFile(path), bad);  // untouched
-  EXPECT_FALSE(std::filesystem::exists(path + ".gp.tmp"));
+  for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir())) {
+    EXPECT_EQ(e.path().filename().string().find(".nowrite.gpol."), std::string::npos) << e.path();
+  }
   const std::string out = ::testing::TempDir() + "nowrite.gpolc";
   std::filesystem::remove(out);
   EXPECT_EQ(RunCli({"compile", path, "-o", out}).rc, cli::kExitFindings);
@@ -161,6 +165,22 @@ TEST(BadInput, CompileRoundTripsThroughTheCli) {
   auto bad = RunCli({"disasm", out});
   EXPECT_EQ(bad.rc, cli::kExitUsage);
   EXPECT_NE(bad.err.find("error[GP0006]"), std::string::npos) << bad.err;
+}
+
+}  // namespace
+}  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+TEST(BadInput, FmtThroughASymlinkRewritesTheTargetAndKeepsTheLink) {
+  const std::string target = WriteTemp("linked.gpol", "guardpolicy 1\npolicy   p {default keep}\n");
+  const std::string link = ::testing::TempDir() + "link.gpol";
+  std::filesystem::remove(link);
+  std::filesystem::create_symlink(target, link);
+  EXPECT_EQ(RunCli({"fmt", link}).rc, cli::kExitClean);
+  EXPECT_TRUE(std::filesystem::is_symlink(link));
+  EXPECT_EQ(ReadFile(target), "guardpolicy 1\n\npolicy p {\n  default keep\n}\n");
 }
 
 }  // namespace

@@ -28,11 +28,7 @@ int RunCheck(const Context& ctx, const std::string& policy_path, const std::stri
     compiled = loader->LoadFile(policy_path, policy, {});
     snap = LoadSnapshot(guards, loader->schema());
   } catch (const PolicyError& e) {
-    *ctx.err << RenderText(e.diagnostics());
-    for (const Diagnostic& d : e.diagnostics().items()) {
-      if (d.code == codes::kIoError || d.code == codes::kBadArtifact) return kExitUsage;
-    }
-    return kExitFindings;
+    return ReportLoadError(ctx, e);
   }
   const Program& prog = compiled->program();
   size_t kept = 0, dropped = 0;

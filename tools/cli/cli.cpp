@@ -22,6 +22,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
         const std::string& data_dir) {
   CLI::App app{"guardpolicy: guard-filter policies for torch.compile", "guardpolicy"};
   app.require_subcommand(1);
+  app.fallthrough();  // --data-dir may also follow the subcommand
   Context ctx;
   ctx.out = &out;
   ctx.err = &err;
@@ -48,7 +49,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   std::string compile_file, compile_policy, compile_out;
   CLI::App* compile = app.add_subcommand("compile", "compile a policy to a .gpolc artifact");
   compile->add_option("file", compile_file, "policy file")->required();
-  compile->add_option("-o,--output", compile_out, "output path (default: FILE.gpolc)");
+  compile->add_option("-o,--output", compile_out, "output path (default: FILE.gpolc)")
+      ->check([](const std::string& v) { return v.empty() ? std::string("the output path is empty") : std::string(); });
   compile->add_option("--policy", compile_policy, "policy name when the file has several");
   compile->add_option("-O", opt_level, "optimization level: -O0 none, -O1 every pass (default)")
       ->check(CLI::Range(0, 1));
@@ -78,7 +80,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << app.help();
     return kExitClean;
   } catch (const CLI::ParseError& e) {
-    err << "guardpolicy: " << e.what() << "\n" << "run `guardpolicy --help` for usage\n";
+    std::string what = e.what();
+    if (!args.empty() && args[0].rfind('-', 0) != 0 && app.get_subcommands().empty()) {
+      what = "unknown subcommand `" + args[0] + "`";  // CLI11 says "A subcommand is required"
+    }
+    err << "guardpolicy: " << what << "\n" << "run `guardpolicy --help` for usage\n";
     return kExitUsage;
   }
   ctx.data_dir = DefaultDataDir(data_opt.empty() ? data_dir : data_opt);

@@ -22,6 +22,12 @@ struct Context {
 
 inline constexpr const char kVersion[] = "0.1.0";
 
+// The exit code for a failed load: 2 when the input could not be read at all (GP0001 I/O,
+// GP0002 too large, GP0006 refused artifact), else 1 (the policy has errors).
+int ExitCodeFor(const Diagnostics& diagnostics);
+// Prints `e`'s diagnostics to ctx.err and returns ExitCodeFor them.
+int ReportLoadError(const Context& ctx, const PolicyError& e);
+
 // `guardpolicy lint [--format text|json|sarif] [--werror] FILE...`: text goes to stderr,
 // JSON and SARIF (all files in one document) to stdout.
 int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werror,

@@ -9,19 +9,6 @@
 
 namespace guardpolicy::cli {
 
-namespace {
-
-// Load errors: unreadable or refused files are exit 2, policy mistakes exit 1.
-int ReportLoadError(const Context& ctx, const PolicyError& e) {
-  *ctx.err << RenderText(e.diagnostics());
-  for (const Diagnostic& d : e.diagnostics().items()) {
-    if (d.code == codes::kIoError || d.code == codes::kBadArtifact) return kExitUsage;
-  }
-  return kExitFindings;
-}
-
-}  // namespace
-
 int RunDisasm(const Context& ctx, const std::string& file, const std::string& policy) {
   std::unique_ptr<Loader> loader = ctx.MakeLoader();
   try {

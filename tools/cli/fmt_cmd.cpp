@@ -1,4 +1,6 @@
 // fmt_cmd.cpp: `guardpolicy fmt [--check] FILE...`.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli.h"
@@ -8,20 +10,20 @@
 namespace guardpolicy::cli {
 
 int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check) {
-  bool changed = false, failed = false;
+  bool changed = false;
+  int rc = kExitClean;
   for (const std::string& path : files) {
     SourceFilePtr file;
     try {
       file = SourceFileFromPath(path);
     } catch (const PolicyError& e) {
-      *ctx.err << RenderText(e.diagnostics());
-      failed = true;
+      rc = std::max(rc, ReportLoadError(ctx, e));
       continue;
     }
     FormatResult r = Format(file);
     if (!r.text) {
       *ctx.err << RenderText(r.diagnostics);
-      failed = true;
+      rc = std::max(rc, ExitCodeFor(r.diagnostics));
       continue;
     }
     if (*r.text == file->text()) continue;
@@ -33,10 +35,10 @@ int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check
     const std::string error = WriteFileAtomically(path, *r.text);
     if (!error.empty()) {
       *ctx.err << fmt::format("guardpolicy: cannot rewrite `{}`: {}\n", path, error);
-      failed = true;
+      rc = kExitUsage;
     }
   }
-  if (failed) return kExitUsage;
+  if (rc != kExitClean) return rc;
   return check && changed ? kExitFindings : kExitClean;
 }
 

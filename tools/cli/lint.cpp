@@ -1,6 +1,8 @@
 // lint.cpp: `guardpolicy lint FILE...`: parse and check, print every diagnostic.
 #include "context.h"
 #include "cli.h"
+#include <algorithm>
+
 #include "guardpolicy/diagnostic.h"
 
 namespace guardpolicy::cli {
@@ -9,24 +11,22 @@ int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werr
             const std::string& format) {
   std::unique_ptr<Loader> loader = ctx.MakeLoader();
   Diagnostics all;
-  bool findings = false;
-  bool io_error = false;
+  int rc = kExitClean;
   for (const std::string& path : files) {
     Diagnostics diags;
     try {
       diags = loader->Lint(SourceFileFromPath(path)).diagnostics;
     } catch (const PolicyError& e) {
       diags = e.diagnostics();
-      io_error = true;
     }
     if (format == "text") *ctx.err << RenderText(diags);
-    findings |= diags.HasErrors() || (werror && !diags.empty());
+    rc = std::max(rc, ExitCodeFor(diags));
+    if (werror && !diags.empty()) rc = std::max(rc, kExitFindings);
     all.Append(diags);
   }
   if (format == "json") *ctx.out << RenderJson(all);
   if (format == "sarif") *ctx.out << RenderSarif(all, kVersion);
-  if (io_error) return kExitUsage;
-  return findings ? kExitFindings : kExitClean;
+  return rc;
 }
 
 }  // namespace guardpolicy::cli

@@ -1,4 +1,6 @@
 // test_cmd.cpp: `guardpolicy test FILE...`.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "cli.h"
@@ -10,7 +12,7 @@ namespace guardpolicy::cli {
 int RunTest(const Context& ctx, const std::vector<std::string>& files) {
   std::unique_ptr<Loader> loader = ctx.MakeLoader();
   int passed = 0, failed = 0;
-  bool broken = false;
+  int broken = kExitClean;
   for (const std::string& path : files) {
     try {
       for (const ExpectationResult& r : RunTests(*loader, SourceFileFromPath(path))) {
@@ -28,12 +30,11 @@ int RunTest(const Context& ctx, const std::vector<std::string>& files) {
                                 DecisionName(r.expected));
       }
     } catch (const PolicyError& e) {
-      *ctx.err << RenderText(e.diagnostics());
-      broken = true;
+      broken = std::max(broken, ReportLoadError(ctx, e));
     }
   }
+  if (broken != kExitClean) return broken;  // a file that does not load: no tally to report
   *ctx.out << fmt::format("{} passed, {} failed\n", passed, failed);
-  if (broken) return kExitUsage;
   return failed ? kExitFindings : kExitClean;
 }
 

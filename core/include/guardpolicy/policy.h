@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -100,6 +101,7 @@ class Loader final : public PolicyResolver {
   std::string std_dir_;
   CompileOptions options_;
   std::map<std::string, std::unique_ptr<Module>, std::less<>> library_;
+  std::set<std::string, std::less<>> in_progress_;
   Diagnostics library_diagnostics_;
 };
 

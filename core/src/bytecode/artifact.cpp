@@ -72,6 +72,11 @@ class Reader {
     Need(n);
     std::string s(in_.substr(pos_, n));
     pos_ += n;
+    for (size_t i = 0; i < s.size();) {  // every string was UTF-8 source text
+      const size_t len = Utf8SequenceLength(s, i);
+      if (len == 0) throw Corrupt("a string is not UTF-8");
+      i += len;
+    }
     return s;
   }
   uint32_t Count() {

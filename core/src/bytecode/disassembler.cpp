@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include "../parser/literals.h"
 #include "guardpolicy/bytecode.h"
 
 namespace guardpolicy {
@@ -12,7 +13,7 @@ std::string ConstantText(const Constant& c) {
   switch (c.type.kind) {
     case TypeKind::kBool: return c.i ? "true" : "false";
     case TypeKind::kInt: return std::to_string(c.i);
-    case TypeKind::kString: return fmt::format("\"{}\"", c.s);
+    case TypeKind::kString: return parser_internal::QuoteString(c.s);
     case TypeKind::kEnum: return c.s;
     case TypeKind::kEnumSet: return fmt::format("{{bits {:#x}}}", c.bits);
     case TypeKind::kError: break;
@@ -24,7 +25,7 @@ std::string SetText(const ConstSet& s) {
   std::string out = "{";
   auto add = [&out](const std::string& item) { out += (out.size() > 1 ? ", " : "") + item; };
   if (s.bits) add(fmt::format("bits {:#x}", s.bits));
-  for (const auto& str : s.strings) add(fmt::format("\"{}\"", str));
+  for (const auto& str : s.strings) add(parser_internal::QuoteString(str));
   for (const int64_t i : s.ints) add(std::to_string(i));
   return out + "}";
 }

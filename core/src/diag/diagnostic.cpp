@@ -89,8 +89,24 @@ std::string RenderText(const Diagnostics& ds) {
   return out;
 }
 
+namespace {
+
+// Errors first (the reason it failed), then warnings and notes, each in source order.
+Diagnostics ErrorsFirst(const Diagnostics& in) {
+  Diagnostics out;
+  for (const Diagnostic& d : in.items()) {
+    if (d.severity == Severity::kError) out.Add(d);
+  }
+  for (const Diagnostic& d : in.items()) {
+    if (d.severity != Severity::kError) out.Add(d);
+  }
+  return out;
+}
+
+}  // namespace
+
 PolicyError::PolicyError(Diagnostics diagnostics)
-    : std::runtime_error(RenderText(diagnostics)), diagnostics_(std::move(diagnostics)) {}
+    : std::runtime_error(RenderText(ErrorsFirst(diagnostics))), diagnostics_(ErrorsFirst(diagnostics)) {}
 
 int EditDistance(std::string_view a, std::string_view b) {
   // Optimal string alignment: insertions, deletions, substitutions and adjacent swaps.

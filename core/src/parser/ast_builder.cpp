@@ -36,7 +36,8 @@ class Builder {
     if (ctx == nullptr) return module;
     if (auto* h = ctx->header(); h && h->version) {
       module->version_range = Range(h->version);
-      module->version = ParseIntToken(h->version, false).value_or(0);
+      // Out of range: GP1004 already, and -1 keeps the version check quiet.
+      module->version = ParseIntToken(h->version, false).value_or(-1);
     }
     for (auto* decl : ctx->declaration()) {
       if (auto* p = decl->policyDecl()) module->policies.push_back(BuildPolicy(p));
@@ -70,6 +71,18 @@ class Builder {
     return v;
   }
 
+  // A string token's text, with GP1003 for an unknown escape (then "").
+  std::string Unescape(const std::string& token, const SourceRange& range) {
+    size_t bad = 0;
+    auto text = UnescapeString(token, &bad);
+    if (!text) {
+      const uint32_t at = range.begin + static_cast<uint32_t>(bad);
+      diags_.Error(codes::kBadEscape, {file_, at, at + 2}, "unknown escape sequence in string",
+                   "use \\\\, \\\", \\n, \\t or \\r");
+    }
+    return text.value_or("");
+  }
+
   Decision BuildDecision(P::DecisionContext* ctx) {
     return ctx && ctx->DROP() ? Decision::kDrop : Decision::kKeep;
   }
@@ -79,14 +92,7 @@ class Builder {
     lit.range = Range(ctx);
     if (auto* s = dynamic_cast<P::StringLiteralContext*>(ctx)) {
       lit.kind = Literal::Kind::kString;
-      size_t bad = 0;
-      auto text = UnescapeString(s->STRING() ? Text(s->STRING()->getSymbol()) : "\"\"", &bad);
-      if (!text) {
-        const uint32_t at = lit.range.begin + static_cast<uint32_t>(bad);
-        diags_.Error(codes::kBadEscape, {file_, at, at + 2}, "unknown escape sequence in string",
-                     "use \\\\, \\\", \\n, \\t or \\r");
-      }
-      lit.str = text.value_or("");
+      lit.str = Unescape(s->STRING() ? Text(s->STRING()->getSymbol()) : "\"\"", lit.range);
     } else if (auto* i = dynamic_cast<P::IntLiteralContext*>(ctx)) {
       lit.kind = Literal::Kind::kInt;
       // After a syntax error the INT token may be missing (`-` alone): already reported.
@@ -246,9 +252,11 @@ class Builder {
     if (auto* c = dynamic_cast<P::DocItemContext*>(ctx)) {
       if (policy.doc) DuplicateItem(Range(c), "doc");
       policy.doc_range = Range(c);
-      size_t bad = 0;
-      policy.doc = UnescapeString(Text(c->STRING() ? c->STRING()->getSymbol() : nullptr), &bad)
-                       .value_or("");
+      if (c->STRING() != nullptr) {
+        Literal text;
+        text.range = Range(c->STRING()->getSymbol());
+        policy.doc = Unescape(Text(c->STRING()->getSymbol()), text.range);
+      }
     } else if (auto* c = dynamic_cast<P::RuleItemContext*>(ctx)) {
       Item item;
       item.rule = {BuildDecision(c->decision()), BuildExpr(c->expr()), Range(c)};

@@ -59,7 +59,7 @@ class DiagnosticListener final : public antlr4::BaseErrorListener {
 };
 
 void CheckVersion(const Module& module, Diagnostics& diags) {
-  if (module.version != 1 && module.version_range.valid() &&
+  if (module.version != 1 && module.version != -1 && module.version_range.valid() &&
       module.version_range.end > module.version_range.begin) {
     diags.Error(codes::kVersion, module.version_range,
                 fmt::format("unsupported language version `{}`", module.version),

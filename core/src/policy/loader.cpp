@@ -1,5 +1,6 @@
 // loader.cpp: the facade from source to CompiledPolicy, and the policy library.
 #include <filesystem>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -39,6 +40,10 @@ LintResult Loader::Lint(SourceFilePtr file) {
   if (result.module && !result.diagnostics.HasErrors()) {
     result.diagnostics.Append(Check(*result.module, *schema_, *this, options_));
   }
+  // Problems in library files this file uses (std or --data-dir policies, cycles between
+  // them) are reported here, where they surface, each once.
+  result.diagnostics.Append(library_diagnostics_);
+  library_diagnostics_ = Diagnostics();
   return result;
 }
 
@@ -122,14 +127,30 @@ std::shared_ptr<const CompiledPolicy> Loader::LoadFile(const std::string& path, 
 }
 
 const Module* Loader::LoadLibraryModule(const std::string& name) {
-  if (auto it = library_.find(name); it != library_.end()) return it->second.get();
+  if (auto it = library_.find(name); it != library_.end()) {
+    if (it->second == nullptr && in_progress_.count(name)) {
+      library_diagnostics_.Error(codes::kUseCycle, {},
+                                 fmt::format("library policy `{}` uses itself through other library files", name),
+                                 "break the cycle between the files in " + std_dir_);
+    }
+    return it->second.get();
+  }
   library_[name] = nullptr;  // in progress: a `use` cycle through the library resolves to null
+  in_progress_.insert(name);
+  struct Done {
+    std::set<std::string, std::less<>>& set;
+    std::string name;
+    ~Done() { set.erase(name); }
+  } done{in_progress_, name};
   const std::string path = (std::filesystem::path(std_dir_) / (name + ".gpol")).string();
   std::error_code ec;
   if (std_dir_.empty() || !std::filesystem::is_regular_file(path, ec)) return nullptr;
   try {
     LintResult lint = Lint(SourceFileFromPath(path, options_));
-    library_diagnostics_.Append(lint.diagnostics);
+    // Only errors: a library file's warnings are its own business.
+    for (const Diagnostic& d : lint.diagnostics.items()) {
+      if (d.severity == Severity::kError) library_diagnostics_.Add(d);
+    }
     if (!lint.module || lint.diagnostics.HasErrors()) return nullptr;
     library_[name] = std::move(lint.module);
   } catch (const PolicyError& e) {
