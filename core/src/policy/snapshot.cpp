@@ -1,14 +1,16 @@
 // snapshot.cpp: JSON guard snapshots (nlohmann-json) -> entry values.
 #include "guardpolicy/snapshot.h"
 
-#include <fstream>
-#include <sstream>
+#include <zlib.h>
+
+#include <cstdint>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/diagnostic.h"
+#include "guardpolicy/policy.h"
 
 namespace guardpolicy {
 namespace {
@@ -22,19 +24,36 @@ using nlohmann::json;
   throw PolicyError(std::move(d));
 }
 
-Value FieldValue(const json& x, const Type& type, const Schema& schema, Snapshot& snap) {
+struct RowError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// One field's JSON value, checked against its schema type (no silent conversions).
+Value FieldValue(const json& x, const FieldInfo& f, const Schema& schema, Snapshot& snap) {
+  const Type& type = f.type;
+  auto need = [&](bool ok, const char* what) {
+    if (!ok) throw RowError(fmt::format("field `{}` must be {}, not {}", f.name, what, x.type_name()));
+  };
   switch (type.kind) {
-    case TypeKind::kBool: return Value{x.get<bool>() ? 1 : 0, 0, {}};
-    case TypeKind::kInt: return Value{x.get<int64_t>(), 0, {}};
-    case TypeKind::kString: return Value{0, 0, snap.Keep(x.get<std::string>())};
+    case TypeKind::kBool: need(x.is_boolean(), "a bool"); return Value{x.get<bool>() ? 1 : 0, 0, {}};
+    case TypeKind::kInt:
+      need(x.is_number_integer(), "an integer");
+      if (x.is_number_unsigned() && x.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)) {
+        throw RowError(fmt::format("field `{}` is out of the 64-bit range", f.name));
+      }
+      return Value{x.get<int64_t>(), 0, {}};
+    case TypeKind::kString: need(x.is_string(), "a string"); return Value{0, 0, snap.Keep(x.get<std::string>())};
     case TypeKind::kEnum: {
+      need(x.is_string(), "a member name");
       const std::string name = x.get<std::string>();
       return Value{schema.enums()[type.enum_index].Find(name), 0, snap.Keep(name)};
     }
     case TypeKind::kEnumSet: {
+      need(x.is_array(), "a list of member names");
       Value set;
       std::string unknown;
       for (const auto& m : x) {
+        if (!m.is_string()) throw RowError(fmt::format("field `{}` must hold member names", f.name));
         const std::string name = m.get<std::string>();
         const int k = schema.enums()[type.enum_index].Find(name);
         if (k >= 0) set.bits |= uint64_t{1} << k;
@@ -49,16 +68,55 @@ Value FieldValue(const json& x, const Type& type, const Schema& schema, Snapshot
 }
 
 FieldValues Row(const json& row, const Schema& schema, Snapshot& snap) {
+  if (!row.is_object()) throw RowError(std::string("a row must be an object, not ") + row.type_name());
+  for (const auto& [key, value] : row.items()) {
+    if (schema.FindField(key) < 0) {
+      const std::string best = ClosestMatch(key, schema.FieldNames());
+      throw RowError(fmt::format("unknown field `{}`{}", key, best.empty() ? "" : ", did you mean `" + best + "`?"));
+    }
+  }
   FieldValues v;
   for (const FieldInfo& f : schema.fields()) {
     const auto it = row.find(f.name);
     if (it == row.end() || it->is_null()) {
       v[f.name] = Value{f.type.kind == TypeKind::kEnum ? -1 : 0, 0, {}};
     } else {
-      v[f.name] = FieldValue(*it, f.type, schema, snap);
+      v[f.name] = FieldValue(*it, f, schema, snap);
     }
   }
   return v;
+}
+
+// Every row of `rows`, naming the one that is wrong.
+void Rows(const json& rows, const std::string& where, const Schema& schema, Snapshot& snap, SnapshotFrame& frame) {
+  if (!rows.is_array()) throw RowError(where + " must be a list of rows");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    try {
+      frame.entries.push_back(Row(rows[i], schema, snap));
+    } catch (const RowError& e) {
+      throw RowError(fmt::format("{} row {}: {}", where, i, e.what()));
+    }
+  }
+}
+
+std::string Gunzip(const std::string& in, const std::string& origin) {
+  z_stream zs{};
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) Bad(origin, "cannot start gzip decoding");
+  zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
+  zs.avail_in = static_cast<uInt>(in.size());
+  std::string out;
+  char buf[1 << 16];
+  int rc = Z_OK;
+  while (rc == Z_OK) {
+    zs.next_out = reinterpret_cast<Bytef*>(buf);
+    zs.avail_out = sizeof buf;
+    rc = inflate(&zs, Z_NO_FLUSH);
+    out.append(buf, sizeof buf - zs.avail_out);
+    if (out.size() > (size_t{1} << 30)) rc = Z_MEM_ERROR;
+  }
+  inflateEnd(&zs);
+  if (rc != Z_STREAM_END) Bad(origin, "corrupt gzip data");
+  return out;
 }
 
 }  // namespace
@@ -80,16 +138,22 @@ Snapshot ParseSnapshot(const std::string& json_text, const Schema& schema, const
     const json doc = json::parse(json_text);
     if (!doc.is_object()) Bad(origin, "the top level is not an object");
     snap.torch = doc.value("torch", "");
+    if (doc.contains("schema_version") && doc.at("schema_version") != 1) {
+      Bad(origin, fmt::format("schema version {}, this guardpolicy reads version 1", doc.at("schema_version").dump()));
+    }
     if (doc.contains("rows")) {
       SnapshotFrame frame;
-      for (const auto& row : doc.at("rows")) frame.entries.push_back(Row(row, schema, snap));
+      Rows(doc.at("rows"), "`rows`", schema, snap, frame);
       snap.frames.push_back(std::move(frame));
     } else if (doc.contains("frames") && doc.at("frames").is_array()) {
-      for (const auto& f : doc.at("frames")) {
+      const json& frames = doc.at("frames");
+      for (size_t i = 0; i < frames.size(); ++i) {
+        const json& f = frames[i];
+        if (!f.is_object() || !f.contains("entries")) throw RowError(fmt::format("frame {} has no `entries`", i));
         SnapshotFrame frame;
         frame.code = f.value("code", "");
         frame.compile_id = f.value("compile_id", "");
-        for (const auto& row : f.at("entries")) frame.entries.push_back(Row(row, schema, snap));
+        Rows(f.at("entries"), fmt::format("frame {}", i), schema, snap, frame);
         snap.frames.push_back(std::move(frame));
       }
     } else {
@@ -97,16 +161,23 @@ Snapshot ParseSnapshot(const std::string& json_text, const Schema& schema, const
     }
   } catch (const json::exception& e) {
     Bad(origin, e.what());
+  } catch (const RowError& e) {
+    Bad(origin, e.what());
   }
   return snap;
 }
 
 Snapshot LoadSnapshot(const std::string& path, const Schema& schema) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) Bad(path, "cannot open it");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseSnapshot(text.str(), schema, path);
+  std::string bytes;
+  try {
+    bytes = SourceFileFromPath(path, CompileOptions{.max_source_bytes = size_t{1} << 30})->text();
+  } catch (const PolicyError& e) {
+    Bad(path, e.diagnostics().items().empty() ? "unreadable" : e.diagnostics().items()[0].message);
+  }
+  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b) {
+    bytes = Gunzip(bytes, path);  // a .json.gz as `capture -o x.json.gz` writes it
+  }
+  return ParseSnapshot(bytes, schema, path);
 }
 
 }  // namespace guardpolicy
