@@ -21,3 +21,9 @@ def test_every_code_is_documented_with_meaning_and_fix():
     assert codes == documented
     assert "(undocumented)" not in doc
     assert doc.count("**Fix:**") == len(codes)
+
+
+def test_schema_reference_is_up_to_date():
+    r = subprocess.run([sys.executable, str(ROOT / "tools/docs/gen_schema.py"), "--check"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
