@@ -66,6 +66,10 @@ KEEP_ALL_SOURCE = """guardpolicy 1
 policy keep_all {
   doc "Keep every guard: torch.compile's own soundness, through the policy engine."
   default keep
+
+  # torch 2.13 skips the nn-module hook guards by default (EMPTY_NN_MODULE_HOOKS_DICT then
+  # checks nothing): turn them on, so that adding a hook after compiling is noticed too.
+  config skip_nnmodule_hook_guards = false
 }
 """
 
