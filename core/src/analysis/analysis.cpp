@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <set>
+
 #include "formula.h"
 #include "guardpolicy/compiler.h"
 #include "guardpolicy/verifier.h"
@@ -52,7 +54,7 @@ class Analyzer {
 
   void Run() {
     Flatten(policy_, Bound{}, 0, nullptr);
-    if (rules_.size() > static_cast<size_t>(options_.max_analyzed_rules)) return;
+    if (truncated_ || rules_.size() > static_cast<size_t>(options_.max_analyzed_rules)) return;
     axioms_ = vocab_.Axioms();
     CheckRules();
     CheckRisks();
@@ -63,9 +65,22 @@ class Analyzer {
   AnalysisResult result() const { return {unreachable_, type_masks_}; }
 
  private:
+  // Expands `use` in place. A policy already on the path (a cycle, reported as GP2008) is
+  // not entered again, and the number of items visited is bounded, so fan-out cannot make
+  // this exponential; a truncated expansion is not analyzed.
   void Flatten(const PolicyDecl& p, const Bound& bound, int depth, const SourceRange* site) {
+    if (!on_path_.insert(&p).second) {
+      truncated_ = true;
+      return;
+    }
+    struct Leave {
+      std::set<const PolicyDecl*>& path;
+      const PolicyDecl* p;
+      ~Leave() { path.erase(p); }
+    } leave{on_path_, &p};
     for (const Item& item : p.items) {
-      if (rules_.size() > static_cast<size_t>(options_.max_analyzed_rules)) return;
+      if (++visited_ > 4 * options_.max_analyzed_rules) truncated_ = true;
+      if (truncated_ || rules_.size() > static_cast<size_t>(options_.max_analyzed_rules)) return;
       if (item.kind == Item::Kind::kRule) {
         FlatRule r;
         r.rule = &item.rule;
@@ -313,6 +328,9 @@ class Analyzer {
   std::vector<FlatRule> rules_;
   std::vector<int> unreachable_;
   std::vector<uint64_t> type_masks_;
+  std::set<const PolicyDecl*> on_path_;
+  int visited_ = 0;
+  bool truncated_ = false;
 };
 
 }  // namespace
