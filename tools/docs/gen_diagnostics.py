@@ -13,6 +13,9 @@ import re
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generated_file import write_or_check  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 CODES_H = ROOT / "core/include/guardpolicy/diag_codes.h"
 REJECT = ROOT / "tests/corpus/reject"
@@ -136,14 +139,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT} is stale: run {Path(__file__).relative_to(ROOT)}", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    return 0
+    return write_or_check(OUT, render(), argv, "tools/docs/gen_diagnostics.py")
 
 
 if __name__ == "__main__":

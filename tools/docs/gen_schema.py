@@ -10,6 +10,9 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from generated_file import write_or_check  # noqa: E402
+
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -50,14 +53,7 @@ def render() -> str:
 
 
 def main(argv: list[str]) -> int:
-    text = render()
-    if "--check" in argv:
-        if not OUT.exists() or OUT.read_text() != text:
-            print(f"{OUT} is stale: run tools/docs/gen_schema.py", file=sys.stderr)
-            return 1
-        return 0
-    OUT.write_text(text)
-    return 0
+    return write_or_check(OUT, render(), argv, "tools/docs/gen_schema.py")
 
 
 if __name__ == "__main__":
