@@ -266,9 +266,13 @@ py::object& EntryExtractor::OrigGuard(py::handle entry) {
   return orig_guard_;
 }
 
-py::object* EntryExtractor::EntryValue(py::handle entry) {
+bool EntryExtractor::HasValue(py::handle entry) {
   if (has_value_ < 0) has_value_ = Truth(GetAttr(entry, kAttrHasValue)) ? 1 : 0;
-  if (!has_value_) return nullptr;
+  return has_value_ != 0;
+}
+
+py::object* EntryExtractor::EntryValue(py::handle entry) {
+  if (!HasValue(entry)) return nullptr;
   if (!value_) value_ = GetAttr(entry, kAttrValue);
   return &value_;
 }
@@ -305,7 +309,7 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
     }
     case FieldId::kDerivedGuardTypes: out = SetValue(plan_.guard_type_enum, GetAttr(entry, kAttrDerived)); return;
     case FieldId::kIsGlobal: out = BoolValue(Truth(GetAttr(entry, kAttrIsGlobal))); return;
-    case FieldId::kHasValue: out = BoolValue(EntryValue(entry) != nullptr); return;
+    case FieldId::kHasValue: out = BoolValue(HasValue(entry)); return;  // no need to fetch the value
     case FieldId::kGuardSource: {
       const GuardSourceInfo& gs = GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource));
       out = Value{gs.ordinal, 0, gs.name};

@@ -85,6 +85,7 @@ class EntryExtractor {
   // A set of enum members: known ones as bits, unknown names in `s` (see kSetSeparator).
   Value SetValue(int enum_index, py::handle members);
   py::object& OrigGuard(py::handle entry);
+  bool HasValue(py::handle entry);           // entry.has_value, read once per entry
   py::object* EntryValue(py::handle entry);  // null when has_value is false
   py::object FrameAttr(py::handle entry, int which);
 

@@ -71,11 +71,19 @@ def build_mlp(batch: int = 4, width: int = 64, depth: int = 4, seed: int = 0) ->
     return model, (x,)
 
 
+def _language_model(model_class: Any, config: Any, seq_len: int, seed: int) -> tuple[Any, tuple]:
+    """``model_class(config)`` with weights from ``seed``, in eval mode, and random
+    ``input_ids`` of shape ``(1, seq_len)`` below ``config.vocab_size``."""
+    torch = _torch()
+    torch.manual_seed(seed)
+    model = model_class(config).eval()
+    return model, (torch.randint(0, config.vocab_size, (1, seq_len)),)
+
+
 def build_gpt2(seq_len: int = 16, seed: int = 0) -> tuple[Any, tuple]:
     """A transformers ``GPT2LMHeadModel`` from a small config (2 layers, width 64, 4 heads,
     vocabulary 256, 64 positions; random weights, ``use_cache=False``) and ``input_ids`` of
     shape ``(1, seq_len)``. Its output is a ModelOutput; compare ``.logits``."""
-    torch = _torch()
     from transformers import GPT2Config, GPT2LMHeadModel  # lazy: heavy import
 
     config = GPT2Config(
@@ -88,17 +96,13 @@ def build_gpt2(seq_len: int = 16, seed: int = 0) -> tuple[Any, tuple]:
         bos_token_id=0,
         eos_token_id=0,
     )
-    torch.manual_seed(seed)
-    model = GPT2LMHeadModel(config).eval()
-    input_ids = torch.randint(0, config.vocab_size, (1, seq_len))
-    return model, (input_ids,)
+    return _language_model(GPT2LMHeadModel, config, seq_len, seed)
 
 
 def build_bert(seq_len: int = 16, seed: int = 0) -> tuple[Any, tuple]:
     """A transformers ``BertModel`` from a small config (2 layers, width 64, 4 heads,
     intermediate 128, vocabulary 256, 64 positions; random weights) and ``input_ids`` of
     shape ``(1, seq_len)``. Its output is a ModelOutput; compare ``last_hidden_state``."""
-    torch = _torch()
     from transformers import BertConfig, BertModel  # lazy: heavy import
 
     config = BertConfig(
@@ -109,17 +113,13 @@ def build_bert(seq_len: int = 16, seed: int = 0) -> tuple[Any, tuple]:
         vocab_size=256,
         max_position_embeddings=64,
     )
-    torch.manual_seed(seed)
-    model = BertModel(config).eval()
-    input_ids = torch.randint(0, config.vocab_size, (1, seq_len))
-    return model, (input_ids,)
+    return _language_model(BertModel, config, seq_len, seed)
 
 
 def build_llama(seq_len: int = 16, seed: int = 0) -> tuple[Any, tuple]:
     """A transformers ``LlamaForCausalLM`` from a small config (2 layers, width 64, 4 heads,
     2 key/value heads, intermediate 128, vocabulary 256, 64 positions; random weights,
     ``use_cache=False``) and ``input_ids`` of shape ``(1, seq_len)``. Compare ``.logits``."""
-    torch = _torch()
     from transformers import LlamaConfig, LlamaForCausalLM  # lazy: heavy import
 
     config = LlamaConfig(
@@ -135,10 +135,7 @@ def build_llama(seq_len: int = 16, seed: int = 0) -> tuple[Any, tuple]:
         eos_token_id=0,
         pad_token_id=0,
     )
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(config).eval()
-    input_ids = torch.randint(0, config.vocab_size, (1, seq_len))
-    return model, (input_ids,)
+    return _language_model(LlamaForCausalLM, config, seq_len, seed)
 
 
 _BUILDERS = {"mlp": build_mlp, "gpt2": build_gpt2, "bert": build_bert, "llama": build_llama}
