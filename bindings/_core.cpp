@@ -14,6 +14,7 @@
 #include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
 #include "guardpolicy/parser.h"
+#include "guardpolicy/plugin.h"
 #include "guardpolicy/policy.h"
 #include "guardpolicy/vm.h"
 
@@ -22,22 +23,79 @@ namespace py = pybind11;
 namespace guardpolicy::python {
 namespace {
 
-// One Schema per data directory, loaded once.
-std::shared_ptr<const Schema> SchemaFor(const std::string& data_dir) {
-  static std::mutex mu;
-  static std::map<std::string, std::shared_ptr<const Schema>> cache;
-  std::lock_guard<std::mutex> lock(mu);
-  auto& slot = cache[data_dir];
-  if (!slot) slot = std::make_shared<const Schema>(Schema::FromFile(data_dir + "/schema/guard_entry.yaml"));
-  return slot;
-}
-
 // Text that may hold file names which are not UTF-8, decoded like the file system does.
 py::object FsStr(const std::string& s) {
   PyObject* r = PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size()));
   if (r == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(r);
 }
+
+// One Schema per data directory, loaded once, then extended by each loaded plugin (a policy
+// keeps the schema it was compiled against).
+std::mutex schema_mu;
+std::map<std::string, std::shared_ptr<const Schema>>& SchemaCache() {
+  static auto* cache = new std::map<std::string, std::shared_ptr<const Schema>>();  // lives with the process
+  return *cache;
+}
+
+std::shared_ptr<const Schema> SchemaFor(const std::string& data_dir) {
+  std::lock_guard<std::mutex> lock(schema_mu);
+  auto& slot = SchemaCache()[data_dir];
+  if (!slot) slot = std::make_shared<const Schema>(Schema::FromFile(data_dir + "/schema/guard_entry.yaml"));
+  return slot;
+}
+
+py::dict PluginInfo(const Plugin& p) {
+  py::dict d;
+  d["name"] = p.name();
+  d["version"] = p.version();
+  d["description"] = p.description();
+  d["path"] = FsStr(p.origin());
+  d["api_version"] = std::to_string(GP_PLUGIN_API_VERSION_MAJOR) + "." + std::to_string(p.api_minor());
+  py::list fields, functions, filters;
+  for (const PluginField& f : p.fields()) fields.append(py::dict(py::arg("name") = p.name() + "." + f.name, py::arg("type") = f.type, py::arg("doc") = f.doc));
+  for (const PluginFunction& f : p.functions()) {
+    functions.append(py::dict(py::arg("name") = p.name() + "." + f.name, py::arg("args") = f.arg_types,
+                              py::arg("result") = f.result_type, py::arg("doc") = f.doc));
+  }
+  for (const PluginFilter& f : p.filters()) {
+    py::list params;
+    for (const PluginParam& prm : f.params) {
+      py::object def = py::none();
+      if (prm.has_default) {
+        if (prm.type == "bool") def = py::bool_(prm.default_int != 0);
+        else if (prm.type == "int") def = py::int_(prm.default_int);
+        else def = py::str(prm.default_string);
+      }
+      params.append(py::make_tuple(prm.name, prm.type, def, prm.has_default));
+    }
+    filters.append(py::dict(py::arg("name") = p.name() + "." + f.name, py::arg("doc") = f.doc,
+                            py::arg("params") = params));
+  }
+  d["fields"] = fields;
+  d["functions"] = functions;
+  d["filters"] = filters;
+  return d;
+}
+
+// Loads a plugin and makes every later load under `data_dir` see its declarations.
+py::dict LoadPlugin(const py::bytes& raw_path, const std::string& config, const std::string& data_dir) {
+  const std::string path = raw_path;
+  std::shared_ptr<const Schema> base = SchemaFor(data_dir);
+  std::shared_ptr<const Plugin> plugin = Plugin::Load(path, config);
+  auto extended = std::make_shared<const Schema>(base->WithPlugin(plugin));
+  std::lock_guard<std::mutex> lock(schema_mu);
+  SchemaCache()[data_dir] = extended;
+  return PluginInfo(*plugin);
+}
+
+py::list Plugins(const std::string& data_dir) {
+  py::list out;
+  for (const auto& p : SchemaFor(data_dir)->plugins()) out.append(PluginInfo(*p));
+  return out;
+}
+
+
 
 py::dict DiagnosticToDict(const Diagnostic& d) {
   py::dict out;
@@ -135,6 +193,7 @@ class PyPolicy {
     py::object items = py::reinterpret_steal<py::object>(PySequence_Tuple(entries.ptr()));
     if (!items) throw py::error_already_set();
     const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(items.ptr()));
+    const Outcome on_error{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
     std::vector<Outcome> outcomes(n);
     EntryExtractor extractor(*plan_);
     std::vector<Value> values(std::max<size_t>(prog.fields.size(), 1));
@@ -142,26 +201,51 @@ class PyPolicy {
     const bool raise = strict || policy_->on_error() == guardpolicy::OnError::kRaise;
     std::string first_failure;
     size_t failures = 0;
-    for (size_t i = 0; i < n; ++i) {
+    // Filters see the whole list at once, before any entry is decided.
+    auto fail = [&](const char* what, size_t count) {
+      if (failures == 0) first_failure = what;
+      failures += count;
+    };
+    bool filters_ok = true;
+    if (plan_->has_filters) {
+      try {
+        extractor.RunFilters(items, from_mappings);
+      } catch (py::error_already_set& e) {
+        if (raise) throw;
+        fail(e.what(), n);
+        filters_ok = false;
+      } catch (const std::exception& e) {
+        if (raise) throw;
+        fail(e.what(), n);
+        filters_ok = false;
+      }
+    }
+    for (size_t i = 0; i < n && filters_ok; ++i) {
       py::handle entry = PyTuple_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
       try {
         if (from_mappings) {
+          extractor.SetEntryIndex(i);
           extractor.ExtractMapping(entry, values.data());
           outcomes[i] = Evaluate(prog, values.data());
         } else {
-          lazy.Reset(entry);
+          lazy.Reset(entry, i);
           outcomes[i] = EvaluateView(prog, lazy);
         }
       } catch (py::error_already_set& e) {
         if (raise) throw;
-        if (failures++ == 0) first_failure = e.what();
-        outcomes[i] = Outcome{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
+        fail(e.what(), 1);
+        outcomes[i] = on_error;
+      } catch (const PluginError& e) {
+        if (raise) throw;
+        fail(e.what(), 1);
+        outcomes[i] = on_error;
       } catch (const std::exception& e) {  // e.g. pybind11::cast_error on a wrong attribute type
         if (raise) throw py::type_error(std::string("entry ") + std::to_string(i) + ": " + e.what());
-        if (failures++ == 0) first_failure = e.what();
-        outcomes[i] = Outcome{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
+        fail(e.what(), 1);
+        outcomes[i] = on_error;
       }
     }
+    if (!filters_ok) std::fill(outcomes.begin(), outcomes.end(), on_error);
     extractor.Reset();
     if (failures > 0) {
       py::module_::import("guardpolicy.errors")
@@ -266,6 +350,12 @@ PYBIND11_MODULE(_core, m) {
         for (const ConfigValue& c : p.policy().config()) d[py::str(c.knob)] = LiteralToPython(c.value);
         return d;
       })
+      .def_property_readonly("params", [](const PyPolicy& p) {
+        py::dict d;
+        for (const auto& [k, v] : p.policy().meta().params) d[py::str(k)] = LiteralToPython(v);
+        return d;
+      })
+      .def_property_readonly("source_file", [](const PyPolicy& p) { return FsStr(p.policy().program().default_file); })
       .def_property_readonly("stance", [](const PyPolicy& p) -> py::object {
         const auto& s = p.policy().stance();
         if (!s) return py::none();
@@ -276,6 +366,17 @@ PYBIND11_MODULE(_core, m) {
         return py::bytes(SerializePolicy(p.policy(), *p.schema()));
       });
 
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const PluginError& e) {
+      py::object cls = py::module_::import("guardpolicy.errors").attr("PluginError");
+      PyErr_SetObject(cls.ptr(), FsStr(e.what()).ptr());
+    }
+  });
+  m.def("load_plugin", &LoadPlugin, py::arg("path"), py::arg("config"), py::arg("data_dir"),
+        "loads a plugin shared library; returns its declarations; raises PluginError");
+  m.def("plugins", &Plugins, py::arg("data_dir"), "the loaded plugins (the built-ins first)");
   m.def("load", &LoadPolicy, py::arg("text"), py::arg("path"), py::arg("from_file"),
         py::arg("policy"), py::arg("params"), py::arg("data_dir"));
   m.def("lint", &Lint, py::arg("text"), py::arg("path"), py::arg("from_file"), py::arg("data_dir"));

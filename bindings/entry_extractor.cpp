@@ -1,7 +1,10 @@
 // entry_extractor.cpp: reading GuardFilterEntry fields through the CPython API.
 #include "entry_extractor.h"
 
+#include <optional>
 #include <stdexcept>
+
+#include "guardpolicy/plugin_values.h"
 
 namespace guardpolicy::python {
 namespace {
@@ -127,17 +130,47 @@ Value AbsentValue(const Type& t) { return Value{t.kind == TypeKind::kEnum ? -1 :
 
 }  // namespace
 
+static std::optional<FieldId> CoreFieldId(std::string_view field) {
+  for (const auto& [name, id] : kFieldIds) {
+    if (field == name) return id;
+  }
+  return std::nullopt;
+}
+
 ExtractorPlan::ExtractorPlan(const Program& program, std::shared_ptr<const Schema> schema_in)
     : schema(std::move(schema_in)) {
-  for (const std::string& field : program.fields) {
-    bool found = false;
-    for (const auto& [name, id] : kFieldIds) {
-      if (field == name) {
-        ids.push_back(id);
-        found = true;
-      }
+  names = program.fields;
+  types = program.field_types;
+  plugin_slots.resize(program.fields.size());
+  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
+    const std::string& field = program.fields[slot];
+    PluginSlot& ps = plugin_slots[slot];
+    const int index = schema->FindField(field);
+    const int fn = index < 0 ? schema->FindFunction(field) : -1;
+    const std::vector<int>* reads = nullptr;
+    if (index >= 0 && schema->fields()[index].plugin) {
+      ids.push_back(FieldId::kPlugin);
+      ps.field = &schema->fields()[index];
+      reads = &ps.field->reads;
+    } else if (fn >= 0 && schema->functions()[fn].is_filter) {
+      ids.push_back(FieldId::kFilter);
+      ps.filter = &schema->functions()[fn];
+      ps.params = program.field_args[slot];
+      reads = &ps.filter->reads;
+      has_filters = true;
+    } else if (auto id = CoreFieldId(field)) {
+      ids.push_back(*id);
+    } else {
+      throw std::invalid_argument("no extractor for field `" + field + "`");
     }
-    if (!found) throw std::invalid_argument("no extractor for field `" + field + "`");
+    for (size_t k = 0; reads && k < reads->size(); ++k) {
+      const FieldInfo& r = schema->fields()[(*reads)[k]];
+      auto id = CoreFieldId(r.name);
+      if (!id) throw std::invalid_argument("no extractor for field `" + r.name + "`");
+      ps.reads.push_back(*id);
+      ps.read_names.push_back(r.name);
+      ps.read_types.push_back(r.type);
+    }
   }
   if (ids.size() > 64) throw std::invalid_argument("a program reads more than 64 fields");
   guard_type_enum = schema->FindEnum("GuardType");
@@ -150,6 +183,8 @@ ExtractorPlan::ExtractorPlan(const Program& program, std::shared_ptr<const Schem
 
 void EntryExtractor::Reset() {
   BeginEntry();
+  host_strings_.Clear();
+  filter_keep_.clear();
   keep_alive_.clear();
   strings_.clear();
   guard_sources_.clear();
@@ -368,23 +403,91 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
   }
 }
 
+void EntryExtractor::ExtractSlot(size_t slot, py::handle entry, Value& out) {
+  switch (plan_.ids[slot]) {
+    case FieldId::kPlugin: ExtractPluginField(slot, entry, out); return;
+    case FieldId::kFilter: {
+      const auto& keep = filter_keep_.at(slot);
+      out = BoolValue(entry_index_ < keep.size() && keep[entry_index_] == 0);  // true: the filter drops it
+      return;
+    }
+    default: ExtractOne(plan_.ids[slot], entry, out); return;
+  }
+}
+
+std::vector<gp_value> EntryExtractor::ReadValues(const ExtractorPlan::PluginSlot& ps, py::handle entry,
+                                                 bool mapping) {
+  std::vector<gp_value> out;
+  py::object get = mapping ? GetAttr(entry, kAttrGet) : py::object();
+  for (size_t k = 0; k < ps.reads.size(); ++k) {
+    Value v;
+    if (mapping) v = MappingValue(get, ps.read_names[k], ps.read_types[k]);
+    else ExtractOne(ps.reads[k], entry, v);
+    out.push_back(ToAbi(v));
+  }
+  return out;
+}
+
+void EntryExtractor::ExtractPluginField(size_t slot, py::handle entry, Value& out) {
+  const ExtractorPlan::PluginSlot& ps = plan_.plugin_slots[slot];
+  const std::vector<gp_value> reads = ReadValues(ps, entry, false);
+  const gp_entry_view view = host_strings_.View(reads.data(), static_cast<uint32_t>(reads.size()), entry.ptr());
+  gp_value result{};
+  ps.field->plugin->Extract(static_cast<size_t>(ps.field->decl), view, result);
+  out = FromAbi(result, ps.field->type, *plan_.schema);
+  if (!out.s.empty()) out.s = host_strings_.Keep(out.s);
+}
+
+void EntryExtractor::RunFilters(py::handle entries, bool mappings) {
+  const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(entries.ptr()));
+  filter_keep_.assign(plan_.ids.size(), {});
+  for (size_t slot = 0; slot < plan_.ids.size(); ++slot) {
+    if (plan_.ids[slot] != FieldId::kFilter) continue;
+    const ExtractorPlan::PluginSlot& ps = plan_.plugin_slots[slot];
+    std::vector<std::vector<gp_value>> reads(n);
+    std::vector<gp_entry_view> views(n);
+    for (size_t i = 0; i < n; ++i) {
+      py::handle entry = PyTuple_GET_ITEM(entries.ptr(), static_cast<Py_ssize_t>(i));
+      BeginEntry();
+      reads[i] = ReadValues(ps, entry, mappings);
+      views[i] = host_strings_.View(reads[i].data(), static_cast<uint32_t>(reads[i].size()),
+                                    mappings ? nullptr : entry.ptr());
+    }
+    BeginEntry();
+    std::vector<gp_value> params;
+    for (const Constant& c : ps.params) params.push_back(ToAbi(Value{c.i, c.bits, c.s}));
+    std::vector<uint8_t>& keep = filter_keep_[slot];
+    keep.assign(n, 1);
+    ps.filter->plugin->RunFilter(static_cast<size_t>(ps.filter->decl), params.data(), views.data(),
+                                 static_cast<uint32_t>(n), keep.data());
+  }
+}
+
+Value EntryExtractor::MappingValue(py::handle get, const std::string& name, const Type& type) {
+  Value v = AbsentValue(type);
+  py::object item = get(name, py::none());
+  if (item.is_none()) return v;
+  switch (type.kind) {
+    case TypeKind::kBool: v = BoolValue(item.cast<bool>()); break;
+    case TypeKind::kInt: v.i = item.cast<int64_t>(); break;
+    case TypeKind::kString: v.s = View(item); break;
+    case TypeKind::kEnum: v = EnumValue(type.enum_index, View(item)); break;
+    case TypeKind::kEnumSet: v = SetValue(type.enum_index, item); break;
+    case TypeKind::kError: break;
+  }
+  return v;
+}
+
+// Mapping rows give plugin fields by name like core fields (absent: the zero value); filter
+// slots come from RunFilters over the rows' core fields.
 void EntryExtractor::ExtractMapping(py::handle mapping, Value* out) {
   if (!PyMapping_Check(mapping.ptr())) throw py::type_error("evaluate() rows must be mappings");
   py::object get = GetAttr(mapping, kAttrGet);
   for (size_t slot = 0; slot < plan_.ids.size(); ++slot) {
-    const char* name = kFieldIds[static_cast<int>(plan_.ids[slot])].first;
-    const Type type = plan_.schema->fields()[plan_.schema->FindField(name)].type;
-    Value& v = out[slot];
-    v = AbsentValue(type);
-    py::object item = get(name, py::none());
-    if (item.is_none()) continue;
-    switch (type.kind) {
-      case TypeKind::kBool: v = BoolValue(item.cast<bool>()); break;
-      case TypeKind::kInt: v.i = item.cast<int64_t>(); break;
-      case TypeKind::kString: v.s = View(item); break;
-      case TypeKind::kEnum: v = EnumValue(type.enum_index, View(item)); break;
-      case TypeKind::kEnumSet: v = SetValue(type.enum_index, item); break;
-      case TypeKind::kError: break;
+    if (plan_.ids[slot] == FieldId::kFilter) {
+      ExtractSlot(slot, mapping, out[slot]);
+    } else {
+      out[slot] = MappingValue(get, plan_.names[slot], plan_.types[slot]);
     }
   }
 }

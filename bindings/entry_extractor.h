@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "guardpolicy/bytecode.h"
+#include "guardpolicy/plugin.h"
 #include "guardpolicy/schema.h"
 
 namespace guardpolicy::python {
@@ -34,6 +35,8 @@ enum class FieldId : uint8_t {
   kGsIsSpecializedNNModule, kGsIsFsdpModule, kSourceKind, kSourceRoot, kSourceDepth,
   kValueType, kValueIsTensor, kValueIsParameter, kValueIsBuffer, kValueIsModule,
   kUserFrameFile, kUserFrameLine, kUserFrameFunction,
+  kPlugin,  // a plugin field: the plugin's extractor over its `reads` and the entry
+  kFilter,  // a plugin filter slot: run once per call over every entry (RunFilters)
 };
 
 // What to read for one program, built once per compiled policy; immutable, shareable.
@@ -42,7 +45,21 @@ struct ExtractorPlan {
   // program of more than 64 fields.
   ExtractorPlan(const Program& program, std::shared_ptr<const Schema> schema);
 
+  // What a plugin-field or filter slot needs beside its FieldId.
+  struct PluginSlot {
+    const FieldInfo* field = nullptr;      // kPlugin
+    const FunctionInfo* filter = nullptr;  // kFilter
+    std::vector<FieldId> reads;            // core fields the declaration reads
+    std::vector<std::string> read_names;
+    std::vector<Type> read_types;
+    std::vector<Constant> params;          // kFilter: bound parameters
+  };
+
   std::vector<FieldId> ids;  // slot -> field
+  std::vector<std::string> names;  // slot -> field name
+  std::vector<Type> types;         // slot -> type
+  std::vector<PluginSlot> plugin_slots;  // slot-aligned; empty members for core fields
+  bool has_filters = false;
   std::shared_ptr<const Schema> schema;
   int guard_type_enum = -1;
   int guard_source_enum = -1;
@@ -56,10 +73,15 @@ class EntryExtractor {
   // Starts a new entry: forgets the per-entry cache (orig_guard, value, frame).
   void BeginEntry();
   // Reads program slot `slot` of `entry` into `out`.
-  void ExtractSlot(size_t slot, py::handle entry, Value& out) { ExtractOne(plan_.ids[slot], entry, out); }
+  void ExtractSlot(size_t slot, py::handle entry, Value& out);
   // Fills `out` from any mapping {field name: value}; absent (or None) fields read as
   // false, 0, "", no enum member, the empty set.
   void ExtractMapping(py::handle mapping, Value* out);
+  // Runs every filter slot over all `entries` (a tuple of GuardFilterEntry objects, or of
+  // mappings when `mappings`); results are read per entry after SetEntryIndex. Throws
+  // PluginError or a Python error.
+  void RunFilters(py::handle entries, bool mappings);
+  void SetEntryIndex(size_t i) { entry_index_ = i; }
   // Drops the references and strings held for the last call.
   void Reset();
 
@@ -89,7 +111,16 @@ class EntryExtractor {
   py::object* EntryValue(py::handle entry);  // null when has_value is false
   py::object FrameAttr(py::handle entry, int which);
 
+  void ExtractPluginField(size_t slot, py::handle entry, Value& out);
+  // A field's value in a mapping row (absent or None: AbsentValue).
+  Value MappingValue(py::handle get, const std::string& name, const Type& type);
+  // The ABI values of `reads` for one entry.
+  std::vector<gp_value> ReadValues(const ExtractorPlan::PluginSlot& ps, py::handle entry, bool mapping);
+
   const ExtractorPlan& plan_;
+  HostStrings host_strings_;
+  std::vector<std::vector<uint8_t>> filter_keep_;  // slot -> keep per entry (filter slots)
+  size_t entry_index_ = 0;
   // Per-entry cache (objects read by several fields).
   py::object orig_guard_, value_, user_frame_;
   int has_value_ = -1;  // -1 unknown, else 0/1
@@ -110,9 +141,10 @@ class LazyEntryView {
   // A program reads at most 64 distinct fields (the schema has 22).
   LazyEntryView(EntryExtractor& extractor, size_t slots) : extractor_(extractor), values_(slots) {}
 
-  void Reset(py::handle entry) {
+  void Reset(py::handle entry, size_t index = 0) {
     entry_ = entry;
     extractor_.BeginEntry();
+    extractor_.SetEntryIndex(index);
     loaded_ = 0;
   }
   const Value& Get(int32_t slot) {

@@ -81,6 +81,7 @@ fieldInit
 expr
     : LPAREN expr RPAREN                                   # parenExpr
     | literal                                              # literalExpr
+    | callee=fieldPath LPAREN (expr (COMMA expr)* COMMA?)? RPAREN  # callExpr
     | fieldPath                                            # pathExpr
     | lhs=expr op=(EQ | NE | LT | LE | GT | GE) rhs=expr   # compareExpr
     | lhs=expr NOT? IN set=setLiteral                      # inExpr

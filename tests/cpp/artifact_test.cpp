@@ -118,13 +118,13 @@ TEST(Artifact, ChecksummedCorruptionsAreDecodedSafely) {
 
 TEST(Artifact, WrongVersionWrongSchemaAndNotAnArtifact) {
   std::string bytes = ServingBytes();
-  std::string v2 = bytes;
-  v2[8] = 2;
+  std::string v1 = bytes;
+  v1[8] = 1;  // the format before plugin functions and filter slots
   try {
-    DeserializePolicy(v2, *testing::TestSchema(), "v2.gpolc");
+    DeserializePolicy(v1, *testing::TestSchema(), "v1.gpolc");
     FAIL();
   } catch (const PolicyError& e) {
-    EXPECT_NE(std::string(e.what()).find("format version 2, this guardpolicy reads version 1"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("format version 1, this guardpolicy reads version 2"), std::string::npos);
   }
   const Schema other = Schema::FromYaml("fields:\n  name:\n    type: string\n    doc: d\n    from: f\n", "o");
   try {

@@ -5,6 +5,7 @@
 #include "cli.h"
 #include "context.h"
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/extension_host.h"
 #include "guardpolicy/snapshot.h"
 #include "guardpolicy/vm.h"
 
@@ -32,12 +33,17 @@ int RunCheck(const Context& ctx, const std::string& policy_path, const std::stri
   }
   const Program& prog = compiled->program();
   size_t kept = 0, dropped = 0;
+  HostStrings strings;
   for (size_t f = 0; f < snap.frames.size(); ++f) {
     const SnapshotFrame& frame = snap.frames[f];
     if (explain) *ctx.out << fmt::format("frame {} {} [{}]\n", f, frame.code, frame.compile_id);
-    for (const FieldValues& entry : frame.entries) {
-      const std::vector<Value> view = Snapshot::View(prog, entry);
-      const Outcome o = Evaluate(prog, view.data());
+    // One frame is one guard_filter_fn call: filters see its entries together.
+    std::vector<std::vector<Value>> views;
+    for (const FieldValues& entry : frame.entries) views.push_back(Snapshot::View(prog, entry));
+    FillPluginSlots(prog, loader->schema(), frame.entries, views, strings);
+    for (size_t i = 0; i < frame.entries.size(); ++i) {
+      const FieldValues& entry = frame.entries[i];
+      const Outcome o = Evaluate(prog, views[i].data());
       (o.decision == Decision::kKeep ? kept : dropped) += 1;
       if (!explain) continue;
       *ctx.out << fmt::format("  {:<4} {:<28} {:<40} {}\n", DecisionName(o.decision),

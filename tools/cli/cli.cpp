@@ -73,6 +73,11 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   check->add_option("--policy", check_policy, "policy name when the file has several");
   check->add_flag("--explain", check_explain, "print each guard's decision and deciding rule");
 
+  // Plugins extend the schema (fields, functions, filters) for every command that checks.
+  for (CLI::App* sub : {lint, disasm, compile, test, check}) {
+    sub->add_option("--plugin", ctx.plugins, "plugin shared library to load (repeatable)");
+  }
+
   std::vector<std::string> argv_rev(args.rbegin(), args.rend());
   try {
     app.parse(argv_rev);

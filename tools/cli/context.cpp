@@ -2,6 +2,7 @@
 #include "context.h"
 
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/plugin.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -41,10 +42,12 @@ std::unique_ptr<Loader> Context::MakeLoader() const {
   const std::filesystem::path dir(data_dir);
   const std::string schema_file =
       schema_path.empty() ? (dir / "schema" / "guard_entry.yaml").string() : schema_path;
-  auto schema = std::make_shared<const Schema>(Schema::FromFile(schema_file));
+  Schema schema = Schema::FromFile(schema_file);
+  for (const std::string& path : plugins) schema = schema.WithPlugin(Plugin::Load(path));
   CompileOptions options;
   options.opt_level = opt_level;
-  return std::make_unique<Loader>(std::move(schema), (dir / "std").string(), options);
+  return std::make_unique<Loader>(std::make_shared<const Schema>(std::move(schema)), (dir / "std").string(),
+                                  options);
 }
 
 std::string WriteFileAtomically(const std::string& path_in, const std::string& bytes) {

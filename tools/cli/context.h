@@ -4,6 +4,7 @@
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "guardpolicy/policy.h"
 
@@ -13,10 +14,12 @@ struct Context {
   std::string data_dir;
   std::string schema_path;  // --schema overrides data_dir/schema/guard_entry.yaml
   int opt_level = 1;        // -O0 / -O1
+  std::vector<std::string> plugins;  // --plugin PATH, loaded in order
   std::ostream* out = nullptr;
   std::ostream* err = nullptr;
 
-  // Loads the schema and makes a Loader over data_dir/std. Throws SchemaError.
+  // Loads the schema and the plugins and makes a Loader over data_dir/std. Throws
+  // SchemaError or PluginError (reported as usage errors, exit 2).
   std::unique_ptr<Loader> MakeLoader() const;
 };
 

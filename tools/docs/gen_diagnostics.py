@@ -3,7 +3,9 @@
 
 Every code in core/include/guardpolicy/diag_codes.h gets a section: its meaning (the
 comment beside it, or the table below) and, where tests/corpus/reject has a file for it,
-the policy and the exact lint output (the corpus goldens, checked by the C++ tests).
+the policy and the exact lint output (the corpus goldens, checked by the C++ tests). Each
+policy carries a `make docs-test` annotation (tools/docs/docs_test.py) naming the codes of
+its golden output, so the docs test checks them again through the Python package.
 Usage: gen_diagnostics.py [--check]   (--check: exit 1 if the committed file differs)
 """
 
@@ -47,6 +49,8 @@ MEANING = {
     "GP2013": "`default`, `doc`, `stance`, `on_error` or one `config` knob is given twice.",
     "GP2014": "`on_error` takes `keep`, `drop` or `raise`.",
     "GP2015": "A `test` expectation names an unknown field, or one tests cannot set.",
+    "GP2016": "A call names no function or filter of a loaded plugin (`builtin.*` are always loaded).",
+    "GP2017": "A call has the wrong number of arguments, an argument of the wrong type, or a filter argument that is not a literal or a parameter.",
     "GP3001": "A policy that can drop a guard is not marked `unsafe`.",
     "GP3002": "(warning) A policy marked `unsafe` can never drop a guard.",
     "GP3003": "(warning) A rule can never fire: earlier rules (or a used policy's rules) decide every entry it matches; the note names the covering rule.",
@@ -87,6 +91,8 @@ FIX = {
     "GP2013": "Keep one of the two items.",
     "GP2014": "Write `on_error keep`, `on_error drop` or `on_error raise`.",
     "GP2015": "Use a schema field with a literal of its type (enum members as strings).",
+    "GP2016": "Check the spelling, or load the plugin that declares it (`--plugin PATH`, `guardpolicy.load_plugin`).",
+    "GP2017": "Pass one argument per declared parameter, each of the declared type (see `guardpolicy.plugins()` or docs/plugins.md).",
     "GP3001": "Write `unsafe policy`, or remove the drops.",
     "GP3002": "Remove `unsafe`.",
     "GP3003": "Remove the rule, or move it before the rules that cover it.",
@@ -100,6 +106,36 @@ FIX = {
     "GP4001": "Pass `policy=\"name\"` to `guardpolicy.load` (or `--policy NAME`) with a name the file declares.",
     "GP4002": "Pass only declared parameters, with values of their types (closed enums: a member name).",
 }
+
+
+def docs_test_annotation(src: Path) -> str:
+    """The `make docs-test` annotation of a reject file shown on the page: the codes of its
+    golden output, the load its .options file asks for, or why the page cannot show it."""
+    raw = src.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return "<!-- docs-test: skip the file's bytes are not UTF-8 and the page shows them replaced -->"
+    options = src.with_suffix(".options")
+    load = []
+    if options.exists():
+        for line in options.read_text().splitlines():
+            key, _, value = (part.strip() for part in line.partition("="))
+            if key == "policy":
+                load.append(f"policy={value}" if value else "")
+            elif key.startswith("param."):
+                load.append(f"{key}={value}")
+            elif key:
+                return f"<!-- docs-test: skip needs `{line.strip()}` from {options.name} -->"
+    golden = src.with_suffix(".expected")
+    if not golden.exists():
+        return f"<!-- docs-test: skip {src.name} has no golden output (.expected) -->"
+    expected = golden.read_text()
+    codes = " ".join(sorted(set(re.findall(r"\[(GP\d{4})\]", expected))))
+    directives = [f"expect {codes}"]
+    if options.exists():
+        directives.append(" ".join(["load", *filter(None, load)]))
+    return f"<!-- docs-test: {'; '.join(directives)} -->"
 
 
 def render() -> str:
@@ -129,10 +165,10 @@ def render() -> str:
                 lines += [f"`{src.name}` is a `.gpolc` header: `{src.read_bytes()!r}`.", ""]
             else:
                 text = src.read_bytes().decode("utf-8", "replace")
-                lines += ["```", text.rstrip("\n"), "```", ""]
+                lines += [docs_test_annotation(src), "```gpol", text.rstrip("\n"), "```", ""]
             if options.exists():
                 lines += ["with these options (`tests/corpus/reject/*.options`):", "",
-                          "```", options.read_text().rstrip("\n"), "```", ""]
+                          "```text", options.read_text().rstrip("\n"), "```", ""]
             if expected.exists():
                 lines += ["```text", expected.read_text().rstrip("\n"), "```", ""]
     return "\n".join(lines)

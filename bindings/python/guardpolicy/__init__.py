@@ -13,15 +13,20 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import _core
-from .errors import Diagnostic, PolicyError, PolicyRuntimeWarning
+from . import _core, registry
+from .errors import Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning
 from .policy import Explanation, Policy, RuleRef
+from .registry import FilterInfo, FilterParam, PluginInfo, filter, filters, load_plugin, plugins  # noqa: A004
 from .runtime import PolicyCompiled, compile, explain  # noqa: A004 - guardpolicy.compile, as designed
 
 __all__ = [
     "DATA_DIR",
     "Diagnostic",
     "Explanation",
+    "FilterInfo",
+    "FilterParam",
+    "PluginError",
+    "PluginInfo",
     "Policy",
     "PolicyError",
     "PolicyRuntimeWarning",
@@ -30,9 +35,13 @@ __all__ = [
     "STD_POLICIES",
     "compile",
     "explain",
+    "filter",
+    "filters",
     "lint",
     "load",
+    "load_plugin",
     "load_std",
+    "plugins",
     "std_policy_path",
 ]
 
@@ -74,7 +83,8 @@ def load(path_or_source: str | os.PathLike, *, policy: str | None = None, **para
     including a missing or unreadable file.
     """
     text, path, from_file = _source_args(path_or_source)
-    return Policy(_core.load(text, os.fsencode(path), from_file, policy or "", params, str(DATA_DIR)))
+    loaded = Policy(_core.load(text, os.fsencode(path), from_file, policy or "", params, str(DATA_DIR)))
+    return registry._register(loaded)
 
 
 def std_policy_path(name: str) -> Path:

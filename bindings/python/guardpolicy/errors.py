@@ -38,6 +38,13 @@ class PolicyError(Exception):
         self.diagnostics: list[Diagnostic] = [Diagnostic(**d) for d in (diagnostics or [])]
 
 
+class PluginError(Exception):
+    """A plugin could not be loaded (not a shared library, no ``gp_plugin_get_api``, another
+    ABI major or a newer minor, an invalid declaration, a name already taken, ``init``
+    failed), or a plugin callback reported an error while a policy ran with
+    ``on_error raise``. The message names the plugin's file and the reason."""
+
+
 class PolicyRuntimeWarning(RuntimeWarning):
     """A policy could not read a guard entry inside guard_filter_fn and fell back to on_error."""
 

@@ -46,7 +46,7 @@ class Policy:
     no reference to any entry after the call. Immutable; safe to share between threads.
     """
 
-    __slots__ = ("_compiled", "_rules")
+    __slots__ = ("_compiled", "_rules", "__weakref__")
 
     def __init__(self, compiled: _core.CompiledPolicy):
         self._compiled = compiled
@@ -96,6 +96,16 @@ class Policy:
     def fields(self) -> list[str]:
         """Schema fields the policy reads, in slot order."""
         return list(self._compiled.fields)
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The values the parameters are bound to (declared defaults, then ``load(**params)``)."""
+        return dict(self._compiled.params)
+
+    @property
+    def source_file(self) -> str:
+        """The file the policy was loaded from (``<string>`` for source text)."""
+        return self._compiled.source_file
 
     @property
     def rules(self) -> list[RuleRef]:

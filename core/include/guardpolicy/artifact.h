@@ -16,7 +16,7 @@
 
 namespace guardpolicy {
 
-inline constexpr uint32_t kArtifactFormatVersion = 1;
+inline constexpr uint32_t kArtifactFormatVersion = 2;
 
 std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema);
 

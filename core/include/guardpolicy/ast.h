@@ -38,6 +38,7 @@ enum class ExprKind : uint8_t {
   kStringOp,  // kids[0] op kids[1]: contains, startswith, endswith, matches, glob
   kAnd,       // kids[0] and kids[1]
   kOr,        // kids[0] or kids[1]
+  kCall,      // path(kids...): a plugin function, or a filter (true when it drops the entry)
 };
 
 enum class BinaryOp : uint8_t {
@@ -48,16 +49,18 @@ const char* BinaryOpName(BinaryOp op);
 
 // What the checker resolved a kPath to.
 struct Resolution {
-  enum class Kind : uint8_t { kNone, kField, kParam, kEnumLiteral };
+  enum class Kind : uint8_t { kNone, kField, kParam, kEnumLiteral, kFunction };
   Kind kind = Kind::kNone;
-  int index = -1;  // field index in Schema, parameter index, or enum ordinal (-1: unknown open)
+  // Field index in Schema, parameter index, enum ordinal (-1: unknown open), or function
+  // index in Schema::functions().
+  int index = -1;
 };
 
 struct Expr {
   ExprKind kind = ExprKind::kLiteral;
   SourceRange range;
   Literal literal;                          // kLiteral
-  std::string path;                         // kPath, dotted
+  std::string path;                         // kPath, kCall (the callee), dotted
   BinaryOp op = BinaryOp::kEq;              // kCompare, kStringOp
   bool negated = false;                     // kIn: `not in`
   std::vector<std::unique_ptr<Expr>> kids;  // see ExprKind

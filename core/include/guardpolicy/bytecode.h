@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "guardpolicy/ast.h"
+#include "guardpolicy/schema.h"
 #include "guardpolicy/types.h"
 
 namespace re2 {
@@ -21,6 +22,8 @@ class RE2;
 }
 
 namespace guardpolicy {
+
+class Plugin;
 
 enum class Opcode : uint8_t {
   kLoadField,    // a: slot                         push fields[a]
@@ -58,6 +61,9 @@ enum class Opcode : uint8_t {
   // Jump table on an enum field (the type_dispatch pass): a: enum slot, b: table; jumps to
   // dispatch_tables[b][ordinal], or to its last entry for a value outside the enum.
   kDispatch,
+  // A plugin function: a: index into Program::functions, b: its argument count; pops the
+  // arguments (the first pushed first) and pushes the result (bool or int).
+  kCall,
   kCount_,
 };
 
@@ -123,11 +129,30 @@ struct RuleInfo {
   Decision decision = Decision::kKeep;
 };
 
+// A plugin function a program calls (kCall), by qualified name and signature.
+struct FunctionRef {
+  std::string name;
+  std::vector<Type> args;
+  Type result;
+};
+
+// The plugin behind a FunctionRef or a filter slot, bound by Program::Bind.
+struct BoundPlugin {
+  std::shared_ptr<const Plugin> plugin;
+  int decl = -1;  // index into the plugin's functions() or filters()
+};
+
 struct Program {
   std::string policy_name;
   std::vector<Instruction> code;
-  std::vector<std::string> fields;    // slot -> schema field name
+  // slot -> schema field name: a core field, a plugin field (`<plugin>.<field>`) or a
+  // plugin filter (`<plugin>.<filter>`, a bool: true when the filter drops the entry).
+  std::vector<std::string> fields;
   std::vector<Type> field_types;      // slot -> type
+  // slot -> the bound parameters of a filter slot (one per declared parameter); empty for
+  // fields. Same size as `fields`.
+  std::vector<std::vector<Constant>> field_args;
+  std::vector<FunctionRef> functions;
   std::vector<Constant> constants;
   std::vector<ConstSet> sets;
   std::vector<std::string> regexes;   // patterns; compiled by Finalize()
@@ -151,8 +176,15 @@ struct Program {
 
   // Compiled regexes, index-aligned with `regexes`; filled by Finalize().
   std::vector<std::shared_ptr<const re2::RE2>> compiled_regexes;
+  // Plugins behind `functions` (index-aligned) and filter slots (slot-aligned; null plugin
+  // for other slots); filled by Bind().
+  std::vector<BoundPlugin> bound_functions;
+  std::vector<BoundPlugin> bound_filters;
   // Compiles regexes. Returns "" or an error message (bad pattern).
   std::string Finalize();
+  // Resolves every field, filter slot and function against `schema` (by name and type)
+  // and binds the plugins behind them. Returns "" or what does not match.
+  std::string Bind(const Schema& schema);
 };
 
 // Human-readable listing: one instruction per line with operands resolved, rule sources.

@@ -33,6 +33,8 @@ inline constexpr const char kUnknownGuardType[] = "GP2012";  // warning: open en
 inline constexpr const char kDuplicateItem[] = "GP2013";     // two `default`, `doc`, `stance`...
 inline constexpr const char kUnknownOnError[] = "GP2014";
 inline constexpr const char kUnknownTestField[] = "GP2015";
+inline constexpr const char kUnknownFunction[] = "GP2016";    // no such plugin function/filter
+inline constexpr const char kBadCall[] = "GP2017";            // argument count or type
 
 inline constexpr const char kDropsWithoutUnsafe[] = "GP3001";
 inline constexpr const char kUnsafeNeverDrops[] = "GP3002";  // warning

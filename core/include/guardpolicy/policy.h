@@ -5,7 +5,8 @@
 //   Outcome o = Evaluate(policy->program(), entry_view);
 //
 // A Loader resolves `use` targets in the same file first, then in its library directory
-// (`<std_dir>/<name>.gpol`). Loaders are not thread-safe; CompiledPolicy objects are
+// (`<std_dir>/<name>.gpol`); `<plugin>.<filter>` names a filter of a plugin in the schema
+// (Schema::WithPlugin; `builtin.*` are torch's filters). Loaders are not thread-safe; CompiledPolicy objects are
 // immutable and thread-safe. Author mistakes throw PolicyError with every diagnostic.
 #pragma once
 
@@ -96,6 +97,7 @@ class Loader final : public PolicyResolver {
 
  private:
   const Module* LoadLibraryModule(const std::string& name);
+  const Module* LoadPluginModule(std::string_view ns);
 
   std::shared_ptr<const Schema> schema_;
   std::string std_dir_;

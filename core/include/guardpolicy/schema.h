@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
@@ -15,6 +16,8 @@
 #include "guardpolicy/types.h"
 
 namespace guardpolicy {
+
+class Plugin;
 
 class SchemaError : public std::runtime_error {
  public:
@@ -36,6 +39,26 @@ struct FieldInfo {
   std::string doc;
   std::string from;   // the torch expression it is read from
   std::string since;  // first torch version
+  // Plugin fields (`<plugin>.<field>`): the plugin, its declaration index and the core
+  // fields the extractor reads (schema field indices). Core fields: null, -1, empty.
+  std::shared_ptr<const Plugin> plugin;
+  int decl = -1;
+  std::vector<int> reads;
+};
+
+// A plugin function (`<plugin>.<fn>(args)`) or filter. A filter called in a condition is
+// true when the filter drops the entry; its arguments are its parameters, bound when the
+// policy is compiled (literals or policy parameters only).
+struct FunctionInfo {
+  std::string name;  // qualified: <plugin>.<name>
+  std::vector<Type> args;
+  std::vector<std::string> arg_names;  // filters: the parameter names; functions: empty
+  Type result;                         // bool or int; filters: bool
+  std::string doc;
+  bool is_filter = false;
+  std::shared_ptr<const Plugin> plugin;
+  int decl = -1;           // index into the plugin's functions() or filters()
+  std::vector<int> reads;  // filters: core field indices each entry view carries
 };
 
 struct ConfigKnob {
@@ -50,19 +73,35 @@ class Schema {
   const std::vector<EnumInfo>& enums() const { return enums_; }
   const std::vector<ConfigKnob>& config() const { return config_; }
   const std::vector<std::string>& stances() const { return stances_; }
+  const std::vector<FunctionInfo>& functions() const { return functions_; }
+  const std::vector<std::shared_ptr<const Plugin>>& plugins() const { return plugins_; }
 
   int FindField(std::string_view name) const;  // index or -1
   int FindEnum(std::string_view name) const;
   const ConfigKnob* FindConfig(std::string_view name) const;
+  int FindFunction(std::string_view name) const;  // index into functions(), or -1
+  const Plugin* FindPlugin(std::string_view ns) const;
+  std::vector<std::string> FunctionNames() const;
+
+  // A copy of this schema with `plugin`'s fields, functions and filters added under its
+  // namespace. Checks what needs the schema: declared types, `reads` (core fields only),
+  // function result types (bool or int), filter parameter types (bool, int, string), and
+  // that the namespace is new and no core field's first segment (`guard_source`, `value`,
+  // ...). Throws PluginError naming the plugin's file. Defined in schema_plugins.cpp.
+  Schema WithPlugin(std::shared_ptr<const Plugin> plugin) const;
   // Parses a type name as written in a policy parameter or the YAML: bool, int, string,
   // <Enum>, enum:<Enum>, set:<Enum>. Returns Type::Error() when unknown.
   Type ParseType(std::string_view name) const;
   std::string TypeName(const Type& t) const;
   std::vector<std::string> FieldNames() const;
-  // FNV-1a hash over the field, enum and config declarations (the .gpolc schema stamp).
+  // FNV-1a hash over the core field, enum and config declarations (the .gpolc schema
+  // stamp; plugin declarations are checked by name and type when an artifact is bound).
   uint64_t Hash() const { return hash_; }
 
+  // The declarations of a schema YAML text, nothing else.
   static Schema FromYaml(const std::string& yaml_text, const std::string& origin);
+  // A schema file plus torch's built-in filters (BuiltinPlugin(), namespace `builtin`)
+  // when the file declares the core fields they read.
   static Schema FromFile(const std::string& path);
 
  private:
@@ -70,6 +109,8 @@ class Schema {
   std::vector<EnumInfo> enums_;
   std::vector<ConfigKnob> config_;
   std::vector<std::string> stances_;
+  std::vector<FunctionInfo> functions_;
+  std::vector<std::shared_ptr<const Plugin>> plugins_;
   std::unordered_map<std::string, int> field_index_;
   uint64_t hash_ = 0;
 };

@@ -23,6 +23,8 @@ namespace vm_internal {
 bool InSet(const ConstSet& set, const Value& v);
 bool SetHas(const Value& set, const Value& member);
 bool Matches(const Program& p, int32_t regex, std::string_view s);
+// Calls plugin function `fn` of `p` on args[0..n). Throws PluginError.
+Value CallFunction(const Program& p, int32_t fn, const Value* args, int32_t n);
 inline bool EnumEqual(const Value& a, const Value& b) {
   return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
 }
@@ -132,6 +134,12 @@ Outcome EvaluateView(const Program& p, View& view) {
       case Opcode::kBranchMatches:
         if (Matches(p, ins.b, view.Get(ins.a).s) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
         break;
+      case Opcode::kCall: {
+        sp -= ins.b;
+        stack[sp] = CallFunction(p, ins.a, stack + sp, ins.b);
+        ++sp;
+        break;
+      }
       default: return Outcome{Decision::kKeep, -1};  // unreachable for verified programs
     }
   }
@@ -143,7 +151,8 @@ struct ArrayView {
   const Value& Get(int32_t slot) const { return values[slot]; }
 };
 
-inline Outcome Evaluate(const Program& program, const Value* fields) noexcept {
+// Throws only PluginError (from a plugin function).
+inline Outcome Evaluate(const Program& program, const Value* fields) {
   ArrayView view{fields};
   return EvaluateView(program, view);
 }

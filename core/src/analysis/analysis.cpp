@@ -8,6 +8,7 @@
 #include "formula.h"
 #include "guardpolicy/compiler.h"
 #include "guardpolicy/verifier.h"
+#include "guardpolicy/extension_host.h"
 #include "guardpolicy/vm.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/printer.h"
@@ -266,12 +267,25 @@ class Analyzer {
     }
     Diagnostics ignored;
     Program prog = Compile(policy_, *policy_.module, schema_, resolver_, {}, ignored);
-    if (ignored.HasErrors() || !prog.Finalize().empty() || !Verify(prog).empty()) return;
+    if (ignored.HasErrors() || !prog.Bind(schema_).empty() || !prog.Finalize().empty() || !Verify(prog).empty()) {
+      return;
+    }
     for (const Risk& risk : kRisks) {
-      std::vector<Value> view;
-      for (const std::string& f : prog.fields) view.push_back(AmbientField(f, risk.guard_type));
-      view.emplace_back();
-      const Outcome o = Evaluate(prog, view.data());
+      // Plugin fields and filters run on the ambient guard's core fields; one that needs the
+      // Python entry leaves the question open (no warning).
+      std::vector<FieldValues> entries(1);
+      for (const FieldInfo& f : schema_.fields()) {
+        if (!f.plugin) entries[0][f.name] = AmbientField(f.name, risk.guard_type);
+      }
+      std::vector<std::vector<Value>> views{Snapshot::View(prog, entries[0])};
+      HostStrings strings;
+      Outcome o;
+      try {
+        FillPluginSlots(prog, schema_, entries, views, strings);
+        o = Evaluate(prog, views[0].data());
+      } catch (const PluginError&) {
+        continue;
+      }
       if (o.decision != Decision::kDrop) continue;
       const bool by_rule = o.rule >= 0 && static_cast<size_t>(o.rule) < rules_.size();
       const SourceRange site = by_rule ? rules_[o.rule].site

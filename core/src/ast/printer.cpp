@@ -27,6 +27,11 @@ class Printer {
     switch (e.kind) {
       case ExprKind::kLiteral: return PrintLiteral(e.literal);
       case ExprKind::kPath: return PathText(e);
+      case ExprKind::kCall: {
+        std::string out = e.path + "(";
+        for (size_t i = 0; i < e.kids.size(); ++i) out += (i > 0 ? ", " : "") + Print(*e.kids[i]);
+        return out + ")";
+      }
       case ExprKind::kNot: return "not " + Operand(*e.kids[0], 3, false);
       case ExprKind::kAnd: return Operand(*e.kids[0], 2, false) + " and " + Operand(*e.kids[1], 2, true);
       case ExprKind::kOr: return Operand(*e.kids[0], 1, false) + " or " + Operand(*e.kids[1], 1, true);

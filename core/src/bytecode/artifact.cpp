@@ -40,6 +40,12 @@ class Writer {
     Int<uint8_t>(static_cast<uint8_t>(t.kind));
     Int<int32_t>(t.enum_index);
   }
+  void Const(const Constant& c) {
+    TypeOf(c.type);
+    Int<int64_t>(c.i);
+    Int<uint64_t>(c.bits);
+    Str(c.s);
+  }
   void Lit(const Literal& l) {
     Int<uint8_t>(static_cast<uint8_t>(l.kind));
     Int<int64_t>(l.i);
@@ -93,6 +99,18 @@ class Reader {
     if (enumish && (e < 0 || static_cast<size_t>(e) >= schema.enums().size())) throw Corrupt("enum index out of range");
     return t;
   }
+  Constant Const(const Schema& schema) {
+    Constant c;
+    c.type = TypeOf(schema);
+    c.i = Int<int64_t>();
+    c.bits = Int<uint64_t>();
+    c.s = Str();
+    if (c.type.kind == TypeKind::kEnum &&
+        (c.i < -1 || c.i >= static_cast<int64_t>(schema.enums()[c.type.enum_index].members.size()))) {
+      throw Corrupt("enum constant out of range");
+    }
+    return c;
+  }
   Literal Lit() {
     Literal l;
     const auto kind = Int<uint8_t>();
@@ -142,14 +160,20 @@ void WriteProgram(Writer& w, const Program& p) {
   for (size_t i = 0; i < p.fields.size(); ++i) {
     w.Str(p.fields[i]);
     w.TypeOf(p.field_types[i]);
+    const std::vector<Constant> none;
+    const std::vector<Constant>& args = i < p.field_args.size() ? p.field_args[i] : none;
+    w.Int<uint32_t>(static_cast<uint32_t>(args.size()));
+    for (const Constant& c : args) w.Const(c);
+  }
+  w.Int<uint32_t>(static_cast<uint32_t>(p.functions.size()));
+  for (const FunctionRef& f : p.functions) {
+    w.Str(f.name);
+    w.TypeOf(f.result);
+    w.Int<uint32_t>(static_cast<uint32_t>(f.args.size()));
+    for (const Type& t : f.args) w.TypeOf(t);
   }
   w.Int<uint32_t>(static_cast<uint32_t>(p.constants.size()));
-  for (const Constant& c : p.constants) {
-    w.TypeOf(c.type);
-    w.Int<int64_t>(c.i);
-    w.Int<uint64_t>(c.bits);
-    w.Str(c.s);
-  }
+  for (const Constant& c : p.constants) w.Const(c);
   w.Int<uint32_t>(static_cast<uint32_t>(p.sets.size()));
   for (const ConstSet& s : p.sets) {
     w.TypeOf(s.elem);
@@ -221,26 +245,20 @@ Program ReadProgram(Reader& r, const Schema& schema) {
   p.default_file = r.Str();
   p.default_line = r.Int<int32_t>();
   for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
-    std::string field = r.Str();
-    const Type t = r.TypeOf(schema);
-    const int index = schema.FindField(field);
-    if (index < 0) throw Corrupt("unknown field `" + field + "`");
-    if (!(schema.fields()[index].type == t)) throw Corrupt("field `" + field + "` has another type in this schema");
-    p.fields.push_back(std::move(field));
-    p.field_types.push_back(t);
+    p.fields.push_back(r.Str());
+    p.field_types.push_back(r.TypeOf(schema));
+    std::vector<Constant> args;
+    for (uint32_t k = r.Count(), j = 0; j < k; ++j) args.push_back(r.Const(schema));
+    p.field_args.push_back(std::move(args));
   }
   for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
-    Constant c;
-    c.type = r.TypeOf(schema);
-    c.i = r.Int<int64_t>();
-    c.bits = r.Int<uint64_t>();
-    c.s = r.Str();
-    if (c.type.kind == TypeKind::kEnum &&
-        (c.i < -1 || c.i >= static_cast<int64_t>(schema.enums()[c.type.enum_index].members.size()))) {
-      throw Corrupt("enum constant out of range");
-    }
-    p.constants.push_back(std::move(c));
+    FunctionRef f;
+    f.name = r.Str();
+    f.result = r.TypeOf(schema);
+    for (uint32_t k = r.Count(), j = 0; j < k; ++j) f.args.push_back(r.TypeOf(schema));
+    p.functions.push_back(std::move(f));
   }
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) p.constants.push_back(r.Const(schema));
   for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
     ConstSet s;
     s.elem = r.TypeOf(schema);
@@ -340,6 +358,9 @@ std::shared_ptr<const CompiledPolicy> DeserializePolicy(const std::string& bytes
     Refuse(origin, e.what());
   }
   program.policy_name = name;
+  // Fields, filters and functions by name and type: a plugin the policy was compiled with
+  // must be loaded again.
+  if (std::string err = program.Bind(schema); !err.empty()) Refuse(origin, err);
   std::string err = program.Finalize();
   if (err.empty()) err = Verify(program);
   if (!err.empty()) Refuse(origin, "bytecode failed verification: " + err);

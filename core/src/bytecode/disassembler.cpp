@@ -30,10 +30,12 @@ std::string SetText(const ConstSet& s) {
   return out + "}";
 }
 
+std::string SlotText(const Program& p, size_t slot);
+
 std::string Operands(const Program& p, const Instruction& ins) {
   switch (ins.op) {
     case Opcode::kLoadField:
-      return ins.a >= 0 && ins.a < int(p.fields.size()) ? fmt::format("{} ({})", ins.a, p.fields[ins.a])
+      return ins.a >= 0 && ins.a < int(p.fields.size()) ? fmt::format("{} ({})", ins.a, SlotText(p, ins.a))
                                                           : std::to_string(ins.a);
     case Opcode::kPushConst:
       return ins.a >= 0 && ins.a < int(p.constants.size())
@@ -53,7 +55,7 @@ std::string Operands(const Program& p, const Instruction& ins) {
     case Opcode::kBranchCompare:
     case Opcode::kBranchInSet:
     case Opcode::kBranchMatches: {
-      std::string test = ins.a >= 0 && ins.a < int(p.fields.size()) ? p.fields[ins.a] : std::to_string(ins.a);
+      std::string test = ins.a >= 0 && ins.a < int(p.fields.size()) ? SlotText(p, ins.a) : std::to_string(ins.a);
       if (ins.op == Opcode::kBranchCompare && ins.b >= 0 && ins.b < int(p.constants.size())) {
         test += fmt::format(" {} {}", OpcodeName(ins.x), ConstantText(p.constants[ins.b]));
       } else if (ins.op == Opcode::kBranchInSet && ins.b >= 0 && ins.b < int(p.sets.size())) {
@@ -79,9 +81,21 @@ std::string Operands(const Program& p, const Instruction& ins) {
       const RuleInfo& r = p.rules[ins.b];
       return fmt::format("{} rule {} ({} at {}:{})", d, ins.b, r.policy, r.file, r.line);
     }
+    case Opcode::kCall:
+      return ins.a >= 0 && ins.a < int(p.functions.size())
+                 ? fmt::format("{} ({}, {} argument{})", ins.a, p.functions[ins.a].name, ins.b, ins.b == 1 ? "" : "s")
+                 : std::to_string(ins.a);
     default:
       return {};
   }
+}
+
+// A field slot, with a filter's bound parameters: `builtin.keep_tensor_guards(true)`.
+std::string SlotText(const Program& p, size_t slot) {
+  if (slot >= p.field_args.size() || p.field_args[slot].empty()) return p.fields[slot];
+  std::string args;
+  for (const Constant& c : p.field_args[slot]) args += (args.empty() ? "" : ", ") + ConstantText(c);
+  return p.fields[slot] + "(" + args + ")";
 }
 
 }  // namespace
@@ -90,7 +104,8 @@ std::string Disassemble(const Program& p) {
   std::string out = fmt::format("policy {}: {} instructions, {} fields, {} rules, default {}\n",
                                 p.policy_name, p.code.size(), p.fields.size(), p.rules.size(),
                                 p.default_decision == Decision::kDrop ? "drop" : "keep");
-  for (size_t i = 0; i < p.fields.size(); ++i) out += fmt::format("  field {}: {}\n", i, p.fields[i]);
+  for (size_t i = 0; i < p.fields.size(); ++i) out += fmt::format("  field {}: {}\n", i, SlotText(p, i));
+  for (size_t i = 0; i < p.functions.size(); ++i) out += fmt::format("  function {}: {}\n", i, p.functions[i].name);
   for (size_t pc = 0; pc < p.code.size(); ++pc) {
     const Instruction& ins = p.code[pc];
     out += fmt::format("{:4}  {:<16}{}\n", pc, OpcodeName(ins.op), Operands(p, ins));

@@ -15,7 +15,7 @@ const char* OpcodeName(Opcode op) {
       "NE_STR",     "EQ_ENUM",    "NE_ENUM",   "IN_SET",      "SET_HAS",   "CONTAINS",
       "STARTSWITH", "ENDSWITH",   "MATCHES",   "JUMP",        "JUMP_IF_FALSE",
       "JUMP_IF_TRUE", "DECIDE", "NOP", "BRANCH_FIELD", "BRANCH_COMPARE", "BRANCH_IN_SET",
-      "BRANCH_MATCHES", "DISPATCH"};
+      "BRANCH_MATCHES", "DISPATCH", "CALL"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Opcode::kCount_));
   const auto i = static_cast<size_t>(op);
   return i < static_cast<size_t>(Opcode::kCount_) ? kNames[i] : "INVALID";

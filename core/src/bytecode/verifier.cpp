@@ -17,6 +17,11 @@ class Verifier {
   std::string Run() {
     if (p_.code.empty()) return "empty program";
     if (p_.fields.size() != p_.field_types.size()) return "field table and field types differ in size";
+    if (p_.field_args.empty()) p_.field_args.resize(p_.fields.size());  // hand-built programs
+    if (p_.field_args.size() != p_.fields.size()) return "field table and field arguments differ in size";
+    for (const FunctionRef& f : p_.functions) {
+      if (f.result.kind != TypeKind::kBool && f.result.kind != TypeKind::kInt) return "function result is not bool or int";
+    }
     if (p_.compiled_regexes.size() != p_.regexes.size()) return "regexes not finalized";
     if (p_.rule_entry.size() != p_.rules.size()) return "rule entry table and rule table differ in size";
     for (const int32_t entry : p_.rule_entry) {
@@ -183,6 +188,14 @@ class Verifier {
         break;
       case Opcode::kNop:
         break;
+      case Opcode::kCall: {
+        if (!InRange(ins.a, p_.functions.size())) return "function index out of range";
+        const FunctionRef& f = p_.functions[ins.a];
+        if (ins.b != static_cast<int32_t>(f.args.size())) return "argument count does not match the function";
+        for (size_t k = f.args.size(); k-- > 0 && err.empty();) err = Pop(s, f.args[k].kind);
+        if (err.empty()) err = Push(s, f.result.kind);
+        break;
+      }
       case Opcode::kBranchField:
       case Opcode::kBranchCompare:
       case Opcode::kBranchInSet:

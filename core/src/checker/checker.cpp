@@ -69,7 +69,7 @@ class PolicyChecker {
     if (target == nullptr) {
       const std::string best = ClosestMatch(use.target, resolver_.KnownPolicies(module_));
       diags_.Error(codes::kUnknownPolicy, use.range, fmt::format("unknown policy `{}`", use.target),
-                   best.empty() ? "policies come from this file or policies/std"
+                   best.empty() ? "policies come from this file or policies/std; filters from plugins as `<plugin>.<filter>`"
                                 : fmt::format("did you mean `{}`?", best));
       return;
     }

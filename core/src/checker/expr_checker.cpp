@@ -201,6 +201,44 @@ Type ExprChecker::CheckStringOp(Expr& e) {
   return e.type = Type::Bool();
 }
 
+// A plugin function or filter call. Filter arguments are bound when the policy compiles,
+// so they must be literals or parameters of the policy.
+Type ExprChecker::CheckCall(Expr& e) {
+  const int index = schema_.FindFunction(e.path);
+  if (index < 0) {
+    for (auto& arg : e.kids) Check(*arg);
+    const std::string best = ClosestMatch(e.path, schema_.FunctionNames());
+    diags_.Error(codes::kUnknownFunction, e.range, fmt::format("unknown function `{}`", e.path),
+                 best.empty() ? "functions come from plugins: load one with --plugin (docs/plugins.md)"
+                              : fmt::format("did you mean `{}`?", best));
+    return e.type = Type::Error();
+  }
+  const FunctionInfo& fn = schema_.functions()[index];
+  e.resolved = {Resolution::Kind::kFunction, index};
+  if (e.kids.size() != fn.args.size()) {
+    diags_.Error(codes::kBadCall, e.range,
+                 fmt::format("`{}` takes {} argument{}, {} given", fn.name, fn.args.size(),
+                             fn.args.size() == 1 ? "" : "s", e.kids.size()));
+    for (auto& arg : e.kids) Check(*arg);
+    return e.type = fn.result;
+  }
+  for (size_t i = 0; i < e.kids.size(); ++i) {
+    Expr& arg = *e.kids[i];
+    const Type t = CheckOperandAgainst(arg, fn.args[i]);
+    if (t.is_error()) continue;
+    if (t != fn.args[i]) {
+      diags_.Error(codes::kBadCall, arg.range,
+                   fmt::format("argument {} of `{}` must be {}, found {}", i + 1, fn.name,
+                               schema_.TypeName(fn.args[i]), schema_.TypeName(t)));
+    } else if (fn.is_filter && arg.kind != ExprKind::kLiteral && arg.resolved.kind != Resolution::Kind::kParam) {
+      diags_.Error(codes::kBadCall, arg.range,
+                   fmt::format("argument {} of filter `{}` must be a literal or a parameter", i + 1, fn.name),
+                   "filter parameters are bound when the policy is compiled");
+    }
+  }
+  return e.type = fn.result;
+}
+
 Type ExprChecker::CheckBoolOperand(Expr& e) {
   const Type t = Check(e);
   if (!t.is_error() && t.kind != TypeKind::kBool) {
@@ -229,6 +267,7 @@ Type ExprChecker::Check(Expr& e) {
     case ExprKind::kCompare: return CheckCompare(e);
     case ExprKind::kIn: return CheckIn(e);
     case ExprKind::kStringOp: return CheckStringOp(e);
+    case ExprKind::kCall: return CheckCall(e);
   }
   return e.type = Type::Error();
 }

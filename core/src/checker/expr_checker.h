@@ -30,6 +30,7 @@ class ExprChecker {
   Type CheckIn(Expr& e);
   Type CheckStringOp(Expr& e);
   Type CheckBoolOperand(Expr& e);
+  Type CheckCall(Expr& e);
   void CheckPattern(const Expr& pattern, BinaryOp op);
   void ReportUnknownName(const Expr& e);
   void Mismatch(const Expr& e, const std::string& what);

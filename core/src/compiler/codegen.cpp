@@ -169,7 +169,47 @@ class CodeGen {
       case ExprKind::kCompare: return CompareValue(e);
       case ExprKind::kIn: return InValue(e);
       case ExprKind::kStringOp: return StringOpValue(e);
+      case ExprKind::kCall: return CallValue(e);
     }
+  }
+
+  // A filter reads as a bool field slot per (filter, bound arguments); a function pushes its
+  // arguments and calls.
+  void CallValue(const Expr& e) {
+    const FunctionInfo& fn = schema_.functions()[e.resolved.index];
+    if (fn.is_filter) {
+      std::vector<Constant> args;
+      std::string key = fn.name;
+      for (size_t i = 0; i < e.kids.size(); ++i) {
+        const Expr& a = *e.kids[i];
+        Literal lit = a.literal;
+        if (a.kind == ExprKind::kPath) {
+          auto it = bound_->find(a.path);
+          if (it != bound_->end()) lit = it->second;
+        }
+        const Constant& c = prog_.constants[ConstFromLiteral(lit, fn.args[i])];
+        args.push_back(c);
+        key += fmt::format("\x1f{}\x1f{}\x1f{}", static_cast<int>(c.type.kind), c.i, c.s);
+      }
+      auto [it, inserted] = filter_slots_.emplace(key, static_cast<int>(prog_.fields.size()));
+      if (inserted) {
+        prog_.fields.push_back(fn.name);
+        prog_.field_types.push_back(Type::Bool());
+        prog_.field_args.push_back(std::move(args));
+      }
+      Emit(Opcode::kLoadField, it->second);
+      return;
+    }
+    for (const auto& a : e.kids) Value(*a);
+    int32_t index = -1;
+    for (size_t i = 0; i < prog_.functions.size(); ++i) {
+      if (prog_.functions[i].name == fn.name) index = static_cast<int32_t>(i);
+    }
+    if (index < 0) {
+      prog_.functions.push_back({fn.name, fn.args, fn.result});
+      index = static_cast<int32_t>(prog_.functions.size() - 1);
+    }
+    Emit(Opcode::kCall, index, static_cast<int32_t>(e.kids.size()));
   }
 
   void PathValue(const Expr& e) {
@@ -278,6 +318,7 @@ class CodeGen {
     if (inserted) {
       prog_.fields.push_back(schema_.fields()[field_index].name);
       prog_.field_types.push_back(schema_.fields()[field_index].type);
+      prog_.field_args.emplace_back();
     }
     return it->second;
   }
@@ -312,6 +353,7 @@ class CodeGen {
   const CompileOptions& options_;
   const ParamValues* bound_ = nullptr;
   std::map<int, int> slots_;
+  std::map<std::string, int> filter_slots_;
 };
 
 // Declared defaults overridden by `params`; unknown names, wrong types and missing values

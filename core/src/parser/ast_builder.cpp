@@ -156,6 +156,12 @@ class Builder {
       e->path = BuildPath(c->fieldPath());
       return e;
     }
+    if (auto* c = dynamic_cast<P::CallExprContext*>(ctx)) {
+      auto e = Node(ExprKind::kCall, c);
+      e->path = BuildPath(c->callee);
+      for (P::ExprContext* arg : c->expr()) e->kids.push_back(BuildExpr(arg));
+      return e;
+    }
     if (auto* c = dynamic_cast<P::NotExprContext*>(ctx)) {
       auto e = Node(ExprKind::kNot, c);
       e->kids.push_back(BuildExpr(c->expr()));

@@ -6,6 +6,7 @@
 
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/filter_module.h"
 #include "guardpolicy/optimizer.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/policy.h"
@@ -83,7 +84,8 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
   if (decl == nullptr) throw PolicyError(std::move(diags));
   Program program = Compile(*decl, *lint.module, *schema_, *this, params, diags, options_);
   if (diags.HasErrors()) throw PolicyError(std::move(diags));
-  std::string err = program.Finalize();
+  std::string err = program.Bind(*schema_);
+  if (err.empty()) err = program.Finalize();
   if (err.empty()) err = Verify(program);
   if (err.empty()) {
     OptimizeOptions opt;
@@ -160,8 +162,29 @@ const Module* Loader::LoadLibraryModule(const std::string& name) {
   return library_[name].get();
 }
 
+// The filters of plugin `ns` as a module of policies named `<ns>.<filter>`, built once.
+const Module* Loader::LoadPluginModule(std::string_view ns) {
+  const Plugin* plugin = schema_->FindPlugin(ns);
+  if (plugin == nullptr) return nullptr;
+  const std::string key = "plugin:" + std::string(ns);
+  if (auto it = library_.find(key); it != library_.end()) return it->second.get();
+  library_[key] = nullptr;
+  LintResult lint = Lint(std::make_shared<const SourceFile>(key, FilterModuleSource(*plugin)));
+  for (const Diagnostic& d : lint.diagnostics.items()) {
+    if (d.severity == Severity::kError) library_diagnostics_.Add(d);
+  }
+  if (!lint.module || lint.diagnostics.HasErrors()) return nullptr;
+  for (PolicyDecl& p : lint.module->policies) p.name = std::string(ns) + "." + p.name;
+  library_[key] = std::move(lint.module);
+  return library_[key].get();
+}
+
 const PolicyDecl* Loader::Resolve(std::string_view name, const Module& from) {
   if (const PolicyDecl* p = from.FindPolicy(name)) return p;
+  if (const size_t dot = name.find('.'); dot != std::string_view::npos) {
+    const Module* m = LoadPluginModule(name.substr(0, dot));
+    return m ? m->FindPolicy(name) : nullptr;
+  }
   // Library names are plain identifiers; anything else (a path) never reaches the disk.
   if (name.empty() || name.find_first_not_of("abcdefghijklmnopqrstuvwxyz"
                                              "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") !=
@@ -175,6 +198,9 @@ const PolicyDecl* Loader::Resolve(std::string_view name, const Module& from) {
 std::vector<std::string> Loader::KnownPolicies(const Module& from) {
   std::vector<std::string> names;
   for (const PolicyDecl& p : from.policies) names.push_back(p.name);
+  for (const FunctionInfo& f : schema_->functions()) {
+    if (f.is_filter) names.push_back(f.name);
+  }
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator(std_dir_, ec)) {
     if (entry.path().extension() == ".gpol") names.push_back(entry.path().stem().string());

@@ -78,6 +78,7 @@ FieldValues Row(const json& row, const Schema& schema, Snapshot& snap) {
   FieldValues v;
   for (const FieldInfo& f : schema.fields()) {
     const auto it = row.find(f.name);
+    if (f.plugin && (it == row.end() || it->is_null())) continue;  // computed by the plugin
     if (it == row.end() || it->is_null()) {
       v[f.name] = Value{f.type.kind == TypeKind::kEnum ? -1 : 0, 0, {}};
     } else {

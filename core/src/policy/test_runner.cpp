@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/extension_host.h"
 #include "guardpolicy/vm.h"
 
 namespace guardpolicy {
@@ -25,34 +26,34 @@ std::optional<bool> GuardSourcePredicate(std::string_view field, std::string_vie
   return std::nullopt;
 }
 
-// The entry view of one expectation, in `program`'s slot order.
-std::vector<Value> EntryView(const Expectation& ex, const Program& program, const Schema& schema) {
-  std::vector<Value> view(program.fields.size() + 1);
-  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
-    if (program.field_types[slot].kind == TypeKind::kEnum) view[slot].i = -1;  // no member
-  }
+// The core and plugin field values an expectation gives (GuardSource predicates follow
+// from `guard_source` unless given); absent fields read as their zero value.
+FieldValues EntryFields(const Expectation& ex, const Schema& schema) {
+  FieldValues values;
   for (const FieldInit& f : ex.fields) {
-    if (f.path != "guard_source") continue;
-    for (size_t slot = 0; slot < program.fields.size(); ++slot) {
-      if (auto flag = GuardSourcePredicate(program.fields[slot], f.value.str)) view[slot].i = *flag;
+    const int index = schema.FindField(f.path);
+    if (index < 0) continue;  // reported by the checker (GP2015)
+    const Type t = schema.fields()[index].type;
+    Value v;
+    switch (f.value.kind) {
+      case Literal::Kind::kBool: v.i = f.value.b; break;
+      case Literal::Kind::kInt: v.i = f.value.i; break;
+      case Literal::Kind::kString:
+        v.s = f.value.str;
+        if (t.kind == TypeKind::kEnum) v.i = schema.enums()[t.enum_index].Find(f.value.str);
+        break;
     }
+    values[f.path] = v;
   }
-  for (const FieldInit& f : ex.fields) {
-    for (size_t slot = 0; slot < program.fields.size(); ++slot) {
-      if (program.fields[slot] != f.path) continue;
-      const Type t = program.field_types[slot];
-      Value& v = view[slot];
-      switch (f.value.kind) {
-        case Literal::Kind::kBool: v.i = f.value.b; break;
-        case Literal::Kind::kInt: v.i = f.value.i; break;
-        case Literal::Kind::kString:
-          v.s = f.value.str;
-          if (t.kind == TypeKind::kEnum) v.i = schema.enums()[t.enum_index].Find(f.value.str);
-          break;
+  if (auto source = values.find("guard_source"); source != values.end()) {
+    const std::string_view name = source->second.s;
+    for (const FieldInfo& field : schema.fields()) {
+      if (auto flag = GuardSourcePredicate(field.name, name); flag && !values.count(field.name)) {
+        values[field.name] = Value{*flag ? 1 : 0, 0, {}};
       }
     }
   }
-  return view;
+  return values;
 }
 
 }  // namespace
@@ -65,8 +66,17 @@ std::vector<ExpectationResult> RunTests(Loader& loader, SourceFilePtr file) {
     auto compiled = loader.Load(file, test.target, {});
     const Program& program = compiled->program();
     for (const Expectation& ex : test.expectations) {
-      const std::vector<Value> view = EntryView(ex, program, loader.schema());
-      const Outcome o = Evaluate(program, view.data());
+      // Each expectation is its own guard_filter_fn call of one entry.
+      HostStrings strings;
+      std::vector<FieldValues> entries{EntryFields(ex, loader.schema())};
+      std::vector<std::vector<Value>> views{Snapshot::View(program, entries[0])};
+      for (size_t slot = 0; slot < program.fields.size(); ++slot) {
+        if (program.field_types[slot].kind == TypeKind::kEnum && !entries[0].count(program.fields[slot])) {
+          views[0][slot].i = -1;  // no member
+        }
+      }
+      FillPluginSlots(program, loader.schema(), entries, views, strings);
+      const Outcome o = Evaluate(program, views[0].data());
       const std::string source =
           o.rule >= 0 ? program.rules[o.rule].file + ":" + std::to_string(program.rules[o.rule].line)
                       : program.default_file + ":" + std::to_string(program.default_line);

@@ -1,6 +1,8 @@
 // schema.cpp: reading policies/schema/guard_entry.yaml with yaml-cpp.
 #include "guardpolicy/schema.h"
 
+#include "guardpolicy/plugin.h"
+
 #include <fstream>
 #include <sstream>
 
@@ -90,6 +92,19 @@ std::string Schema::TypeName(const Type& t) const {
   return "<error>";
 }
 
+int Schema::FindFunction(std::string_view name) const {
+  for (size_t i = 0; i < functions_.size(); ++i) {
+    if (functions_[i].name == name) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+std::vector<std::string> Schema::FunctionNames() const {
+  std::vector<std::string> names;
+  for (const FunctionInfo& f : functions_) names.push_back(f.name);
+  return names;
+}
+
 std::vector<std::string> Schema::FieldNames() const {
   std::vector<std::string> names;
   for (const FieldInfo& f : fields_) names.push_back(f.name);
@@ -157,7 +172,14 @@ Schema Schema::FromFile(const std::string& path) {
   if (!in) throw SchemaError(path + ": cannot open schema file");
   std::ostringstream text;
   text << in.rdbuf();
-  return FromYaml(text.str(), path);
+  Schema schema = FromYaml(text.str(), path);
+  // torch's built-in filters (`builtin.*`) read core fields; a reduced schema without them
+  // simply has no built-ins.
+  try {
+    return schema.WithPlugin(BuiltinPlugin());
+  } catch (const PluginError&) {
+    return schema;
+  }
 }
 
 }  // namespace guardpolicy

@@ -3,6 +3,9 @@
 
 #include <re2/re2.h>
 
+#include "guardpolicy/plugin.h"
+#include "guardpolicy/plugin_values.h"
+
 namespace guardpolicy::vm_internal {
 
 bool InSet(const ConstSet& set, const Value& v) {
@@ -36,6 +39,15 @@ bool Matches(const Program& p, int32_t regex, std::string_view s) {
     return false;
   }
   return RE2::PartialMatch(s, *p.compiled_regexes[regex]);
+}
+
+Value CallFunction(const Program& p, int32_t fn, const Value* args, int32_t n) {
+  gp_value abi[kMaxStack];
+  for (int32_t k = 0; k < n; ++k) abi[k] = ToAbi(args[k]);
+  const BoundPlugin& bound = p.bound_functions.at(static_cast<size_t>(fn));
+  if (!bound.plugin) throw PluginError("function `" + p.functions[fn].name + "` is not bound to a plugin");
+  const gp_value out = bound.plugin->Call(static_cast<size_t>(bound.decl), abi, static_cast<uint32_t>(n));
+  return Value{p.functions[fn].result.kind == TypeKind::kBool ? (out.i != 0 ? 1 : 0) : out.i, 0, {}};
 }
 
 }  // namespace guardpolicy::vm_internal

@@ -1,0 +1,172 @@
+"""The filter registry: every guard filter guardpolicy can hand to ``torch.compile`` by name.
+
+    gp.filters()                                # what is there
+    gp.filter("builtin.skip_guard_on_globals")  # torch's filter, native
+    gp.filter("skip_guard_on_globals")          # the same filter written as a std policy
+    gp.load_plugin("libgp_names.so")            # adds names.depth(), names.drop_deep
+    gp.filter("names.drop_deep", max_depth=3)
+
+Four kinds of entries, all returned as ``Policy`` objects (a ``guard_filter_fn``):
+
+- ``builtin``: ``builtin.<name>``, torch's six ``torch.compiler.*_unsafe`` filters implemented
+  natively (plugins/builtin), decisions identical to torch's functions;
+- ``std``: the same six written in the language (policies/std/*.gpol);
+- ``plugin``: ``<plugin>.<filter>`` from a loaded plugin shared library;
+- ``policy``: every policy loaded with ``guardpolicy.load`` in this process and still alive,
+  by its name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import weakref
+from typing import Any
+
+from . import _core
+from .policy import Policy
+
+_loaded: weakref.WeakValueDictionary[str, Policy] = weakref.WeakValueDictionary()
+
+
+@dataclasses.dataclass(frozen=True)
+class FilterParam:
+    """A filter parameter: its name, type (``bool``, ``int``, ``string``) and default
+    (``None`` when it must be given)."""
+
+    name: str
+    type: str
+    default: Any
+    has_default: bool
+
+
+@dataclasses.dataclass(frozen=True)
+class FilterInfo:
+    """One registry entry. ``kind`` is ``builtin``, ``std``, ``plugin`` or ``policy``;
+    ``origin`` is the plugin file, the policy file, or ``builtin``."""
+
+    name: str
+    kind: str
+    doc: str
+    params: tuple[FilterParam, ...]
+    origin: str
+
+
+@dataclasses.dataclass(frozen=True)
+class PluginInfo:
+    """A loaded plugin's declarations (see docs/plugins.md). ``fields``, ``functions`` and
+    ``filters`` carry qualified names (``<plugin>.<name>``) and their types."""
+
+    name: str
+    version: str
+    description: str
+    path: str
+    api_version: str
+    fields: tuple[dict, ...]
+    functions: tuple[dict, ...]
+    filters: tuple[dict, ...]
+
+
+def _data_dir() -> str:
+    from . import DATA_DIR
+
+    return str(DATA_DIR)
+
+
+def _register(policy: Policy) -> Policy:
+    """Called by ``guardpolicy.load``: the policy is listed by ``filters()`` while alive."""
+    _loaded[policy.name] = policy
+    return policy
+
+
+def load_plugin(path: str | os.PathLike, *, config: str = "") -> PluginInfo:
+    """Loads a plugin shared library (``.so``) into this process.
+
+    Every policy loaded afterwards may read its fields, call its functions and ``use`` its
+    filters; ``filters()`` lists its filters. ``config`` is passed to the plugin's ``init``.
+    Raises ``PluginError`` naming the file and the reason (not a shared library, no entry
+    point, an ABI this guardpolicy does not support, an invalid or clashing declaration,
+    ``init`` failed); nothing is loaded then and the process goes on.
+    """
+    return PluginInfo(**_plugin_fields(_core.load_plugin(os.fsencode(path), config, _data_dir())))
+
+
+def plugins() -> list[PluginInfo]:
+    """The loaded plugins, the built-in filters (``builtin``) first."""
+    return [PluginInfo(**_plugin_fields(p)) for p in _core.plugins(_data_dir())]
+
+
+def _plugin_fields(d: dict) -> dict:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in d.items()}
+
+
+def filters() -> list[FilterInfo]:
+    """Every filter by name: built-ins, std policies, plugin filters, loaded policies."""
+    from . import STD_POLICIES, load_std, std_policy_path
+
+    out: list[FilterInfo] = []
+    for plugin in _core.plugins(_data_dir()):
+        kind = "builtin" if plugin["name"] == "builtin" else "plugin"
+        for f in plugin["filters"]:
+            params = tuple(FilterParam(*p) for p in f["params"])
+            out.append(FilterInfo(f["name"], kind, f["doc"], params, plugin["path"]))
+    for name in STD_POLICIES:
+        policy = load_std(name)
+        out.append(FilterInfo(name, "std", policy.doc, _policy_params(policy), str(std_policy_path(name))))
+    for name, policy in sorted(_loaded.items()):
+        if name not in STD_POLICIES:
+            out.append(FilterInfo(name, "policy", policy.doc, _policy_params(policy), policy.source_file))
+    return out
+
+
+_TYPE_NAMES = {bool: "bool", int: "int", str: "string"}
+
+
+def _policy_params(policy: Policy) -> tuple[FilterParam, ...]:
+    """A policy's parameters with the values they are bound to (the defaults for std)."""
+    return tuple(FilterParam(k, _TYPE_NAMES[type(v)], v, True) for k, v in policy.params.items())
+
+
+def filter(name: str, **params: Any) -> Policy:  # noqa: A001 - guardpolicy.filter, as designed
+    """The filter called ``name`` as a ``guard_filter_fn``, with ``params`` bound.
+
+    ``builtin.*`` and plugin filters are compiled as a one-line policy ``use name(...)``, so
+    ``explain`` names the filter. Raises ``KeyError`` for an unknown name (with the closest
+    known names) and ``PolicyError`` for a bad parameter.
+    """
+    from . import STD_POLICIES, load, load_std
+
+    if name in STD_POLICIES:
+        return load_std(name, **params)
+    if "." in name:
+        args = ", ".join(f"{k} = {_literal(k, v)}" for k, v in params.items())
+        policy_name = name.replace(".", "_")
+        source = f"guardpolicy 1\nunsafe policy {policy_name} {{\n  use {name}({args})\n}}\n"
+        known = {f.name for f in filters()}
+        if name not in known:
+            raise KeyError(_unknown(name, known))
+        return load(source)
+    policy = _loaded.get(name)
+    if policy is None:
+        raise KeyError(_unknown(name, {f.name for f in filters()}))
+    if params:
+        raise TypeError(f"policy `{name}` is already compiled; load it again with its parameters")
+    return policy
+
+
+def _literal(name: str, value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    raise TypeError(f"parameter `{name}` must be bool, int or str, not {type(value).__name__}")
+
+
+def _unknown(name: str, known: set[str]) -> str:
+    import difflib
+
+    close = difflib.get_close_matches(name, sorted(known), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"no filter named {name!r}{hint} (see guardpolicy.filters())"

@@ -1,0 +1,66 @@
+// extension_host.cpp: running plugin extractors and filters over core field values.
+#include "guardpolicy/extension_host.h"
+
+#include "guardpolicy/plugin_values.h"
+
+namespace guardpolicy {
+namespace {
+
+// The `reads` of a declaration for one entry, as ABI values (absent fields read as their
+// zero value; an absent enum as no member).
+std::vector<gp_value> Reads(const Schema& schema, const std::vector<int>& reads, const FieldValues& entry) {
+  std::vector<gp_value> out;
+  for (const int index : reads) {
+    const FieldInfo& f = schema.fields()[index];
+    auto it = entry.find(f.name);
+    Value v = it != entry.end() ? it->second : Value{};
+    if (it == entry.end() && f.type.kind == TypeKind::kEnum) v.i = -1;
+    out.push_back(ToAbi(v));
+  }
+  return out;
+}
+
+void FillField(const FieldInfo& f, size_t slot, const Schema& schema, const std::vector<FieldValues>& entries,
+               std::vector<std::vector<Value>>& views, HostStrings& strings) {
+  for (size_t i = 0; i < entries.size(); ++i) {
+    if (entries[i].count(f.name)) continue;
+    const std::vector<gp_value> reads = Reads(schema, f.reads, entries[i]);
+    const gp_entry_view view = strings.View(reads.data(), static_cast<uint32_t>(reads.size()), nullptr);
+    gp_value out{};
+    f.plugin->Extract(static_cast<size_t>(f.decl), view, out);
+    Value v = FromAbi(out, f.type, schema);
+    v.s = strings.Keep(v.s);
+    views[i][slot] = v;
+  }
+}
+
+void FillFilter(const Program& program, size_t slot, const Schema& schema, const std::vector<FieldValues>& entries,
+                std::vector<std::vector<Value>>& views, HostStrings& strings) {
+  const FunctionInfo& fn = schema.functions()[schema.FindFunction(program.fields[slot])];
+  std::vector<gp_value> params;
+  for (const Constant& c : program.field_args[slot]) params.push_back(ToAbi(Value{c.i, c.bits, c.s}));
+  std::vector<std::vector<gp_value>> reads;
+  std::vector<gp_entry_view> entry_views;
+  for (const FieldValues& e : entries) reads.push_back(Reads(schema, fn.reads, e));
+  for (const auto& r : reads) entry_views.push_back(strings.View(r.data(), static_cast<uint32_t>(r.size()), nullptr));
+  std::vector<uint8_t> keep(entries.size(), 1);
+  fn.plugin->RunFilter(static_cast<size_t>(fn.decl), params.data(), entry_views.data(),
+                       static_cast<uint32_t>(entry_views.size()), keep.data());
+  for (size_t i = 0; i < entries.size(); ++i) views[i][slot] = Value{keep[i] ? 0 : 1, 0, {}};
+}
+
+}  // namespace
+
+void FillPluginSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
+                     std::vector<std::vector<Value>>& views, HostStrings& strings) {
+  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
+    const int field = schema.FindField(program.fields[slot]);
+    if (field >= 0) {
+      if (schema.fields()[field].plugin) FillField(schema.fields()[field], slot, schema, entries, views, strings);
+    } else if (schema.FindFunction(program.fields[slot]) >= 0) {
+      FillFilter(program, slot, schema, entries, views, strings);
+    }
+  }
+}
+
+}  // namespace guardpolicy

@@ -1,0 +1,16 @@
+// filter_module.h: the policy source text that stands for a plugin's filters.
+//
+// One `unsafe policy <filter>(<params>) { drop when <plugin>.<filter>(<params>) }` per
+// filter, with the declared parameter types and defaults; the Loader parses and checks it
+// under the path `plugin:<name>` and serves `use <plugin>.<filter>` from it.
+#pragma once
+
+#include <string>
+
+#include "guardpolicy/plugin.h"
+
+namespace guardpolicy {
+
+std::string FilterModuleSource(const Plugin& plugin);
+
+}  // namespace guardpolicy
