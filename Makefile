@@ -16,7 +16,7 @@ APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmo
 PIP_PACKAGES := torch==2.13.0 pybind11 scikit-build-core pytest transformers matplotlib cmake ninja
 DEPS_STAMP := $(VENV)/.deps-installed
 
-.PHONY: deps apt-deps build demo test test-cpp test-python bench sanitize-build test-asan test-tsan fuzz clean
+.PHONY: deps apt-deps build demo test test-cpp test-python test-cmake-consumer bench sanitize-build test-asan test-tsan fuzz clean
 
 apt-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -39,6 +39,7 @@ build: deps
 	$(PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps . \
 	  -Cbuild-dir=$(BUILD_DIR) -Ccmake.build-type=Release \
 	  -Ccmake.define.GUARDPOLICY_BUILD_TESTS=ON -Ccmake.define.GUARDPOLICY_BUILD_BENCH=ON \
+	  -Ccmake.define.GUARDPOLICY_INSTALL=ON \
 	  -Ccmake.define.pybind11_DIR=$$($(PY) -m pybind11 --cmakedir)
 
 # The bench with the demo defaults (MLP and GPT-2): a table per model; the chart in build/.
@@ -51,7 +52,11 @@ test-cpp: build
 test-python: build
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q tests/python
 
-test: test-cpp test-python
+# Installs build/ to a temporary prefix and builds tests/cmake_consumer against it.
+test-cmake-consumer: build
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH tests/cmake_consumer/run.sh $(BUILD_DIR)
+
+test: test-cpp test-python test-cmake-consumer
 
 # A clang build with ASan+UBSan (and libFuzzer coverage) for the C++ tests and the fuzzers.
 SAN_DIR := build-san

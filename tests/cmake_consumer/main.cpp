@@ -1,0 +1,128 @@
+// main.cpp: uses an installed guardpolicy. Compiles an inline policy (which `use`s a policy of
+// the installed standard library), evaluates it on a few entries, then loads the C plugin
+// and checks its table. Prints what it finds; exits 1 on any mismatch.
+#include <dlfcn.h>
+
+#include <cstring>
+#include <exception>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <guardpolicy/plugin_api.h>
+#include <guardpolicy/policy.h>
+#include <guardpolicy/schema.h>
+#include <guardpolicy/vm.h>
+
+namespace gp = guardpolicy;
+
+namespace {
+
+constexpr const char* kPolicy = R"(guardpolicy 1
+
+unsafe policy consumer {
+  doc "Keep shape guards; drop guards on globals and on module attributes."
+  keep when guard_type == SHAPE_ENV
+  use skip_guard_on_globals
+  drop when name startswith "self."
+  default keep
+}
+)";
+
+struct Case {
+  std::string guard_type;
+  std::string name;
+  bool is_global;
+  gp::Decision expected;
+};
+
+// The value of each of the program's field slots for one entry.
+std::vector<gp::Value> Fields(const gp::Program& program, const gp::Schema& schema, const Case& c) {
+  const gp::EnumInfo& guard_types = schema.enums()[schema.FindEnum("GuardType")];
+  std::vector<gp::Value> values;
+  for (const std::string& field : program.fields) {
+    if (field == "guard_type") {
+      values.push_back({guard_types.Find(c.guard_type), 0, c.guard_type});
+    } else if (field == "name") {
+      values.push_back({0, 0, c.name});
+    } else if (field == "is_global") {
+      values.push_back({c.is_global ? 1 : 0, 0, {}});
+    } else {
+      throw std::runtime_error("the policy reads an unexpected field: " + field);
+    }
+  }
+  return values;
+}
+
+bool RunPolicy(const std::string& data_dir) {
+  auto schema = std::make_shared<const gp::Schema>(
+      gp::Schema::FromFile(data_dir + "/schema/guard_entry.yaml"));
+  gp::Loader loader(schema, data_dir + "/std");
+  auto source = std::make_shared<const gp::SourceFile>("consumer.gpol", kPolicy);
+  auto policy = loader.Load(source, "consumer", {});
+
+  const std::vector<Case> cases = {
+      {"SHAPE_ENV", "", false, gp::Decision::kKeep},
+      {"EQUALS_MATCH", "G['FLAG']", true, gp::Decision::kDrop},
+      {"TENSOR_MATCH", "self.fc.weight", false, gp::Decision::kDrop},
+      {"TENSOR_MATCH", "x", false, gp::Decision::kKeep},
+  };
+  bool ok = true;
+  for (const Case& c : cases) {
+    const std::vector<gp::Value> fields = Fields(policy->program(), *schema, c);
+    const gp::Outcome outcome = gp::Evaluate(policy->program(), fields.data());
+    std::cout << "decision " << c.guard_type << " '" << c.name << "': "
+              << gp::DecisionName(outcome.decision) << "\n";
+    if (outcome.decision != c.expected) {
+      std::cerr << "  expected " << gp::DecisionName(c.expected) << "\n";
+      ok = false;
+    }
+  }
+  return ok;
+}
+
+bool LoadPlugin(const std::string& path) {
+  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib == nullptr) {
+    std::cerr << "dlopen: " << dlerror() << "\n";
+    return false;
+  }
+  auto get_api = reinterpret_cast<gp_plugin_get_api_fn>(dlsym(lib, GP_PLUGIN_ENTRY_POINT));
+  const gp_plugin_api* api = get_api != nullptr ? get_api() : nullptr;
+  bool ok = api != nullptr && api->struct_size == sizeof(gp_plugin_api) &&
+            api->api_version_major == GP_PLUGIN_API_VERSION_MAJOR &&
+            api->api_version_minor == GP_PLUGIN_API_VERSION_MINOR &&
+            std::strcmp(api->name, "consumer") == 0 && api->num_functions == 1 &&
+            std::strcmp(api->functions[0].name, "double_it") == 0;
+  if (ok) {
+    gp_value arg{21, 0, nullptr, 0};
+    gp_value out{};
+    ok = api->functions[0].call(nullptr, &arg, 1, &out) == GP_OK && out.i == 42;
+    std::cout << "plugin " << api->name << " " << api->api_version_major << "."
+              << api->api_version_minor << ": " << api->functions[0].name << "(21) = " << out.i
+              << "\n";
+  } else {
+    std::cerr << "plugin " << path << ": missing or unexpected gp_plugin_api table\n";
+  }
+  dlclose(lib);
+  return ok;
+}
+
+}  // namespace
+
+int main() {
+  std::cout << "data dir: " << CONSUMER_DATA_DIR << "\n";
+  try {
+    const bool policy_ok = RunPolicy(CONSUMER_DATA_DIR);
+    const bool plugin_ok = LoadPlugin(CONSUMER_PLUGIN);
+    if (!policy_ok || !plugin_ok) return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+  std::cout << "consumer: ok\n";
+  return 0;
+}
