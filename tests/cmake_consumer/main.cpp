@@ -1,8 +1,7 @@
 // main.cpp: uses an installed guardpolicy. Compiles an inline policy (which `use`s a policy of
 // the installed standard library), evaluates it on a few entries, then loads the C plugin
-// and checks its table. Prints what it finds; exits 1 on any mismatch.
-#include <dlfcn.h>
-
+// with guardpolicy::Plugin::Load and runs a policy that calls its function. Prints what it
+// finds; exits 1 on any mismatch.
 #include <cstring>
 #include <exception>
 #include <iostream>
@@ -12,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <guardpolicy/plugin_api.h>
+#include <guardpolicy/plugin.h>
 #include <guardpolicy/policy.h>
 #include <guardpolicy/schema.h>
 #include <guardpolicy/vm.h>
@@ -84,30 +83,24 @@ bool RunPolicy(const std::string& data_dir) {
   return ok;
 }
 
-bool LoadPlugin(const std::string& path) {
-  void* lib = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (lib == nullptr) {
-    std::cerr << "dlopen: " << dlerror() << "\n";
-    return false;
+// Loads the plugin through guardpolicy's loader, adds it to the schema and runs a policy
+// that calls its function.
+bool LoadPlugin(const std::string& data_dir, const std::string& path) {
+  std::shared_ptr<const gp::Plugin> plugin = gp::Plugin::Load(path);
+  auto schema = std::make_shared<const gp::Schema>(
+      gp::Schema::FromFile(data_dir + "/schema/guard_entry.yaml").WithPlugin(plugin));
+  gp::Loader loader(schema, data_dir + "/std");
+  auto source = std::make_shared<const gp::SourceFile>(
+      "plugin.gpol", "guardpolicy 1\nunsafe policy deep {\n  drop when consumer.double_it(source.depth) > 4\n}\n");
+  auto policy = loader.Load(source, "deep", {});
+  bool ok = true;
+  for (const int64_t depth : {1, 2, 3}) {
+    const gp::Value fields[] = {{depth, 0, {}}};  // the policy reads one field: source.depth
+    const gp::Outcome o = gp::Evaluate(policy->program(), fields);
+    std::cout << "plugin " << plugin->name() << " " << plugin->version() << ": depth " << depth << " -> "
+              << gp::DecisionName(o.decision) << "\n";
+    ok &= o.decision == (depth > 2 ? gp::Decision::kDrop : gp::Decision::kKeep);
   }
-  auto get_api = reinterpret_cast<gp_plugin_get_api_fn>(dlsym(lib, GP_PLUGIN_ENTRY_POINT));
-  const gp_plugin_api* api = get_api != nullptr ? get_api() : nullptr;
-  bool ok = api != nullptr && api->struct_size == sizeof(gp_plugin_api) &&
-            api->api_version_major == GP_PLUGIN_API_VERSION_MAJOR &&
-            api->api_version_minor == GP_PLUGIN_API_VERSION_MINOR &&
-            std::strcmp(api->name, "consumer") == 0 && api->num_functions == 1 &&
-            std::strcmp(api->functions[0].name, "double_it") == 0;
-  if (ok) {
-    gp_value arg{21, 0, nullptr, 0};
-    gp_value out{};
-    ok = api->functions[0].call(nullptr, &arg, 1, &out) == GP_OK && out.i == 42;
-    std::cout << "plugin " << api->name << " " << api->api_version_major << "."
-              << api->api_version_minor << ": " << api->functions[0].name << "(21) = " << out.i
-              << "\n";
-  } else {
-    std::cerr << "plugin " << path << ": missing or unexpected gp_plugin_api table\n";
-  }
-  dlclose(lib);
   return ok;
 }
 
@@ -117,7 +110,7 @@ int main() {
   std::cout << "data dir: " << CONSUMER_DATA_DIR << "\n";
   try {
     const bool policy_ok = RunPolicy(CONSUMER_DATA_DIR);
-    const bool plugin_ok = LoadPlugin(CONSUMER_PLUGIN);
+    const bool plugin_ok = LoadPlugin(CONSUMER_DATA_DIR, CONSUMER_PLUGIN);
     if (!policy_ok || !plugin_ok) return 1;
   } catch (const std::exception& e) {
     std::cerr << "error: " << e.what() << "\n";

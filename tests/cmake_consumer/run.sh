@@ -48,7 +48,9 @@ decision SHAPE_ENV '': keep
 decision EQUALS_MATCH 'G['FLAG']': drop
 decision TENSOR_MATCH 'self.fc.weight': drop
 decision TENSOR_MATCH 'x': keep
-plugin consumer 1.0: double_it(21) = 42
+plugin consumer 1.0.0: depth 1 -> keep
+plugin consumer 1.0.0: depth 2 -> keep
+plugin consumer 1.0.0: depth 3 -> drop
 consumer: ok"
 if [ "$(cat "$tmp/out.txt")" != "$expected" ]; then
   echo "run.sh: unexpected output; expected:" >&2
@@ -57,7 +59,7 @@ if [ "$(cat "$tmp/out.txt")" != "$expected" ]; then
 fi
 
 echo "== run the installed CLI on the installed standard library"
-"$prefix/bin/guardpolicy" --data-dir "$prefix/share/guardpolicy" test "$prefix"/share/guardpolicy/std/*.gpol \
+"$prefix/bin/guardpolicy" test "$prefix"/share/guardpolicy/std/*.gpol \
   >"$tmp/cli.log" || { cat "$tmp/cli.log"; exit 1; }
 tail -n1 "$tmp/cli.log"
 

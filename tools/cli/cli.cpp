@@ -2,6 +2,7 @@
 #include "cli.h"
 
 #include <cstdlib>
+#include <filesystem>
 
 #include <CLI/CLI.hpp>
 
@@ -10,9 +11,17 @@
 namespace guardpolicy::cli {
 namespace {
 
+// --data-dir, else $GUARDPOLICY_DATA_DIR, else <prefix>/share/guardpolicy beside an
+// installed executable (<prefix>/bin/guardpolicy), else the source tree's policies/.
 std::string DefaultDataDir(const std::string& given) {
   if (!given.empty()) return given;
   if (const char* env = std::getenv("GUARDPOLICY_DATA_DIR"); env && *env) return env;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    const std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "guardpolicy";
+    if (std::filesystem::is_regular_file(installed / "schema" / "guard_entry.yaml", ec)) return installed.string();
+  }
   return GUARDPOLICY_SOURCE_DATA_DIR;
 }
 
