@@ -1,0 +1,198 @@
+// plugin_test.cpp: the plugin ABI, the loader, the schema extension and plugin calls.
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "guardpolicy/artifact.h"
+#include "guardpolicy/extension_host.h"
+#include "guardpolicy/plugin.h"
+#include "test_util.h"
+
+extern "C" size_t gp_test_c_table_size(void);
+extern "C" size_t gp_test_c_view_size(void);
+extern "C" size_t gp_test_c_value_size(void);
+
+namespace guardpolicy {
+namespace {
+
+using testing::Src;
+using testing::TestSchema;
+
+const std::string kBad = GUARDPOLICY_TEST_PLUGIN_DIR;
+const std::string kExamples = GUARDPOLICY_EXAMPLE_PLUGIN_DIR;
+
+// The PluginError message of loading `path` (and adding it to the schema), or "".
+std::string LoadError(const std::string& path) {
+  try {
+    (void)TestSchema()->WithPlugin(Plugin::Load(path));
+  } catch (const PluginError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+Schema WithExamples() {
+  return TestSchema()->WithPlugin(Plugin::Load(kExamples + "/libgp_names.so"))
+      .WithPlugin(Plugin::Load(kExamples + "/libgp_modinfo.so"));
+}
+
+TEST(PluginApi, HeaderHasTheSameLayoutInCAndCpp) {
+  EXPECT_EQ(gp_test_c_table_size(), sizeof(gp_plugin_api));
+  EXPECT_EQ(gp_test_c_view_size(), sizeof(gp_entry_view));
+  EXPECT_EQ(gp_test_c_value_size(), sizeof(gp_value));
+}
+
+TEST(PluginLoader, EveryBadPluginIsAClearErrorAndTheProcessGoesOn) {
+  const std::string text_file = ::testing::TempDir() + "not_a_plugin.so";
+  std::ofstream(text_file) << std::string(200, '#') << "\nthis is text, not an ELF shared library\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"/nonexistent/libx.so", "/nonexistent/libx.so: cannot load the plugin: /nonexistent/libx.so: cannot open shared object file"},
+      {text_file, "cannot load the plugin: " + text_file + ": invalid ELF header"},
+      {kBad + "/no_entry.so", "no_entry.so: not a guardpolicy plugin: no `gp_plugin_get_api` symbol"},
+      {kBad + "/null_table.so", "null_table.so: `gp_plugin_get_api` returned no table"},
+      {kBad + "/major.so", "major.so: plugin ABI 2.0 is not supported by this guardpolicy (ABI 1.0"},
+      {kBad + "/minor.so", "minor.so: plugin ABI 1.99 is not supported by this guardpolicy (ABI 1.0"},
+      {kBad + "/small_table.so", "small_table.so: the plugin table is 16 bytes, smaller than an ABI 1.0 table"},
+      {kBad + "/name.so", "name.so: plugin name `Bad-Name` is not [a-z_][a-z0-9_]*"},
+      {kBad + "/type.so", "type.so: plugin `good`: field `good.flag`: unknown type `float`"},
+      {kBad + "/duplicate.so", "duplicate.so: plugin `good` declares `twice` twice"},
+      {kBad + "/clash.so", "clash.so: plugin `guard_source`: the name clashes with the schema field `guard_source`"},
+      {kBad + "/reads.so", "reads.so: plugin `good`: field `good.flag`: reads `nosuch.field`, which is not a core schema field"},
+      {kBad + "/init.so", "init.so: plugin `good` failed to initialize: the bad plugin failed on purpose"},
+  };
+  for (const auto& [path, expected] : cases) {
+    const std::string error = LoadError(path);
+    EXPECT_NE(error.find(expected), std::string::npos) << path << "\n  got: " << error;
+  }
+  // And a good plugin still loads afterwards.
+  EXPECT_EQ(LoadError(kBad + "/good.so"), "");
+}
+
+TEST(PluginLoader, NamesMustBeNewAcrossPlugins) {
+  const Schema one = TestSchema()->WithPlugin(Plugin::Load(kBad + "/good.so"));
+  try {
+    (void)one.WithPlugin(Plugin::Load(kBad + "/good.so"));
+    FAIL();
+  } catch (const PluginError& e) {
+    EXPECT_NE(std::string(e.what()).find("plugin `good`: a plugin with this name is already loaded"), std::string::npos);
+  }
+  EXPECT_THROW((void)TestSchema()->WithPlugin(Plugin::FromTable(nullptr, "in-process")), PluginError);
+}
+
+TEST(PluginLoader, BuiltinFiltersAreInEverySchemaFile) {
+  const Schema& s = *TestSchema();
+  ASSERT_NE(s.FindPlugin("builtin"), nullptr);
+  for (const char* name : {"skip_guard_on_inbuilt_nn_modules", "skip_guard_on_all_nn_modules", "keep_tensor_guards",
+                           "skip_guard_on_globals", "skip_all_guards", "keep_portable_guards"}) {
+    const int f = s.FindFunction(std::string("builtin.") + name);
+    ASSERT_GE(f, 0) << name;
+    EXPECT_TRUE(s.functions()[f].is_filter);
+  }
+  // A reduced schema that lacks the fields they read has no built-ins.
+  EXPECT_EQ(Schema::FromYaml("fields:\n  name:\n    type: string\n    doc: d\n    from: f\n", "s").FindPlugin("builtin"),
+            nullptr);
+}
+
+TEST(PluginCalls, ExampleFieldsFunctionsAndFiltersTypeCheckAndRun) {
+  auto schema = std::make_shared<const Schema>(WithExamples());
+  Loader loader(schema, testing::kDataDir + "/std");
+  // A misspelt plugin field gets a did-you-mean.
+  LintResult bad = loader.Lint(Src("guardpolicy 1\nunsafe policy p { drop when modinfo.clas_name == \"Linear\" }\n"));
+  ASSERT_EQ(bad.diagnostics.items().size(), 1u);
+  EXPECT_EQ(bad.diagnostics.items()[0].code, "GP2001");
+  EXPECT_EQ(bad.diagnostics.items()[0].help, "did you mean `modinfo.class_name`?");
+
+  auto policy = loader.Load(Src("guardpolicy 1\n"
+                                "unsafe policy p {\n"
+                                "  keep when guard_type == SHAPE_ENV\n"
+                                "  drop when names.depth(name) > 3 and modinfo.class_name == \"Dropout\"\n"
+                                "  use names.drop_deep(max_depth = 5)\n"
+                                "}\n"),
+                            "p", {});
+  const Program& prog = policy->program();
+  ASSERT_EQ(prog.fields, (std::vector<std::string>{"guard_type", "name", "modinfo.class_name", "names.drop_deep"}));
+  // Entries as core values; modinfo.class_name is given (no Python entry here).
+  std::vector<FieldValues> entries(4);
+  entries[0]["name"] = Value{0, 0, "a.b.c.d"};
+  entries[0]["modinfo.class_name"] = Value{0, 0, "Dropout"};  // depth 3: not > 3
+  entries[1]["name"] = Value{0, 0, "a.b.c.d.e"};
+  entries[1]["modinfo.class_name"] = Value{0, 0, "Dropout"};  // depth 4 Dropout: drop
+  entries[2]["name"] = Value{0, 0, "a.b.c.d.e.f.g"};
+  entries[2]["modinfo.class_name"] = Value{0, 0, "Linear"};   // depth 6 > 5: drop_deep drops
+  entries[3]["name"] = Value{0, 0, "a.b.c.d.e.f.g"};
+  entries[3]["guard_type"] = Value{schema->enums()[schema->FindEnum("GuardType")].Find("SHAPE_ENV"), 0, "SHAPE_ENV"};
+  entries[3]["modinfo.class_name"] = Value{0, 0, ""};
+  for (size_t i = 0; i < 3; ++i) entries[i]["guard_type"] = Value{-1, 0, "X"};
+  std::vector<std::vector<Value>> views;
+  for (const auto& e : entries) views.push_back(Snapshot::View(prog, e));
+  HostStrings strings;
+  FillPluginSlots(prog, *schema, entries, views, strings);
+  std::vector<std::pair<Decision, int>> got;
+  for (const auto& v : views) {
+    const Outcome o = Evaluate(prog, v.data());
+    got.emplace_back(o.decision, o.rule);
+  }
+  EXPECT_EQ(got, (std::vector<std::pair<Decision, int>>{
+                     {Decision::kKeep, -1}, {Decision::kDrop, 1}, {Decision::kDrop, 2}, {Decision::kKeep, 0}}));
+  EXPECT_EQ(prog.rules[2].policy, "names.drop_deep");
+  // A plugin field that needs the Python entry fails clearly without one.
+  entries[0].erase("modinfo.class_name");
+  try {
+    FillPluginSlots(prog, *schema, entries, views, strings);
+    FAIL();
+  } catch (const PluginError& e) {
+    EXPECT_NE(std::string(e.what()).find("libgp_modinfo.so: plugin `modinfo`: field `modinfo.class_name`: needs the "
+                                         "Python GuardFilterEntry"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(PluginCalls, FailingCallbacksThrowPluginErrorWithTheirMessage) {
+  for (const char* kind : {"extract", "call", "filter"}) {
+    auto schema = std::make_shared<const Schema>(TestSchema()->WithPlugin(Plugin::Load(kBad + "/" + kind + ".so")));
+    Loader loader(schema, testing::kDataDir + "/std");
+    auto policy = loader.Load(Src("guardpolicy 1\nunsafe policy p {\n  drop when good.flag\n  drop when good.one(1) == 1\n"
+                                  "  use good.drop_all\n}\n"),
+                              "p", {});
+    const Program& prog = policy->program();
+    std::vector<FieldValues> entries(1);
+    std::vector<std::vector<Value>> views{Snapshot::View(prog, entries[0])};
+    HostStrings strings;
+    try {
+      FillPluginSlots(prog, *schema, entries, views, strings);
+      (void)Evaluate(prog, views[0].data());
+      if (std::string(kind) == "call") {  // good.flag is true: the call is never reached
+        views[0][0].i = 0;
+        (void)Evaluate(prog, views[0].data());
+      }
+      FAIL() << kind;
+    } catch (const PluginError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find(std::string(kind) + ".so: plugin `good`: "), std::string::npos) << what;
+      EXPECT_NE(what.find(": the bad plugin failed on purpose"), std::string::npos) << what;
+    }
+  }
+}
+
+TEST(PluginArtifacts, CompiledPoliciesNeedTheirPluginsLoaded) {
+  auto schema = std::make_shared<const Schema>(WithExamples());
+  Loader loader(schema, testing::kDataDir + "/std");
+  auto policy = loader.Load(Src("guardpolicy 1\nunsafe policy p {\n  drop when names.depth(name) > 2\n"
+                                "  use names.drop_deep(max_depth = 1)\n}\n"),
+                            "p", {});
+  const std::string bytes = SerializePolicy(*policy, *schema);
+  auto again = DeserializePolicy(bytes, *schema, "p.gpolc");
+  EXPECT_EQ(Disassemble(again->program()), Disassemble(policy->program()));
+  try {
+    (void)DeserializePolicy(bytes, *TestSchema(), "p.gpolc");
+    FAIL();
+  } catch (const PolicyError& e) {
+    EXPECT_NE(std::string(e.what()).find("`names.drop_deep` is neither a schema field nor a filter of a loaded plugin"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace guardpolicy
