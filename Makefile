@@ -1,6 +1,6 @@
 # guardpolicy developer entry points. Every target installs what is missing first.
 #   make demo   build, then run the main job (std policies on real models, a table)
-#   make test   build, then every test (GoogleTest through ctest, then pytest)
+#   make test   build, then every test (GoogleTest through ctest, pytest, the docs' examples)
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
 
@@ -13,10 +13,10 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
   libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev pkg-config g++ \
   default-jre-headless
-PIP_PACKAGES := torch==2.13.0 pybind11 scikit-build-core pytest transformers matplotlib cmake ninja
+PIP_PACKAGES := torch==2.13.0 pybind11 scikit-build-core pytest transformers matplotlib cmake ninja pygments
 DEPS_STAMP := $(VENV)/.deps-installed
 
-.PHONY: deps apt-deps build demo test test-cpp test-python test-cmake-consumer bench sanitize-build test-asan test-tsan fuzz clean
+.PHONY: deps apt-deps build demo test test-cpp test-python test-cmake-consumer docs-test bench sanitize-build test-asan test-tsan fuzz clean
 
 apt-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -56,7 +56,11 @@ test-python: build
 test-cmake-consumer: build
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH tests/cmake_consumer/run.sh $(BUILD_DIR)
 
-test: test-cpp test-python test-cmake-consumer
+# Every fenced code block of README.md and docs/*.md (conventions: tools/docs/docs_test.py).
+docs-test: build
+	$(PY) tools/docs/docs_test.py
+
+test: test-cpp test-python test-cmake-consumer docs-test
 
 # A clang build with ASan+UBSan (and libFuzzer coverage) for the C++ tests and the fuzzers.
 SAN_DIR := build-san

@@ -105,3 +105,17 @@ def test_disasm_std_policy():
     proc = run("disasm", gp.std_policy_path("keep_tensor_guards"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == gp.load_std("keep_tensor_guards").disassemble()
+
+
+@pytest.mark.parametrize("command", [[str(CLI)], [sys.executable, "-m", "guardpolicy"]],
+                         ids=["console-script", "python-m"])
+def test_help_lists_every_subcommand(command):
+    from guardpolicy.cli import PYTHON_TOOLS
+
+    proc = subprocess.run([*command, "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    listed = {line.split()[0] for line in proc.stdout.splitlines() if line.startswith("  ") and line.split()}
+    assert {"lint", "fmt", "test", "compile", "disasm", "check", *PYTHON_TOOLS} <= listed, proc.stdout
+    assert "Python subcommands" in proc.stdout
+    sub = subprocess.run([*command, "lint", "--help"], capture_output=True, text=True, timeout=120)
+    assert sub.returncode == 0 and "Python subcommands" not in sub.stdout

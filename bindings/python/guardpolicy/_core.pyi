@@ -1,0 +1,137 @@
+"""Type stubs for ``guardpolicy._core``, the pybind11 extension built from bindings/_core.cpp.
+
+Internal: the public API is ``guardpolicy`` (``load``, ``lint``, ``Policy``, ...), which
+wraps these. tests/python/test_stubs.py checks that every public name of the compiled module
+has a stub here and the other way round, with the same parameters.
+"""
+
+from collections.abc import Iterable, Sequence
+from typing import Any, TypedDict
+
+_Literal = bool | int | str
+
+class _DiagnosticRow(TypedDict):
+    """One diagnostic, as ``guardpolicy.errors.Diagnostic(**row)`` takes it."""
+
+    severity: str  # "error" or "warning"
+    code: str  # "GP" + 4 digits
+    message: str
+    file: str | None
+    line: int  # 1-based
+    column: int  # 1-based, in bytes
+    end_line: int
+    end_column: int  # exclusive
+    help: str
+    rendered: str  # file:line:col: severity[CODE]: message, the source line and a caret
+
+class _RuleRow(TypedDict):
+    """One rule of the compiled program, as ``guardpolicy.RuleRef(**row)`` takes it."""
+
+    policy: str
+    file: str
+    line: int
+    column: int
+    decision: str  # "keep" or "drop"
+
+class _PluginFieldRow(TypedDict):
+    name: str  # "plugin.field"
+    type: str
+    doc: str
+
+class _PluginFunctionRow(TypedDict):
+    name: str  # "plugin.function"
+    args: list[str]  # argument types
+    result: str
+    doc: str
+
+class _PluginFilterRow(TypedDict):
+    name: str  # "plugin.filter"
+    doc: str
+    params: list[tuple[str, str, _Literal | None, bool]]  # (name, type, default, has_default)
+
+class _PluginInfoRow(TypedDict):
+    """One loaded plugin and its declarations."""
+
+    name: str
+    version: str
+    description: str
+    path: str
+    api_version: str  # "MAJOR.MINOR"
+    fields: list[_PluginFieldRow]
+    functions: list[_PluginFunctionRow]
+    filters: list[_PluginFilterRow]
+
+class CompiledPolicy:
+    """A compiled, verified policy bound to its schema. Made only by ``load`` (no
+    constructor); immutable and safe to share between threads."""
+
+    def __call__(self, entries: Iterable[Any]) -> list[bool]:
+        """guard_filter_fn: one exact ``bool`` per entry (True = keep), same length. An entry
+        that cannot be read gets the policy's ``on_error`` decision (``raise`` re-raises) and
+        one ``PolicyRuntimeWarning`` per call."""
+    def explain(
+        self, entries: Iterable[Any], from_mappings: bool = False, strict: bool = False
+    ) -> list[tuple[bool, int]]:
+        """``(keep, rule index or -1 for the default)`` per entry. ``from_mappings``: the
+        entries are ``{field: value}`` mappings; ``strict``: an unreadable entry raises
+        (TypeError, ValueError) instead of taking the ``on_error`` decision."""
+    @property
+    def name(self) -> str: ...
+    @property
+    def doc(self) -> str: ...
+    @property
+    def is_unsafe(self) -> bool: ...
+    @property
+    def fields(self) -> list[str]:
+        """Schema fields the program reads, in slot order."""
+    @property
+    def rules(self) -> list[_RuleRow]:
+        """The program's rules after ``use`` expansion; ``explain`` indexes this list."""
+    @property
+    def default_decision(self) -> str:
+        """``"keep"`` or ``"drop"``."""
+    @property
+    def on_error(self) -> str:
+        """``"keep"``, ``"drop"`` or ``"raise"``."""
+    @property
+    def config(self) -> dict[str, _Literal]:
+        """The policy's ``config KNOB = VALUE`` lines."""
+    @property
+    def params(self) -> dict[str, _Literal]:
+        """The values the parameters are bound to."""
+    @property
+    def source_file(self) -> str:
+        """The file the policy was loaded from (``<string>`` for text)."""
+    @property
+    def stance(self) -> tuple[str, int] | None:
+        """``(stance, after_calls)`` from a ``stance`` line, or None."""
+    def disassemble(self) -> str:
+        """The bytecode listing (``guardpolicy disasm``)."""
+    def serialize(self) -> bytes:
+        """The ``.gpolc`` artifact bytes (``guardpolicy compile``)."""
+
+def load_plugin(path: bytes, config: str, data_dir: str) -> _PluginInfoRow:
+    """Loads a plugin shared library; every later load under ``data_dir`` sees its
+    declarations. Raises ``guardpolicy.errors.PluginError``."""
+
+def plugins(data_dir: str) -> list[_PluginInfoRow]:
+    """The loaded plugins (the built-ins first)."""
+
+def load(
+    text: str, path: bytes, from_file: bool, policy: str, params: dict[str, _Literal], data_dir: str
+) -> CompiledPolicy:
+    """Parses, checks, compiles and verifies a policy: the file ``path`` when ``from_file``
+    (a ``.gpol`` or a ``.gpolc``), else ``text`` (``path`` names it in diagnostics).
+    ``policy``: the policy to load, "" when the file has one; ``params``: parameter values.
+    ``data_dir`` holds ``schema/guard_entry.yaml`` and ``std/``.
+
+    Raises ``guardpolicy.errors.PolicyError`` with every diagnostic; ``TypeError`` or
+    ``ValueError`` for a parameter value that is not bool, int or str, or out of range."""
+
+def lint(text: str, path: bytes, from_file: bool, data_dir: str) -> list[_DiagnosticRow]:
+    """Every diagnostic for a policy file (``from_file``) or text; never raises on author
+    mistakes (a missing file is a GP0001 row)."""
+
+def run_cli(args: Sequence[bytes], data_dir: bytes) -> int:
+    """Runs the C++ ``guardpolicy`` command line with ``args`` (without the program name),
+    writing to ``sys.stdout``/``sys.stderr``; returns the exit code (0, 1 or 2)."""
