@@ -16,11 +16,22 @@ from typing import Any
 from . import _core, registry
 from .errors import Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning
 from .policy import Explanation, Policy, RuleRef
-from .registry import FilterInfo, FilterParam, PluginInfo, filter, filters, load_plugin, plugins  # noqa: A004
+from .registry import (  # noqa: A004 - guardpolicy.filter, as designed
+    EXAMPLE_PLUGINS,
+    FilterInfo,
+    FilterParam,
+    PluginInfo,
+    example_plugin_path,
+    filter,
+    filters,
+    load_plugin,
+    plugins,
+)
 from .runtime import PolicyCompiled, compile, explain  # noqa: A004 - guardpolicy.compile, as designed
 
 __all__ = [
     "DATA_DIR",
+    "EXAMPLE_PLUGINS",
     "Diagnostic",
     "Explanation",
     "FilterInfo",
@@ -34,6 +45,7 @@ __all__ = [
     "RuleRef",
     "STD_POLICIES",
     "compile",
+    "example_plugin_path",
     "explain",
     "filter",
     "filters",

@@ -79,6 +79,19 @@ def _register(policy: Policy) -> Policy:
     return policy
 
 
+#: The example plugins shipped in the package (plugins/examples/): ``modinfo`` (fields read
+#: from the Python value) and ``names`` (a function and a filter over guard names).
+EXAMPLE_PLUGINS = ("modinfo", "names")
+
+
+def example_plugin_path(name: str) -> str:
+    """Path of an example plugin shared library shipped in the package, e.g.
+    ``gp.load_plugin(gp.example_plugin_path("names"))``. Raises KeyError for other names."""
+    if name not in EXAMPLE_PLUGINS:
+        raise KeyError(f"no example plugin {name!r}; known: {', '.join(EXAMPLE_PLUGINS)}")
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugins", f"libgp_{name}.so")
+
+
 def load_plugin(path: str | os.PathLike, *, config: str = "") -> PluginInfo:
     """Loads a plugin shared library (``.so``) into this process.
 
