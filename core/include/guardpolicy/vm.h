@@ -6,6 +6,8 @@
 // that passed Verify().
 #pragma once
 
+#include <string.h>  // memmem (GNU)
+
 #include <algorithm>
 #include <cstddef>
 
@@ -25,6 +27,13 @@ bool SetHas(const Value& set, const Value& member);
 bool Matches(const Program& p, int32_t regex, std::string_view s);
 // Calls plugin function `fn` of `p` on args[0..n). Throws PluginError.
 Value CallFunction(const Program& p, int32_t fn, const Value* args, int32_t n);
+// `needle` occurs in `hay`: glibc's memmem (two-way search, vectorized), much faster than
+// string_view::find (memchr for the first byte, then memcmp at every candidate) on guard
+// names, where the first byte of a needle such as "._" or "_modules" recurs constantly.
+inline bool Contains(std::string_view hay, std::string_view needle) {
+  if (needle.empty()) return true;
+  return ::memmem(hay.data(), hay.size(), needle.data(), needle.size()) != nullptr;
+}
 inline bool EnumEqual(const Value& a, const Value& b) {
   return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
 }
@@ -42,7 +51,7 @@ inline bool Binary(Opcode op, const Value& a, const Value& b) {
     case Opcode::kEqEnum: return EnumEqual(a, b);
     case Opcode::kNeEnum: return !EnumEqual(a, b);
     case Opcode::kSetHas: return SetHas(a, b);
-    case Opcode::kContains: return a.s.find(b.s) != std::string_view::npos;
+    case Opcode::kContains: return Contains(a.s, b.s);
     case Opcode::kStartsWith: return a.s.starts_with(b.s);
     case Opcode::kEndsWith: return a.s.ends_with(b.s);
     default: return false;  // the verifier admits no other
@@ -94,7 +103,7 @@ Outcome EvaluateView(const Program& p, View& view) {
       GP_BINARY(kEqEnum, EnumEqual(a, b))
       GP_BINARY(kNeEnum, !EnumEqual(a, b))
       GP_BINARY(kSetHas, SetHas(a, b))
-      GP_BINARY(kContains, a.s.find(b.s) != std::string_view::npos)
+      GP_BINARY(kContains, Contains(a.s, b.s))
       GP_BINARY(kStartsWith, a.s.starts_with(b.s))
       GP_BINARY(kEndsWith, a.s.ends_with(b.s))
 #undef GP_BINARY

@@ -35,7 +35,7 @@ bool SetHas(const Value& set, const Value& member) {
 
 bool Matches(const Program& p, int32_t regex, std::string_view s) {
   const Program::RegexFilter& f = p.regex_filters[regex];
-  if (!f.literal.empty() && (f.anchored ? !s.starts_with(f.literal) : s.find(f.literal) == std::string_view::npos)) {
+  if (!f.literal.empty() && (f.anchored ? !s.starts_with(f.literal) : !Contains(s, f.literal))) {
     return false;
   }
   return RE2::PartialMatch(s, *p.compiled_regexes[regex]);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# A plain `pip install .` of this checkout into a new virtual environment (build isolation,
+# a fresh build directory), then, with that environment only:
+#   - `guardpolicy lint policies/std/*.gpol` exits 0, `python -m guardpolicy --help` works;
+#   - the README's examples run (tools/docs/docs_test.py README.md);
+#   - the wheel carries the std policies, the schema, the example plugins, the .pyi stubs
+#     and the Pygments lexer entry point.
+# torch is large, so the new environment sees the project environment's torch through a
+# .pth file appended after its own site-packages (its own guardpolicy comes first).
+#   tests/packaging/fresh_install.sh [PYTHON]   (default: .venv/bin/python)
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+python=${1:-$root/.venv/bin/python}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gp-fresh-install.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+echo "== new virtual environment"
+"$python" -m venv "$tmp/venv"
+venv_py="$tmp/venv/bin/python"
+purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+purelib "$python" >"$(purelib "$venv_py")/zz_project_torch.pth"
+
+echo "== pip install $root"
+"$venv_py" -m pip install -q --disable-pip-version-check "$root" >"$tmp/pip.log" 2>&1 || { tail -n 40 "$tmp/pip.log"; exit 1; }
+
+echo "== the installed package"
+cd "$tmp"
+FRESH_VENV="$tmp/venv" "$venv_py" - <<'PY'
+import importlib.metadata as md, os, guardpolicy as gp
+here = os.path.dirname(gp.__file__)
+assert here.startswith(os.environ["FRESH_VENV"] + "/"), f"imported another guardpolicy: {here}"
+for name in gp.EXAMPLE_PLUGINS:
+    assert os.path.isfile(gp.example_plugin_path(name)), name
+for f in ["_core.pyi", "py.typed", "data/schema/guard_entry.yaml", "data/std/skip_all_guards.gpol"]:
+    assert os.path.isfile(os.path.join(here, f)), f
+eps = [e.value for e in md.entry_points(group="pygments.lexers") if e.name == "gpol"]
+assert eps == ["guardpolicy.pygments_lexer:GuardPolicyLexer"], eps
+print("package ok:", here)
+PY
+"$tmp/venv/bin/guardpolicy" lint "$root"/policies/std/*.gpol
+"$venv_py" -m guardpolicy --help >/dev/null
+
+echo "== the README's examples"
+"$venv_py" "$root/tools/docs/docs_test.py" "$root/README.md"
+echo "fresh install: ok"
