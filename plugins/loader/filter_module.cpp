@@ -19,7 +19,6 @@
 #include "guardpolicy/printer.h"
 
 namespace guardpolicy {
-namespace {
 
 Literal DefaultLiteral(const PluginParam& p) {
   Literal lit;
@@ -35,6 +34,8 @@ Literal DefaultLiteral(const PluginParam& p) {
   }
   return lit;
 }
+
+namespace {
 
 std::string StringLiteral(const std::string& s) {
   Literal lit;

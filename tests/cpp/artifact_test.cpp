@@ -25,19 +25,21 @@ std::vector<fs::path> AllPolicyFiles() {
   return out;
 }
 
-std::shared_ptr<const CompiledPolicy> RoundTrip(const CompiledPolicy& p) {
-  return DeserializePolicy(SerializePolicy(p, *testing::TestSchema()), *testing::TestSchema(), "mem.gpolc");
+std::shared_ptr<const CompiledPolicy> RoundTrip(const CompiledPolicy& p,
+                                                const Schema& schema = *testing::TestSchema()) {
+  return DeserializePolicy(SerializePolicy(p, schema), schema, "mem.gpolc");
 }
 
 TEST(Artifact, RoundTripKeepsDisassemblyAndMetadataForEveryPolicy) {
   int policies = 0;
   for (const fs::path& path : AllPolicyFiles()) {
-    Loader loader = testing::MakeLoader();
+    // policies/examples/ has policies that read plugin fields.
+    Loader loader(testing::PluginSchema(), testing::kDataDir + "/std");
     auto file = SourceFileFromPath(path.string());
     const LintResult lint = loader.Lint(file);  // outlives the loop over its policies
     for (const PolicyDecl& decl : lint.module->policies) {
       auto compiled = loader.Load(file, decl.name, {});
-      auto loaded = RoundTrip(*compiled);
+      auto loaded = RoundTrip(*compiled, *testing::PluginSchema());
       EXPECT_EQ(Disassemble(loaded->program()), Disassemble(compiled->program())) << path;
       EXPECT_EQ(loaded->name(), compiled->name());
       EXPECT_EQ(loaded->is_unsafe(), compiled->is_unsafe());

@@ -31,10 +31,7 @@ std::string LoadError(const std::string& path) {
   return "";
 }
 
-Schema WithExamples() {
-  return TestSchema()->WithPlugin(Plugin::Load(kExamples + "/libgp_names.so"))
-      .WithPlugin(Plugin::Load(kExamples + "/libgp_modinfo.so"));
-}
+Schema WithExamples() { return *testing::PluginSchema(); }
 
 TEST(PluginApi, HeaderHasTheSameLayoutInCAndCpp) {
   EXPECT_EQ(gp_test_c_table_size(), sizeof(gp_plugin_api));

@@ -4,6 +4,7 @@
 #include <memory>
 #include <string>
 
+#include "guardpolicy/plugin.h"
 #include "guardpolicy/policy.h"
 #include "guardpolicy/vm.h"
 
@@ -14,6 +15,15 @@ inline const std::string kDataDir = GUARDPOLICY_SOURCE_DATA_DIR;
 inline std::shared_ptr<const Schema> TestSchema() {
   static auto schema =
       std::make_shared<const Schema>(Schema::FromFile(kDataDir + "/schema/guard_entry.yaml"));
+  return schema;
+}
+
+// The schema with the example plugins (plugins/examples: modinfo, names) that
+// policies/examples/ use.
+inline std::shared_ptr<const Schema> PluginSchema() {
+  static auto schema = std::make_shared<const Schema>(
+      TestSchema()->WithPlugin(Plugin::Load(std::string(GUARDPOLICY_EXAMPLE_PLUGIN_DIR) + "/libgp_modinfo.so"))
+          .WithPlugin(Plugin::Load(std::string(GUARDPOLICY_EXAMPLE_PLUGIN_DIR) + "/libgp_names.so")));
   return schema;
 }
 

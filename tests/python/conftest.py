@@ -7,6 +7,9 @@
   attribute + a registered buffer), a plain function reading a module-level global int, and
   a tiny random-weight transformers GPT-2 (nothing is downloaded).
 * ``model_entries``: the entries of the three models, captured once per session.
+* ``example_plugins``: the two example plugins (``names``, ``modinfo``) loaded into this
+  process, once (``guardpolicy.load_plugin`` is process-global and a plugin name loads only
+  once per process); the example policies that read their fields need them.
 
 Dynamo's caches are reset before and after every test (autouse ``_reset_dynamo``).
 """
@@ -159,3 +162,19 @@ def capture():
 @pytest.fixture(scope="session")
 def std_policies() -> dict[str, gp.Policy]:
     return {name: gp.load_std(name) for name in gp.STD_POLICIES}
+
+
+#: The example plugins in the order the ``example_plugins`` fixture loads them.
+EXAMPLE_PLUGIN_ORDER = ("names", "modinfo")
+
+
+@pytest.fixture(scope="session")
+def example_plugins() -> dict[str, gp.PluginInfo]:
+    """{name: PluginInfo} of the example plugins, loaded into this process once. Plugins
+    cannot be unloaded, so every test that loads plugins in-process goes through here;
+    anything else (broken plugins, other configurations) runs in a subprocess."""
+    loaded = {p.name: p for p in gp.plugins()}
+    return {
+        name: loaded[name] if name in loaded else gp.load_plugin(gp.example_plugin_path(name))
+        for name in EXAMPLE_PLUGIN_ORDER
+    }

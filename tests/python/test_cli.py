@@ -94,9 +94,13 @@ def test_lint_warnings_only_exits_0(tmp_path):
 
 
 def test_lint_examples_clean():
+    """Every example, with the example plugins two of them need (module_kinds: modinfo,
+    shallow_guards: names)."""
     examples = sorted((Path(__file__).resolve().parents[2] / "policies" / "examples").glob("*.gpol"))
     assert examples
-    proc = run("lint", *examples)
+    plugins = [arg for name in gp.EXAMPLE_PLUGINS for arg in ("--plugin", gp.example_plugin_path(name))]
+    # The files first: `--plugin` takes every path after it (test_plugins.py, CLI section).
+    proc = run("lint", *examples, *plugins)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
 

@@ -1,5 +1,9 @@
 """The example policies in policies/examples/: they load, lint clean, their `test` blocks
-hold, and they behave as documented under torch.compile."""
+hold, and they behave as documented under torch.compile.
+
+Some examples read fields of the example plugins (module_kinds.gpol: modinfo,
+shallow_guards.gpol: names), so every test here runs with both loaded; test_plugins.py
+runs those two on real models."""
 
 from __future__ import annotations
 
@@ -15,11 +19,15 @@ from conftest import compile_with
 EXAMPLES = Path(__file__).resolve().parents[2] / "policies" / "examples"
 EXAMPLE_FILES = sorted(EXAMPLES.glob("*.gpol"))
 
+# module_kinds.gpol and shallow_guards.gpol need the example plugins loaded.
+pytestmark = pytest.mark.usefixtures("example_plugins")
+
 SERVING_GLOBAL_PATTERN = r"^G\['(FLAGS|SETTINGS|CONFIG_[A-Z0-9_]+)'\]"
 
 
 def test_examples_present():
-    assert {p.name for p in EXAMPLE_FILES} >= {"serving.gpol", "drop_config_globals.gpol"}
+    assert {p.name for p in EXAMPLE_FILES} >= {"serving.gpol", "drop_config_globals.gpol", "module_kinds.gpol",
+                                               "shallow_guards.gpol"}
 
 
 @pytest.mark.parametrize("path", EXAMPLE_FILES, ids=lambda p: p.name)

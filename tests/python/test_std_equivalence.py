@@ -144,3 +144,100 @@ def test_std_policy_as_guard_filter_fn(name, model):
         expected, got, again = expected.last_hidden_state, got.last_hidden_state, again.last_hidden_state
     torch.testing.assert_close(got, expected)
     torch.testing.assert_close(again, expected)
+
+
+# --------------------------------------------------------------------------- native built-ins
+
+# torch's six filters are also implemented natively (plugins/builtin, namespace `builtin`).
+# Four ways to run each must decide exactly like torch.compiler.<name>_unsafe: the native
+# filter through the registry, `use builtin.<name>` in a policy, the filter called in a
+# condition (`drop when builtin.<name>()` is true exactly where it drops) and the std policy.
+
+
+def use_builtin(name: str, args: str = "") -> gp.Policy:
+    return gp.load(f"guardpolicy 1\n\nunsafe policy use_{name} {{\n  use builtin.{name}{args}\n  default keep\n}}\n")
+
+
+def call_builtin(name: str, args: str = "") -> gp.Policy:
+    """A call gives every argument (GP2017 otherwise): keep_tensor_guards(false) here."""
+    if name == "keep_tensor_guards" and not args:
+        args = "false"
+    return gp.load(f"guardpolicy 1\n\nunsafe policy call_{name} {{\n  drop when builtin.{name}({args})\n}}\n")
+
+
+def test_builtin_filters_are_registered():
+    builtin = [f for f in gp.filters() if f.kind == "builtin"]
+    assert sorted(f.name for f in builtin) == sorted(f"builtin.{name}" for name in gp.STD_POLICIES)
+    assert all(f.origin == "builtin" and f.doc.startswith(f"torch.compiler.{f.name[8:]}_unsafe") for f in builtin)
+    params = {f.name: f.params for f in builtin}
+    assert params["builtin.keep_tensor_guards"] == (gp.FilterParam("keep_parameters", "bool", False, True),)
+    assert all(p == () for n, p in params.items() if n != "builtin.keep_tensor_guards")
+
+
+@pytest.mark.parametrize("model", MODEL_NAMES)
+@pytest.mark.parametrize("name", gp.STD_POLICIES)
+def test_builtin_filter_matches_std_and_torch(name, model, model_entries, std_policies):
+    entries = model_entries[model]
+    theirs = list(torch_filter(name)(entries))
+    native_policy = gp.filter(f"builtin.{name}")
+    assert native_policy.is_unsafe
+    native = native_policy(entries)
+    assert_exact_bools(native, len(entries))
+    assert native == theirs, describe(entries, native, theirs)
+    assert std_policies[name](entries) == native
+    for policy in (use_builtin(name), call_builtin(name)):
+        ours = policy(entries)
+        assert_exact_bools(ours, len(entries))
+        assert ours == theirs, f"{policy.name}: " + describe(entries, ours, theirs)
+    # explain() names the filter as the deciding rule of every drop.
+    for x in native_policy.explain(entries):
+        assert (x.rule.policy if x.rule else None) == (None if x.keep else f"builtin.{name}")
+
+
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_builtin_keep_tensor_guards_keep_parameters(model, model_entries):
+    entries = model_entries[model]
+    theirs = list(torch.compiler.keep_tensor_guards_unsafe(entries, keep_parameters=True))
+    candidates = {
+        "registry": gp.filter("builtin.keep_tensor_guards", keep_parameters=True),
+        "std": gp.load_std("keep_tensor_guards", keep_parameters=True),
+        "use": use_builtin("keep_tensor_guards", "(keep_parameters = true)"),
+        "call": call_builtin("keep_tensor_guards", "true"),
+    }
+    for how, policy in candidates.items():
+        ours = policy(entries)
+        assert_exact_bools(ours, len(entries))
+        assert ours == theirs, f"{how}: " + describe(entries, ours, theirs)
+    # keep_parameters=False explicitly is the default, natively too.
+    default = list(torch.compiler.keep_tensor_guards_unsafe(entries))
+    assert gp.filter("builtin.keep_tensor_guards", keep_parameters=False)(entries) == default
+    assert use_builtin("keep_tensor_guards", "(keep_parameters = false)")(entries) == default
+    if model != "global_fn":  # the nn-module models have parameters: the switch matters
+        assert default != theirs
+
+
+@pytest.mark.parametrize("model", MODEL_NAMES)
+@pytest.mark.parametrize("name", gp.STD_POLICIES)
+def test_builtin_filter_as_guard_filter_fn(name, model):
+    """End to end: the native filter is torch.compile's guard_filter_fn; inside Dynamo it
+    decides like torch's function and the compiled model computes the eager result."""
+    m = MODEL_FACTORIES[model]()
+    policy = gp.filter(f"builtin.{name}")
+    seen = []
+
+    def spy(entries):
+        decisions = policy(entries)
+        seen.append((list(entries), decisions))
+        return decisions
+
+    compiled = compile_with(m.fn, spy)
+    with torch.no_grad():
+        expected = m.fn(*m.args)
+        got = compiled(*m.args)
+    assert seen
+    for entries, decisions in seen:
+        assert_exact_bools(decisions, len(entries))
+        assert decisions == list(torch_filter(name)(entries))
+    if model == "gpt2":
+        expected, got = expected.last_hidden_state, got.last_hidden_state
+    torch.testing.assert_close(got, expected)

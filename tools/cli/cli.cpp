@@ -84,7 +84,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
 
   // Plugins extend the schema (fields, functions, filters) for every command that checks.
   for (CLI::App* sub : {lint, disasm, compile, test, check}) {
-    sub->add_option("--plugin", ctx.plugins, "plugin shared library to load (repeatable)");
+    sub->add_option("--plugin", ctx.plugins, "plugin shared library to load (repeatable)")
+        ->allow_extra_args(false);  // one path per --plugin; later words are files
   }
 
   std::vector<std::string> argv_rev(args.rbegin(), args.rend());

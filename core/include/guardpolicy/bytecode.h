@@ -156,12 +156,13 @@ struct Program {
   std::vector<Constant> constants;
   std::vector<ConstSet> sets;
   std::vector<std::string> regexes;   // patterns; compiled by Finalize()
-  // A literal every match of regexes[i] contains (a prefix when anchored), checked before
-  // RE2 runs; computed by Finalize().
+  // RE2's prefilter of regexes[i] (re2::FilteredRE2 over that one regex): lower-case
+  // substrings of which every match contains at least one (none: no prefilter); computed
+  // by Finalize().
   struct RegexFilter {
-    std::string literal;
-    bool anchored = false;
+    std::vector<std::string> atoms;
   };
+  static constexpr int kMinAtomLength = 3;
   std::vector<RegexFilter> regex_filters;
   std::vector<RuleInfo> rules;
   // kDispatch tables: one target pc per enum member, then one for any other value.

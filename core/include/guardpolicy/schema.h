@@ -8,11 +8,13 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
+#include "guardpolicy/ast.h"
 #include "guardpolicy/types.h"
 
 namespace guardpolicy {
@@ -53,6 +55,8 @@ struct FunctionInfo {
   std::string name;  // qualified: <plugin>.<name>
   std::vector<Type> args;
   std::vector<std::string> arg_names;  // filters: the parameter names; functions: empty
+  // filters: each parameter's default (a trailing run of defaults may be left out of a call)
+  std::vector<std::optional<Literal>> arg_defaults;
   Type result;                         // bool or int; filters: bool
   std::string doc;
   bool is_filter = false;

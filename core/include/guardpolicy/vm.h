@@ -6,10 +6,9 @@
 // that passed Verify().
 #pragma once
 
-#include <string.h>  // memmem (GNU)
-
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 
 #include "guardpolicy/bytecode.h"
 #include "guardpolicy/verifier.h"
@@ -27,12 +26,34 @@ bool SetHas(const Value& set, const Value& member);
 bool Matches(const Program& p, int32_t regex, std::string_view s);
 // Calls plugin function `fn` of `p` on args[0..n). Throws PluginError.
 Value CallFunction(const Program& p, int32_t fn, const Value* args, int32_t n);
-// `needle` occurs in `hay`: glibc's memmem (two-way search, vectorized), much faster than
-// string_view::find (memchr for the first byte, then memcmp at every candidate) on guard
-// names, where the first byte of a needle such as "._" or "_modules" recurs constantly.
+// String tests on guard names. Most comparisons fail on their first or last byte (names
+// share long prefixes like "L['self']._modules['"), so each checks those bytes inline
+// before calling memcmp: a library call per test costs more than the whole test.
+inline bool StrEq(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && (a.empty() || (a[0] == b[0] && a.back() == b.back() &&
+                                                std::memcmp(a.data(), b.data(), a.size()) == 0));
+}
+inline bool StartsWith(std::string_view s, std::string_view p) {
+  return p.size() <= s.size() && StrEq(s.substr(0, p.size()), p);
+}
+inline bool EndsWith(std::string_view s, std::string_view p) {
+  return p.size() <= s.size() && StrEq(s.substr(s.size() - p.size()), p);
+}
+// `needle` occurs in `hay`: memchr to each occurrence of its first byte, then its second and
+// last bytes inline, then memcmp.
 inline bool Contains(std::string_view hay, std::string_view needle) {
-  if (needle.empty()) return true;
-  return ::memmem(hay.data(), hay.size(), needle.data(), needle.size()) != nullptr;
+  const size_t n = needle.size();
+  if (n == 0) return true;
+  if (n > hay.size()) return false;
+  const char* p = hay.data();
+  const char* const last = hay.data() + (hay.size() - n);  // the last possible start
+  while (p <= last) {
+    p = static_cast<const char*>(std::memchr(p, needle[0], static_cast<size_t>(last - p) + 1));
+    if (p == nullptr) return false;
+    if (n == 1 || (p[1] == needle[1] && p[n - 1] == needle[n - 1] && std::memcmp(p, needle.data(), n) == 0)) return true;
+    ++p;
+  }
+  return false;
 }
 inline bool EnumEqual(const Value& a, const Value& b) {
   return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
@@ -46,14 +67,14 @@ inline bool Binary(Opcode op, const Value& a, const Value& b) {
     case Opcode::kLeInt: return a.i <= b.i;
     case Opcode::kGtInt: return a.i > b.i;
     case Opcode::kGeInt: return a.i >= b.i;
-    case Opcode::kEqStr: return a.s == b.s;
-    case Opcode::kNeStr: return a.s != b.s;
+    case Opcode::kEqStr: return StrEq(a.s, b.s);
+    case Opcode::kNeStr: return !StrEq(a.s, b.s);
     case Opcode::kEqEnum: return EnumEqual(a, b);
     case Opcode::kNeEnum: return !EnumEqual(a, b);
     case Opcode::kSetHas: return SetHas(a, b);
     case Opcode::kContains: return Contains(a.s, b.s);
-    case Opcode::kStartsWith: return a.s.starts_with(b.s);
-    case Opcode::kEndsWith: return a.s.ends_with(b.s);
+    case Opcode::kStartsWith: return StartsWith(a.s, b.s);
+    case Opcode::kEndsWith: return EndsWith(a.s, b.s);
     default: return false;  // the verifier admits no other
   }
 }
@@ -98,14 +119,14 @@ Outcome EvaluateView(const Program& p, View& view) {
       GP_BINARY(kLeInt, a.i <= b.i)
       GP_BINARY(kGtInt, a.i > b.i)
       GP_BINARY(kGeInt, a.i >= b.i)
-      GP_BINARY(kEqStr, a.s == b.s)
-      GP_BINARY(kNeStr, a.s != b.s)
+      GP_BINARY(kEqStr, StrEq(a.s, b.s))
+      GP_BINARY(kNeStr, !StrEq(a.s, b.s))
       GP_BINARY(kEqEnum, EnumEqual(a, b))
       GP_BINARY(kNeEnum, !EnumEqual(a, b))
       GP_BINARY(kSetHas, SetHas(a, b))
       GP_BINARY(kContains, Contains(a.s, b.s))
-      GP_BINARY(kStartsWith, a.s.starts_with(b.s))
-      GP_BINARY(kEndsWith, a.s.ends_with(b.s))
+      GP_BINARY(kStartsWith, StartsWith(a.s, b.s))
+      GP_BINARY(kEndsWith, EndsWith(a.s, b.s))
 #undef GP_BINARY
       case Opcode::kInSet:
         stack[sp - 1] = Value{InSet(p.sets[ins.a], stack[sp - 1]) ? 1 : 0, 0, {}};

@@ -215,10 +215,15 @@ Type ExprChecker::CheckCall(Expr& e) {
   }
   const FunctionInfo& fn = schema_.functions()[index];
   e.resolved = {Resolution::Kind::kFunction, index};
-  if (e.kids.size() != fn.args.size()) {
+  // A filter's trailing parameters with defaults may be left out.
+  size_t required = fn.args.size();
+  while (fn.is_filter && required > 0 && fn.arg_defaults[required - 1]) --required;
+  if (e.kids.size() < required || e.kids.size() > fn.args.size()) {
+    const std::string count = required == fn.args.size() ? std::to_string(required)
+                                                         : fmt::format("{} to {}", required, fn.args.size());
     diags_.Error(codes::kBadCall, e.range,
-                 fmt::format("`{}` takes {} argument{}, {} given", fn.name, fn.args.size(),
-                             fn.args.size() == 1 ? "" : "s", e.kids.size()));
+                 fmt::format("`{}` takes {} argument{}, {} given", fn.name, count, count == "1" ? "" : "s",
+                             e.kids.size()));
     for (auto& arg : e.kids) Check(*arg);
     return e.type = fn.result;
   }

@@ -180,11 +180,10 @@ class CodeGen {
     if (fn.is_filter) {
       std::vector<Constant> args;
       std::string key = fn.name;
-      for (size_t i = 0; i < e.kids.size(); ++i) {
-        const Expr& a = *e.kids[i];
-        Literal lit = a.literal;
-        if (a.kind == ExprKind::kPath) {
-          auto it = bound_->find(a.path);
+      for (size_t i = 0; i < fn.args.size(); ++i) {
+        Literal lit = i < e.kids.size() ? e.kids[i]->literal : fn.arg_defaults[i].value_or(Literal{});
+        if (i < e.kids.size() && e.kids[i]->kind == ExprKind::kPath) {
+          auto it = bound_->find(e.kids[i]->path);
           if (it != bound_->end()) lit = it->second;
         }
         const Constant& c = prog_.constants[ConstFromLiteral(lit, fn.args[i])];

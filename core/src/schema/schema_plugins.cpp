@@ -1,6 +1,7 @@
 // schema_plugins.cpp: adding a plugin's declarations to a schema (the checks that need it).
 #include <fmt/format.h>
 
+#include "guardpolicy/filter_module.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/schema.h"
 
@@ -87,6 +88,7 @@ Schema Schema::WithPlugin(std::shared_ptr<const Plugin> plugin) const {
       }
       fn.args.push_back(t);
       fn.arg_names.push_back(p.name);
+      fn.arg_defaults.push_back(p.has_default ? std::optional<Literal>(DefaultLiteral(p)) : std::nullopt);
     }
     fn.result = Type::Bool();
     fn.doc = d.doc;

@@ -3,6 +3,7 @@
 
 #include <re2/re2.h>
 
+
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/plugin_values.h"
 
@@ -33,12 +34,29 @@ bool SetHas(const Value& set, const Value& member) {
   return false;
 }
 
-bool Matches(const Program& p, int32_t regex, std::string_view s) {
-  const Program::RegexFilter& f = p.regex_filters[regex];
-  if (!f.literal.empty() && (f.anchored ? !s.starts_with(f.literal) : !Contains(s, f.literal))) {
-    return false;
+// RE2's prefilter first. The atoms of a regex come from an and/or tree in which every
+// path needs at least one atom (a regex that needs none has no atoms), so a string holding
+// none of them cannot match and RE2 need not run. Atoms are lower case: they are searched in
+// an ASCII-lower-cased copy; a string with a non-ASCII byte (RE2 folds those by Unicode
+// rules) or longer than the buffer skips the prefilter.
+bool PrefilterRejects(const Program::RegexFilter& f, std::string_view s) {
+  constexpr size_t kBuffer = 512;
+  if (f.atoms.empty() || s.size() > kBuffer) return false;
+  char buffer[kBuffer];
+  for (size_t i = 0; i < s.size(); ++i) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) return false;
+    buffer[i] = static_cast<char>(c >= 'A' && c <= 'Z' ? c + ('a' - 'A') : c);
   }
-  return RE2::PartialMatch(s, *p.compiled_regexes[regex]);
+  const std::string_view lower(buffer, s.size());
+  for (const std::string& atom : f.atoms) {
+    if (Contains(lower, atom)) return false;
+  }
+  return true;
+}
+
+bool Matches(const Program& p, int32_t regex, std::string_view s) {
+  return !PrefilterRejects(p.regex_filters[regex], s) && RE2::PartialMatch(s, *p.compiled_regexes[regex]);
 }
 
 Value CallFunction(const Program& p, int32_t fn, const Value* args, int32_t n) {

@@ -7,10 +7,14 @@
 
 #include <string>
 
+#include "guardpolicy/ast.h"
 #include "guardpolicy/plugin.h"
 
 namespace guardpolicy {
 
 std::string FilterModuleSource(const Plugin& plugin);
+
+// A filter parameter's default as a literal of its type (`p.has_default` must hold).
+Literal DefaultLiteral(const PluginParam& p);
 
 }  // namespace guardpolicy
