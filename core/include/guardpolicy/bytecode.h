@@ -161,6 +161,7 @@ struct Program {
   // by Finalize().
   struct RegexFilter {
     std::vector<std::string> atoms;
+    std::string common;  // the longest substring of every atom (3 bytes or more), or ""
   };
   static constexpr int kMinAtomLength = 3;
   std::vector<RegexFilter> regex_filters;

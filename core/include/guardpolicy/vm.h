@@ -29,29 +29,28 @@ Value CallFunction(const Program& p, int32_t fn, const Value* args, int32_t n);
 // String tests on guard names. Most comparisons fail on their first or last byte (names
 // share long prefixes like "L['self']._modules['"), so each checks those bytes inline
 // before calling memcmp: a library call per test costs more than the whole test.
-inline bool StrEq(std::string_view a, std::string_view b) {
+[[gnu::always_inline]] inline bool StrEq(std::string_view a, std::string_view b) {
   return a.size() == b.size() && (a.empty() || (a[0] == b[0] && a.back() == b.back() &&
                                                 std::memcmp(a.data(), b.data(), a.size()) == 0));
 }
-inline bool StartsWith(std::string_view s, std::string_view p) {
+[[gnu::always_inline]] inline bool StartsWith(std::string_view s, std::string_view p) {
   return p.size() <= s.size() && StrEq(s.substr(0, p.size()), p);
 }
-inline bool EndsWith(std::string_view s, std::string_view p) {
+[[gnu::always_inline]] inline bool EndsWith(std::string_view s, std::string_view p) {
   return p.size() <= s.size() && StrEq(s.substr(s.size() - p.size()), p);
 }
-// `needle` occurs in `hay`: memchr to each occurrence of its first byte, then its second and
-// last bytes inline, then memcmp.
-inline bool Contains(std::string_view hay, std::string_view needle) {
+// `needle` occurs in `hay`: memchr to each occurrence of its first byte, then its last byte
+// inline, then memcmp.
+[[gnu::always_inline]] inline bool Contains(std::string_view hay, std::string_view needle) {
   const size_t n = needle.size();
   if (n == 0) return true;
   if (n > hay.size()) return false;
-  const char* p = hay.data();
-  const char* const last = hay.data() + (hay.size() - n);  // the last possible start
-  while (p <= last) {
-    p = static_cast<const char*>(std::memchr(p, needle[0], static_cast<size_t>(last - p) + 1));
+  const char* h = hay.data();
+  const char* const end = h + (hay.size() - n + 1);  // one past the last possible start
+  for (const char* p = h; p < end; ++p) {
+    p = static_cast<const char*>(std::memchr(p, needle[0], static_cast<size_t>(end - p)));
     if (p == nullptr) return false;
-    if (n == 1 || (p[1] == needle[1] && p[n - 1] == needle[n - 1] && std::memcmp(p, needle.data(), n) == 0)) return true;
-    ++p;
+    if (p[n - 1] == needle[n - 1] && std::memcmp(p, needle.data(), n) == 0) return true;
   }
   return false;
 }
@@ -59,7 +58,7 @@ inline bool EnumEqual(const Value& a, const Value& b) {
   return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
 }
 // The result of binary opcode `op` (kEqBool..kEndsWith, kSetHas) on a and b.
-inline bool Binary(Opcode op, const Value& a, const Value& b) {
+[[gnu::always_inline]] inline bool Binary(Opcode op, const Value& a, const Value& b) {
   switch (op) {
     case Opcode::kEqBool: case Opcode::kEqInt: return a.i == b.i;
     case Opcode::kNeBool: case Opcode::kNeInt: return a.i != b.i;

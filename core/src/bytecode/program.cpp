@@ -22,6 +22,30 @@ const char* OpcodeName(Opcode op) {
   return i < static_cast<size_t>(Opcode::kCount_) ? kNames[i] : "INVALID";
 }
 
+namespace {
+
+// The longest string (at least Program::kMinAtomLength bytes) contained in every one of
+// `strings`, or "": a string that lacks it holds none of them. Quadratic in the first
+// string's length; atoms are short.
+std::string LongestCommonSubstring(const std::vector<std::string>& strings) {
+  const std::string& first = strings.front();
+  std::string best;
+  for (size_t i = 0; i < first.size(); ++i) {
+    for (size_t len = first.size() - i; len > best.size() && len >= Program::kMinAtomLength; --len) {
+      const std::string_view candidate(first.data() + i, len);
+      bool everywhere = true;
+      for (const std::string& s : strings) everywhere = everywhere && s.find(candidate) != std::string::npos;
+      if (everywhere) {
+        best.assign(candidate);
+        break;
+      }
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 std::string Program::Finalize() {
   compiled_regexes.clear();
   regex_filters.clear();
@@ -38,6 +62,7 @@ std::string Program::Finalize() {
     if (filter.Add(pattern, opts, &id) != RE2::NoError) return "invalid pattern `" + pattern + "`";
     RegexFilter f;
     filter.Compile(&f.atoms);
+    if (f.atoms.size() > 1) f.common = LongestCommonSubstring(f.atoms);
     regex_filters.push_back(std::move(f));
   }
   return {};
