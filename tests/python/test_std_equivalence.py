@@ -118,12 +118,14 @@ def test_models_offer_a_nontrivial_mix(model_entries, std_policies):
 
 @pytest.mark.parametrize("model", MODEL_NAMES)
 @pytest.mark.parametrize("name", gp.STD_POLICIES)
-def test_std_policy_as_guard_filter_fn(name, model):
-    """End to end: the policy itself is torch.compile's guard_filter_fn (Dynamo checks the
-    length and the exact-bool contract), the compiled model still computes the eager
-    result, and the decisions it made inside Dynamo equal torch's on the same entries."""
+@pytest.mark.parametrize("kind", ["std", "builtin"])
+def test_std_policy_as_guard_filter_fn(kind, name, model):
+    """End to end: the std policy, or the native built-in filter, is torch.compile's
+    guard_filter_fn (Dynamo checks the length and the exact-bool contract), the compiled
+    model still computes the eager result, and the decisions it made inside Dynamo equal
+    torch's on the same entries."""
     m = MODEL_FACTORIES[model]()
-    policy = gp.load_std(name)
+    policy = gp.load_std(name) if kind == "std" else gp.filter(f"builtin.{name}")
     seen = []
 
     def spy(entries):
@@ -214,30 +216,3 @@ def test_builtin_keep_tensor_guards_keep_parameters(model, model_entries):
     assert use_builtin("keep_tensor_guards", "(keep_parameters = false)")(entries) == default
     if model != "global_fn":  # the nn-module models have parameters: the switch matters
         assert default != theirs
-
-
-@pytest.mark.parametrize("model", MODEL_NAMES)
-@pytest.mark.parametrize("name", gp.STD_POLICIES)
-def test_builtin_filter_as_guard_filter_fn(name, model):
-    """End to end: the native filter is torch.compile's guard_filter_fn; inside Dynamo it
-    decides like torch's function and the compiled model computes the eager result."""
-    m = MODEL_FACTORIES[model]()
-    policy = gp.filter(f"builtin.{name}")
-    seen = []
-
-    def spy(entries):
-        decisions = policy(entries)
-        seen.append((list(entries), decisions))
-        return decisions
-
-    compiled = compile_with(m.fn, spy)
-    with torch.no_grad():
-        expected = m.fn(*m.args)
-        got = compiled(*m.args)
-    assert seen
-    for entries, decisions in seen:
-        assert_exact_bools(decisions, len(entries))
-        assert decisions == list(torch_filter(name)(entries))
-    if model == "gpt2":
-        expected, got = expected.last_hidden_state, got.last_hidden_state
-    torch.testing.assert_close(got, expected)
