@@ -15,6 +15,7 @@
 #include "entry_extractor.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/plugin.h"
+#include "guardpolicy/registry.h"
 #include "guardpolicy/policy.h"
 #include "guardpolicy/vm.h"
 
@@ -43,6 +44,17 @@ std::shared_ptr<const Schema> SchemaFor(const std::string& data_dir) {
   auto& slot = SchemaCache()[data_dir];
   if (!slot) slot = std::make_shared<const Schema>(Schema::FromFile(data_dir + "/schema/guard_entry.yaml"));
   return slot;
+}
+
+// The filter registry of a data directory (builtin, std, plugin filters, loaded policies).
+Registry& RegistryFor(const std::string& data_dir) {
+  static auto* registries = new std::map<std::string, std::unique_ptr<Registry>>();  // lives with the process
+  std::shared_ptr<const Schema> schema = SchemaFor(data_dir);
+  std::lock_guard<std::mutex> lock(schema_mu);
+  auto& slot = (*registries)[data_dir];
+  if (!slot) slot = std::make_unique<Registry>(schema, data_dir + "/std");
+  slot->SetSchema(schema);
+  return *slot;
 }
 
 py::dict PluginInfo(const Plugin& p) {
@@ -268,8 +280,35 @@ PyPolicy LoadPolicy(const std::string& text, const py::bytes& raw_path, bool fro
   auto schema = SchemaFor(data_dir);
   try {
     Loader loader(schema, data_dir + "/std");
-    if (from_file) return PyPolicy(loader.LoadFile(path, name, values), schema);
-    return PyPolicy(loader.Load(std::make_shared<const SourceFile>(path, text), name, values), schema);
+    auto policy = from_file ? loader.LoadFile(path, name, values)
+                            : loader.Load(std::make_shared<const SourceFile>(path, text), name, values);
+    RegistryFor(data_dir).AddPolicy(policy);
+    return PyPolicy(policy, schema);
+  } catch (const PolicyError& e) {
+    RaisePolicyError(e.diagnostics());
+  }
+}
+
+py::list Filters(const std::string& data_dir) {
+  py::list out;
+  for (const FilterInfo& f : RegistryFor(data_dir).List()) {
+    py::list params;
+    for (const FilterParamInfo& p : f.params) {
+      params.append(py::make_tuple(p.name, SchemaFor(data_dir)->TypeName(p.type),
+                                   p.default_value ? LiteralToPython(*p.default_value) : py::object(py::none()),
+                                   p.default_value.has_value()));
+    }
+    out.append(py::dict(py::arg("name") = f.name, py::arg("kind") = FilterKindName(f.kind), py::arg("doc") = f.doc,
+                        py::arg("params") = params, py::arg("origin") = FsStr(f.origin)));
+  }
+  return out;
+}
+
+PyPolicy GetFilter(const std::string& name, const py::dict& params, const std::string& data_dir) {
+  ParamValues values;
+  for (auto [k, v] : params) values[k.cast<std::string>()] = LiteralFromPython(k.cast<std::string>(), v);
+  try {
+    return PyPolicy(RegistryFor(data_dir).Get(name, values), SchemaFor(data_dir));
   } catch (const PolicyError& e) {
     RaisePolicyError(e.diagnostics());
   }
@@ -377,6 +416,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("load_plugin", &LoadPlugin, py::arg("path"), py::arg("config"), py::arg("data_dir"),
         "loads a plugin shared library; returns its declarations; raises PluginError");
   m.def("plugins", &Plugins, py::arg("data_dir"), "the loaded plugins (the built-ins first)");
+  m.def("filters", &Filters, py::arg("data_dir"), "the registry: every filter by name");
+  m.def("get_filter", &GetFilter, py::arg("name"), py::arg("params"), py::arg("data_dir"),
+        "the filter `name` with `params` bound; raises PolicyError");
   m.def("load", &LoadPolicy, py::arg("text"), py::arg("path"), py::arg("from_file"),
         py::arg("policy"), py::arg("params"), py::arg("data_dir"));
   m.def("lint", &Lint, py::arg("text"), py::arg("path"), py::arg("from_file"), py::arg("data_dir"));

@@ -2,10 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
 
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/extension_host.h"
 #include "guardpolicy/plugin.h"
+#include "guardpolicy/registry.h"
 #include "test_util.h"
 
 extern "C" size_t gp_test_c_table_size(void);
@@ -189,6 +191,47 @@ TEST(PluginArtifacts, CompiledPoliciesNeedTheirPluginsLoaded) {
               std::string::npos)
         << e.what();
   }
+}
+
+}  // namespace
+}  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+TEST(Registry, ListsEveryKindAndReturnsFiltersByName) {
+  Registry registry(testing::PluginSchema(), testing::kDataDir + "/std");
+  auto policy = testing::MakeLoader().Load(testing::Src("guardpolicy 1\npolicy mine { doc \"d\" }\n"), "", {});
+  registry.AddPolicy(policy);
+  std::map<std::string, std::string> kinds;
+  for (const FilterInfo& f : registry.List()) kinds[f.name] = FilterKindName(f.kind);
+  EXPECT_EQ(kinds.size(), 6u + 6u + 1u + 1u);
+  EXPECT_EQ(kinds["builtin.keep_tensor_guards"], "builtin");
+  EXPECT_EQ(kinds["keep_tensor_guards"], "std");
+  EXPECT_EQ(kinds["names.drop_deep"], "plugin");
+  EXPECT_EQ(kinds["mine"], "policy");
+  EXPECT_EQ(registry.Get("mine", {}), policy);
+
+  // A native filter with a parameter, as a policy whose only rule is the filter.
+  Literal yes;
+  yes.kind = Literal::Kind::kBool;
+  yes.b = true;
+  auto native = registry.Get("builtin.keep_tensor_guards", {{"keep_parameters", yes}});
+  EXPECT_EQ(native->name(), "builtin_keep_tensor_guards");
+  ASSERT_EQ(native->program().rules.size(), 1u);
+  EXPECT_EQ(native->program().rules[0].policy, "builtin.keep_tensor_guards");
+
+  try {
+    (void)registry.Get("builtin.skip_guard_on_global", {});
+    FAIL();
+  } catch (const PolicyError& e) {
+    ASSERT_EQ(e.diagnostics().items().size(), 1u);
+    EXPECT_EQ(e.diagnostics().items()[0].code, "GP4001");
+    EXPECT_EQ(e.diagnostics().items()[0].help, "did you mean `builtin.skip_guard_on_globals`?");
+  }
+  // A policy leaves the registry with its last owner.
+  policy.reset();
+  for (const FilterInfo& f : registry.List()) EXPECT_NE(f.name, "mine");
 }
 
 }  // namespace

@@ -198,8 +198,10 @@ def test_plugin_filter_in_registry():
     (info,) = [f for f in gp.filters() if f.kind == "plugin"]
     assert info == gp.FilterInfo("names.drop_deep", "plugin", "drop guards on names nested deeper than max_depth",
                                  (gp.FilterParam("max_depth", "int", 4, True),), gp.example_plugin_path("names"))
-    with pytest.raises(KeyError, match="did you mean names.drop_deep"):
+    with pytest.raises(gp.PolicyError) as unknown:
         gp.filter("names.drop_dep")
+    (d,) = unknown.value.diagnostics
+    assert (d.code, d.message, d.help) == ("GP4001", "no filter named `names.drop_dep`", "did you mean `names.drop_deep`?")
     with pytest.raises(gp.PolicyError):
         gp.filter("names.drop_deep", max_depth="deep")
 

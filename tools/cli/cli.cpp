@@ -82,8 +82,10 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   check->add_option("--policy", check_policy, "policy name when the file has several");
   check->add_flag("--explain", check_explain, "print each guard's decision and deciding rule");
 
+  CLI::App* filters = app.add_subcommand("filters", "list every filter by name: built-in, std, plugin");
+
   // Plugins extend the schema (fields, functions, filters) for every command that checks.
-  for (CLI::App* sub : {lint, disasm, compile, test, check}) {
+  for (CLI::App* sub : {lint, disasm, compile, test, check, filters}) {
     sub->add_option("--plugin", ctx.plugins, "plugin shared library to load (repeatable)")
         ->allow_extra_args(false);  // one path per --plugin; later words are files
   }
@@ -111,6 +113,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     if (test->parsed()) return RunTest(ctx, test_files);
     if (fmt_cmd->parsed()) return RunFmt(ctx, fmt_files, fmt_check);
     if (check->parsed()) return RunCheck(ctx, check_file, check_policy, check_guards, check_explain);
+    if (filters->parsed()) return RunFilters(ctx);
   } catch (const std::exception& e) {
     err << "guardpolicy: error: " << e.what() << "\n";
     return kExitUsage;

@@ -56,4 +56,8 @@ int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check
 int RunCheck(const Context& ctx, const std::string& policy_path, const std::string& policy,
              const std::string& guards, bool explain);
 
+// `guardpolicy filters [--plugin PATH]...`: every filter by name (builtin, std, plugin),
+// one line each with its kind and parameters, then its doc indented.
+int RunFilters(const Context& ctx);
+
 }  // namespace guardpolicy::cli

@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from . import _core, registry
+from . import _core
 from .errors import Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning
 from .policy import Explanation, Policy, RuleRef
 from .registry import (  # noqa: A004 - guardpolicy.filter, as designed
@@ -95,8 +95,7 @@ def load(path_or_source: str | os.PathLike, *, policy: str | None = None, **para
     including a missing or unreadable file.
     """
     text, path, from_file = _source_args(path_or_source)
-    loaded = Policy(_core.load(text, os.fsencode(path), from_file, policy or "", params, str(DATA_DIR)))
-    return registry._register(loaded)
+    return Policy(_core.load(text, os.fsencode(path), from_file, policy or "", params, str(DATA_DIR)))
 
 
 def std_policy_path(name: str) -> Path:

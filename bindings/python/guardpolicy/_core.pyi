@@ -117,6 +117,21 @@ def load_plugin(path: bytes, config: str, data_dir: str) -> _PluginInfoRow:
 def plugins(data_dir: str) -> list[_PluginInfoRow]:
     """The loaded plugins (the built-ins first)."""
 
+class _FilterRow(TypedDict):
+    """One registry entry, as ``guardpolicy.FilterInfo`` takes it."""
+
+    name: str
+    kind: str  # "builtin", "std", "plugin" or "policy"
+    doc: str
+    params: list[tuple[str, str, _Literal | None, bool]]  # name, type, default, has_default
+    origin: str  # the plugin file ("builtin") or the policy file
+
+def filters(data_dir: str) -> list[_FilterRow]:
+    """The registry: every filter by name (core/include/guardpolicy/registry.h)."""
+
+def get_filter(name: str, params: dict[str, _Literal], data_dir: str) -> CompiledPolicy:
+    """The filter ``name`` with ``params`` bound. Raises ``guardpolicy.errors.PolicyError``."""
+
 def load(
     text: str, path: bytes, from_file: bool, policy: str, params: dict[str, _Literal], data_dir: str
 ) -> CompiledPolicy:

@@ -46,7 +46,7 @@ class Policy:
     no reference to any entry after the call. Immutable; safe to share between threads.
     """
 
-    __slots__ = ("_compiled", "_rules", "__weakref__")
+    __slots__ = ("_compiled", "_rules")
 
     def __init__(self, compiled: _core.CompiledPolicy):
         self._compiled = compiled

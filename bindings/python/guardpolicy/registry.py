@@ -14,19 +14,18 @@ Four kinds of entries, all returned as ``Policy`` objects (a ``guard_filter_fn``
 - ``plugin``: ``<plugin>.<filter>`` from a loaded plugin shared library;
 - ``policy``: every policy loaded with ``guardpolicy.load`` in this process and still alive,
   by its name.
+
+The registry itself is C++ (core/include/guardpolicy/registry.h), one per data directory.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-import weakref
 from typing import Any
 
 from . import _core
 from .policy import Policy
-
-_loaded: weakref.WeakValueDictionary[str, Policy] = weakref.WeakValueDictionary()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -73,12 +72,6 @@ def _data_dir() -> str:
     return str(DATA_DIR)
 
 
-def _register(policy: Policy) -> Policy:
-    """Called by ``guardpolicy.load``: the policy is listed by ``filters()`` while alive."""
-    _loaded[policy.name] = policy
-    return policy
-
-
 #: The example plugins shipped in the package (plugins/examples/): ``modinfo`` (fields read
 #: from the Python value) and ``names`` (a function and a filter over guard names).
 EXAMPLE_PLUGINS = ("modinfo", "names")
@@ -114,72 +107,20 @@ def _plugin_fields(d: dict) -> dict:
 
 
 def filters() -> list[FilterInfo]:
-    """Every filter by name: built-ins, std policies, plugin filters, loaded policies."""
-    from . import STD_POLICIES, load_std, std_policy_path
-
-    out: list[FilterInfo] = []
-    for plugin in _core.plugins(_data_dir()):
-        kind = "builtin" if plugin["name"] == "builtin" else "plugin"
-        for f in plugin["filters"]:
-            params = tuple(FilterParam(*p) for p in f["params"])
-            out.append(FilterInfo(f["name"], kind, f["doc"], params, plugin["path"]))
-    for name in STD_POLICIES:
-        policy = load_std(name)
-        out.append(FilterInfo(name, "std", policy.doc, _policy_params(policy), str(std_policy_path(name))))
-    for name, policy in sorted(_loaded.items()):
-        if name not in STD_POLICIES:
-            out.append(FilterInfo(name, "policy", policy.doc, _policy_params(policy), policy.source_file))
-    return out
-
-
-_TYPE_NAMES = {bool: "bool", int: "int", str: "string"}
-
-
-def _policy_params(policy: Policy) -> tuple[FilterParam, ...]:
-    """A policy's parameters with the values they are bound to (the defaults for std)."""
-    return tuple(FilterParam(k, _TYPE_NAMES[type(v)], v, True) for k, v in policy.params.items())
+    """Every filter by name: built-ins, std policies, plugin filters, then the policies
+    loaded with ``guardpolicy.load`` in this process that are still alive."""
+    return [
+        FilterInfo(f["name"], f["kind"], f["doc"], tuple(FilterParam(*p) for p in f["params"]), f["origin"])
+        for f in _core.filters(_data_dir())
+    ]
 
 
 def filter(name: str, **params: Any) -> Policy:  # noqa: A001 - guardpolicy.filter, as designed
     """The filter called ``name`` as a ``guard_filter_fn``, with ``params`` bound.
 
     ``builtin.*`` and plugin filters are compiled as a one-line policy ``use name(...)``, so
-    ``explain`` names the filter. Raises ``KeyError`` for an unknown name (with the closest
-    known names) and ``PolicyError`` for a bad parameter.
+    ``explain`` names the filter. Raises ``PolicyError``: GP4001 for an unknown name (with
+    the closest known name), GP4002 or GP2006 for a bad parameter, ``TypeError`` for a
+    parameter value that is not bool, int or str.
     """
-    from . import STD_POLICIES, load, load_std
-
-    if name in STD_POLICIES:
-        return load_std(name, **params)
-    if "." in name:
-        args = ", ".join(f"{k} = {_literal(k, v)}" for k, v in params.items())
-        policy_name = name.replace(".", "_")
-        source = f"guardpolicy 1\nunsafe policy {policy_name} {{\n  use {name}({args})\n}}\n"
-        known = {f.name for f in filters()}
-        if name not in known:
-            raise KeyError(_unknown(name, known))
-        return load(source)
-    policy = _loaded.get(name)
-    if policy is None:
-        raise KeyError(_unknown(name, {f.name for f in filters()}))
-    if params:
-        raise TypeError(f"policy `{name}` is already compiled; load it again with its parameters")
-    return policy
-
-
-def _literal(name: str, value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, str):
-        return '"' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
-    raise TypeError(f"parameter `{name}` must be bool, int or str, not {type(value).__name__}")
-
-
-def _unknown(name: str, known: set[str]) -> str:
-    import difflib
-
-    close = difflib.get_close_matches(name, sorted(known), n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"no filter named {name!r}{hint} (see guardpolicy.filters())"
+    return Policy(_core.get_filter(name, params, _data_dir()))
