@@ -95,7 +95,7 @@ fuzz: sanitize-build
 	  $(SAN_DIR)/tools/cli/guardpolicy compile -o $(SAN_DIR)/seeds/artifact/$$(basename $$f .gpol).gpolc $$f >/dev/null; done
 	@for fz in $(FUZZERS); do \
 	  mkdir -p $(SAN_DIR)/fuzz-$$fz/corpus; \
-	  seeds="policies/std tests/corpus/accept tests/corpus/reject"; \
+	  seeds="policies/std tests/corpus/accept tests/corpus/reject tests/fuzz/seeds"; \
 	  [ $$fz = artifact_fuzzer ] && seeds=$(SAN_DIR)/seeds/artifact; \
 	  echo "== $$fz for $(FUZZ_SECONDS) s"; \
 	  if ! ASAN_OPTIONS=detect_leaks=1 $(SAN_DIR)/tests/fuzz/$$fz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \

@@ -4,14 +4,18 @@
 #include <memory>
 #include <string>
 
+#include "guardpolicy/plugin.h"
 #include "guardpolicy/policy.h"
 #include "guardpolicy/vm.h"
 
 namespace guardpolicy::fuzz {
 
+// The schema, torch's built-in filters and the `names` example plugin (a function, so the
+// fuzzers reach CALL, and a filter with a parameter).
 inline std::shared_ptr<const Schema> FuzzSchema() {
   static const auto schema = std::make_shared<const Schema>(
-      Schema::FromFile(std::string(GUARDPOLICY_SOURCE_DATA_DIR) + "/schema/guard_entry.yaml"));
+      Schema::FromFile(std::string(GUARDPOLICY_SOURCE_DATA_DIR) + "/schema/guard_entry.yaml")
+          .WithPlugin(Plugin::Load(std::string(GUARDPOLICY_EXAMPLE_PLUGIN_DIR) + "/libgp_names.so")));
   return schema;
 }
 

@@ -61,9 +61,10 @@ class CodeGen {
       }
       return;
     }
-    const LineCol lc = rule.range.start();
-    prog_.rules.push_back({policy.name, rule.range.file ? rule.range.file->path() : "", lc.line,
-                           lc.col, rule.decision});
+    // A plugin filter's rule is reported where the policy uses it (its own source is made up).
+    const SourceRange& where = filter_use_ ? *filter_use_ : rule.range;
+    const LineCol lc = where.start();
+    prog_.rules.push_back({policy.name, where.file ? where.file->path() : "", lc.line, lc.col, rule.decision});
     bound_ = &bound;
     prog_.rule_entry.push_back(static_cast<int32_t>(prog_.code.size()));
     Label next;
@@ -92,7 +93,11 @@ class CodeGen {
         return;
       }
     }
+    const bool filter = target->module && target->module->file && target->module->file->path().starts_with("plugin:");
+    const SourceRange* outer = filter_use_;
+    if (filter && !filter_use_) filter_use_ = &use.range;
     CompileItems(*target, args, depth + 1);
+    filter_use_ = outer;
   }
 
   // Emits code that jumps to `label` when `e` evaluates to `jump_if`, else falls through.
@@ -353,6 +358,7 @@ class CodeGen {
   const ParamValues* bound_ = nullptr;
   std::map<int, int> slots_;
   std::map<std::string, int> filter_slots_;
+  const SourceRange* filter_use_ = nullptr;  // the `use` of a plugin filter being compiled
 };
 
 // Declared defaults overridden by `params`; unknown names, wrong types and missing values
