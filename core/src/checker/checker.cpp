@@ -51,6 +51,11 @@ class PolicyChecker {
       }
       if (!seen.insert(p.name).second) {
         diags_.Error(codes::kBadParameter, p.range, fmt::format("duplicate parameter `{}`", p.name));
+      } else if (schema_.FindField(p.name) >= 0) {
+        // It would hide the field in every rule of the policy.
+        diags_.Error(codes::kBadParameter, p.range,
+                     fmt::format("parameter `{}` has the name of a schema field", p.name),
+                     "rename the parameter; rules would read it instead of the field");
       }
     }
   }
