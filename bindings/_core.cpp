@@ -272,6 +272,36 @@ class PyPolicy {
   std::shared_ptr<const ExtractorPlan> plan_;  // shared by every call (and thread)
 };
 
+// guardpolicy.Policy.__call__ without a Python frame or pybind11's dispatcher (both cost
+// more than a small frame's whole filter): a METH_FASTCALL function that Policy binds as an
+// instance method, args = (policy, entries); it calls policy._compiled.
+PyObject* PolicyCall(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 2) {
+    PyErr_SetString(PyExc_TypeError, "Policy.__call__ takes exactly one argument: the list of guard entries");
+    return nullptr;
+  }
+  static PyObject* const kCompiled = PyUnicode_InternFromString("_compiled");
+  try {
+    py::object compiled = py::reinterpret_steal<py::object>(PyObject_GetAttr(args[0], kCompiled));
+    if (!compiled) return nullptr;
+    return compiled.cast<const PyPolicy&>().Call(args[1]).release().ptr();
+  } catch (py::error_already_set& e) {
+    e.restore();
+  } catch (const py::builtin_exception& e) {
+    e.set_error();
+  } catch (const PluginError& e) {
+    py::object cls = py::module_::import("guardpolicy.errors").attr("PluginError");
+    PyErr_SetObject(cls.ptr(), FsStr(e.what()).ptr());
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_RuntimeError, e.what());
+  }
+  return nullptr;
+}
+
+PyMethodDef kPolicyCallDef = {"policy_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PolicyCall)),
+                              METH_FASTCALL,
+                              "Policy.__call__(entries): guard_filter_fn, list[GuardFilterEntry] -> list[bool]"};
+
 PyPolicy LoadPolicy(const std::string& text, const py::bytes& raw_path, bool from_file,
                     const std::string& name, const py::dict& params, const std::string& data_dir) {
   const std::string path = raw_path;
@@ -413,6 +443,12 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetObject(cls.ptr(), FsStr(e.what()).ptr());
     }
   });
+  {
+    py::object fn = py::reinterpret_steal<py::object>(PyCFunction_New(&kPolicyCallDef, nullptr));
+    if (!fn) throw py::error_already_set();
+    // An instance method: bound to the Policy it is looked up on, like a Python method.
+    m.attr("policy_call") = py::reinterpret_steal<py::object>(PyInstanceMethod_New(fn.ptr()));
+  }
   m.def("load_plugin", &LoadPlugin, py::arg("path"), py::arg("config"), py::arg("data_dir"),
         "loads a plugin shared library; returns its declarations; raises PluginError");
   m.def("plugins", &Plugins, py::arg("data_dir"), "the loaded plugins (the built-ins first)");

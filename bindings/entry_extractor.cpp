@@ -208,10 +208,7 @@ std::string_view EntryExtractor::View(py::handle str) {
   return {data, static_cast<size_t>(size)};
 }
 
-std::string_view EntryExtractor::Store(std::string s) {
-  strings_.push_back(std::move(s));
-  return strings_.back();
-}
+std::string_view EntryExtractor::Store(std::string s) { return strings_.emplace_front(std::move(s)); }
 
 Value EntryExtractor::EnumValue(int enum_index, std::string_view name) const {
   int ordinal = -1;

@@ -15,7 +15,7 @@
 
 #include <pybind11/pybind11.h>
 
-#include <deque>
+#include <forward_list>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -126,7 +126,7 @@ class EntryExtractor {
   int has_value_ = -1;  // -1 unknown, else 0/1
   // Per-call state.
   std::vector<py::object> keep_alive_;
-  std::deque<std::string> strings_;
+  std::forward_list<std::string> strings_;  // stable addresses; allocates nothing while empty
   std::unordered_map<PyObject*, GuardSourceInfo> guard_sources_;
   std::unordered_map<PyObject*, SourceWalk> walks_;
   std::unordered_map<PyObject*, std::string_view> type_names_;

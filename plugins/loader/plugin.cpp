@@ -44,7 +44,7 @@ gp_entry_view HostStrings::View(const gp_value* fields, uint32_t num_fields, voi
 
 const char* HostStrings::KeepThunk(void* host, const char* str, size_t len) noexcept {
   try {
-    return static_cast<HostStrings*>(host)->strings_.emplace_back(str ? str : "", str ? len : 0).data();
+    return static_cast<HostStrings*>(host)->strings_.emplace_front(str ? str : "", str ? len : 0).data();
   } catch (...) {
     return nullptr;
   }

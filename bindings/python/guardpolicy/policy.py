@@ -52,8 +52,10 @@ class Policy:
         self._compiled = compiled
         self._rules = [RuleRef(**r) for r in compiled.rules]
 
-    def __call__(self, entries: Sequence[Any]) -> list[bool]:
-        return self._compiled(entries)
+    #: ``policy(entries)``: guard_filter_fn, ``list[GuardFilterEntry] -> list[bool]``. It is
+    #: implemented in C (``_core.policy_call``, which calls ``self._compiled``): a Python
+    #: method frame here would cost more than the whole filter on a small frame.
+    __call__ = _core.policy_call
 
     def evaluate(self, rows: Sequence[Mapping[str, Any]]) -> list[bool]:
         """Decisions for plain mappings ``{field name: value}`` (absent fields read as

@@ -14,7 +14,7 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
+#include <forward_list>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -36,12 +36,12 @@ class HostStrings {
   // A view of one entry: `fields` are the declaration's `reads`, in order; `py_entry` is a
   // borrowed PyObject* or null.
   gp_entry_view View(const gp_value* fields, uint32_t num_fields, void* py_entry);
-  std::string_view Keep(std::string_view s) { return strings_.emplace_back(s); }
+  std::string_view Keep(std::string_view s) { return strings_.emplace_front(s); }
   void Clear() { strings_.clear(); }
 
  private:
   static const char* KeepThunk(void* host, const char* str, size_t len) noexcept;
-  std::deque<std::string> strings_;
+  std::forward_list<std::string> strings_;  // stable addresses; allocates nothing while empty
 };
 
 // Declarations copied out of the plugin's table (names unqualified, as the plugin wrote).
