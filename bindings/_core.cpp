@@ -93,12 +93,16 @@ py::dict PluginInfo(const Plugin& p) {
 // Loads a plugin and makes every later load under `data_dir` see its declarations.
 py::dict LoadPlugin(const py::bytes& raw_path, const std::string& config, const std::string& data_dir) {
   const std::string path = raw_path;
+  if (path.find('\0') != std::string::npos || config.find('\0') != std::string::npos) {
+    throw py::value_error("embedded null byte in the plugin path or config");
+  }
   std::shared_ptr<const Schema> base = SchemaFor(data_dir);
   std::shared_ptr<const Plugin> plugin = Plugin::Load(path, config);
   auto extended = std::make_shared<const Schema>(base->WithPlugin(plugin));
+  py::dict info = PluginInfo(*plugin);  // before anything is committed: it may raise
   std::lock_guard<std::mutex> lock(schema_mu);
   SchemaCache()[data_dir] = extended;
-  return PluginInfo(*plugin);
+  return info;
 }
 
 py::list Plugins(const std::string& data_dir) {
@@ -208,7 +212,7 @@ class PyPolicy {
     const Outcome on_error{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
     std::vector<Outcome> outcomes(n);
     EntryExtractor extractor(*plan_);
-    std::vector<Value> values(std::max<size_t>(prog.fields.size(), 1));
+    extractor.SetMappings(from_mappings);
     LazyEntryView lazy(extractor, prog.fields.size());
     const bool raise = strict || policy_->on_error() == guardpolicy::OnError::kRaise;
     std::string first_failure;
@@ -235,14 +239,8 @@ class PyPolicy {
     for (size_t i = 0; i < n && filters_ok; ++i) {
       py::handle entry = PyTuple_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
       try {
-        if (from_mappings) {
-          extractor.SetEntryIndex(i);
-          extractor.ExtractMapping(entry, values.data());
-          outcomes[i] = Evaluate(prog, values.data());
-        } else {
-          lazy.Reset(entry, i);
-          outcomes[i] = EvaluateView(prog, lazy);
-        }
+        lazy.Reset(entry, i);
+        outcomes[i] = EvaluateView(prog, lazy);
       } catch (py::error_already_set& e) {
         if (raise) throw;
         fail(e.what(), 1);

@@ -194,6 +194,7 @@ void EntryExtractor::Reset() {
 }
 
 void EntryExtractor::BeginEntry() {
+  if (row_get_) row_get_ = py::object();
   if (orig_guard_) orig_guard_ = py::object();
   if (value_) value_ = py::object();
   if (user_frame_) user_frame_ = py::object();
@@ -401,14 +402,27 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
 }
 
 void EntryExtractor::ExtractSlot(size_t slot, py::handle entry, Value& out) {
-  switch (plan_.ids[slot]) {
-    case FieldId::kPlugin: ExtractPluginField(slot, entry, out); return;
-    case FieldId::kFilter: {
-      const auto& keep = filter_keep_.at(slot);
-      out = BoolValue(entry_index_ < keep.size() && keep[entry_index_] == 0);  // true: the filter drops it
+  const FieldId id = plan_.ids[slot];
+  if (id == FieldId::kFilter) {
+    const auto& keep = filter_keep_.at(slot);
+    out = BoolValue(entry_index_ < keep.size() && keep[entry_index_] == 0);  // true: the filter drops it
+    return;
+  }
+  if (mappings_) {
+    if (!PyMapping_Check(entry.ptr())) throw py::type_error("evaluate() rows must be mappings");
+    if (!row_get_) row_get_ = GetAttr(entry, kAttrGet);
+    // A plugin field the row does not give is extracted from the row's core fields.
+    if (id == FieldId::kPlugin && row_get_(plan_.names[slot], py::none()).is_none()) {
+      ExtractPluginField(slot, entry, out);
       return;
     }
-    default: ExtractOne(plan_.ids[slot], entry, out); return;
+    out = MappingValue(row_get_, plan_.names[slot], plan_.types[slot]);
+    return;
+  }
+  if (id == FieldId::kPlugin) {
+    ExtractPluginField(slot, entry, out);
+  } else {
+    ExtractOne(id, entry, out);
   }
 }
 
@@ -427,8 +441,9 @@ std::vector<gp_value> EntryExtractor::ReadValues(const ExtractorPlan::PluginSlot
 
 void EntryExtractor::ExtractPluginField(size_t slot, py::handle entry, Value& out) {
   const ExtractorPlan::PluginSlot& ps = plan_.plugin_slots[slot];
-  const std::vector<gp_value> reads = ReadValues(ps, entry, false);
-  const gp_entry_view view = host_strings_.View(reads.data(), static_cast<uint32_t>(reads.size()), entry.ptr());
+  const std::vector<gp_value> reads = ReadValues(ps, entry, mappings_);
+  const gp_entry_view view =
+      host_strings_.View(reads.data(), static_cast<uint32_t>(reads.size()), mappings_ ? nullptr : entry.ptr());
   gp_value result{};
   ps.field->plugin->Extract(static_cast<size_t>(ps.field->decl), view, result);
   out = FromAbi(result, ps.field->type, *plan_.schema);
@@ -473,20 +488,6 @@ Value EntryExtractor::MappingValue(py::handle get, const std::string& name, cons
     case TypeKind::kError: break;
   }
   return v;
-}
-
-// Mapping rows give plugin fields by name like core fields (absent: the zero value); filter
-// slots come from RunFilters over the rows' core fields.
-void EntryExtractor::ExtractMapping(py::handle mapping, Value* out) {
-  if (!PyMapping_Check(mapping.ptr())) throw py::type_error("evaluate() rows must be mappings");
-  py::object get = GetAttr(mapping, kAttrGet);
-  for (size_t slot = 0; slot < plan_.ids.size(); ++slot) {
-    if (plan_.ids[slot] == FieldId::kFilter) {
-      ExtractSlot(slot, mapping, out[slot]);
-    } else {
-      out[slot] = MappingValue(get, plan_.names[slot], plan_.types[slot]);
-    }
-  }
 }
 
 }  // namespace guardpolicy::python

@@ -74,9 +74,11 @@ class EntryExtractor {
   void BeginEntry();
   // Reads program slot `slot` of `entry` into `out`.
   void ExtractSlot(size_t slot, py::handle entry, Value& out);
-  // Fills `out` from any mapping {field name: value}; absent (or None) fields read as
-  // false, 0, "", no enum member, the empty set.
-  void ExtractMapping(py::handle mapping, Value* out);
+  // Entries are mappings {field name: value} (Policy.evaluate) instead of GuardFilterEntry
+  // objects: absent (or None) fields read as false, 0, "", no enum member, the empty set;
+  // a plugin field the row does not give is extracted from the row's core fields (without
+  // a Python entry).
+  void SetMappings(bool mappings) { mappings_ = mappings; }
   // Runs every filter slot over all `entries` (a tuple of GuardFilterEntry objects, or of
   // mappings when `mappings`); results are read per entry after SetEntryIndex. Throws
   // PluginError or a Python error.
@@ -119,6 +121,8 @@ class EntryExtractor {
 
   const ExtractorPlan& plan_;
   HostStrings host_strings_;
+  bool mappings_ = false;
+  py::object row_get_;  // the current row's `get` (mapping mode)
   std::vector<std::vector<uint8_t>> filter_keep_;  // slot -> keep per entry (filter slots)
   size_t entry_index_ = 0;
   // Per-entry cache (objects read by several fields).

@@ -3,12 +3,16 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
+
 #include <cstddef>
 #include <cstring>
 #include <set>
 
 #include <fmt/format.h>
 #include <re2/re2.h>
+
+#include "guardpolicy/source.h"
 
 namespace guardpolicy {
 namespace {
@@ -18,9 +22,37 @@ constexpr size_t kMinTableSize = offsetof(gp_plugin_api, num_filters) + sizeof(u
 
 std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
 
+// The language's keywords (grammar/GuardPolicy.g4): a plugin name, field, function, filter
+// or parameter spelt like one could never be written in a policy.
+bool IsKeyword(std::string_view s) {
+  static constexpr std::string_view kKeywords[] = {
+      "guardpolicy", "unsafe", "policy", "doc", "keep", "drop", "when", "default", "use", "config", "stance",
+      "after", "calls", "on_error", "test", "expect", "and", "or", "not", "in", "contains", "startswith",
+      "endswith", "matches", "glob", "true", "false"};
+  return std::find(std::begin(kKeywords), std::end(kKeywords), s) != std::end(kKeywords);
+}
+
+constexpr size_t kMaxNameBytes = 64;
+constexpr size_t kMaxTextBytes = 1024;  // docs, versions, string defaults
+constexpr uint32_t kMaxArgs = 16;       // function arguments and filter parameters
+constexpr uint32_t kMaxDeclarations = 1024;
+
 bool ValidName(const char* s) {
   static const re2::RE2 kName("[a-z_][a-z0-9_]*");
-  return s != nullptr && re2::RE2::FullMatch(s, kName);
+  return s != nullptr && std::strlen(s) <= kMaxNameBytes && re2::RE2::FullMatch(s, kName) && !IsKeyword(s);
+}
+
+// "" when `s` is printable UTF-8 text of at most kMaxTextBytes, else what is wrong.
+std::string TextProblem(std::string_view s) {
+  if (s.size() > kMaxTextBytes) return fmt::format("is {} bytes, over the limit of {}", s.size(), kMaxTextBytes);
+  for (size_t i = 0; i < s.size();) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x20 || c == 0x7f) return fmt::format("holds the control character 0x{:02x}", c);
+    const size_t len = Utf8SequenceLength(s, i);
+    if (len == 0) return fmt::format("is not UTF-8 (byte {})", i);
+    i += len;
+  }
+  return {};
 }
 
 std::vector<std::string> NullTerminated(const char* const* list) {
@@ -50,7 +82,12 @@ const char* HostStrings::KeepThunk(void* host, const char* str, size_t len) noex
   }
 }
 
-std::shared_ptr<const Plugin> Plugin::Load(const std::string& path, const std::string& config) {
+std::shared_ptr<const Plugin> Plugin::Load(const std::string& path_in, const std::string& config) {
+  if (path_in.empty()) throw PluginError("cannot load a plugin from an empty path");
+  if (path_in.find('\0') != std::string::npos) throw PluginError("a plugin path holds a NUL byte");
+  // A file, never a name for the dynamic linker's search ("libz.so.1" would find the
+  // system's library): a bare file name is relative to the working directory.
+  const std::string path = path_in.find('/') == std::string::npos ? "./" + path_in : path_in;
   // RTLD_LOCAL: plugins do not see each other's symbols.
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {
@@ -99,16 +136,33 @@ void Plugin::ReadTable(const gp_plugin_api* api) {
                     kMinTableSize));
   }
   std::memcpy(&api_, api, std::min<size_t>(api->struct_size, sizeof(api_)));
-  if (!ValidName(api_.name)) bad(fmt::format("plugin name `{}` is not [a-z_][a-z0-9_]*", Str(api_.name)));
+  if (!ValidName(api_.name)) {
+    bad(fmt::format("plugin name `{}` is not [a-z_][a-z0-9_]* (at most {} bytes, not a keyword)", Str(api_.name),
+                    kMaxNameBytes));
+  }
   name_ = api_.name;
   if (api_.version == nullptr) bad(fmt::format("plugin `{}` declares no version", name_));
   if (api_.get_last_error == nullptr) bad(fmt::format("plugin `{}` has no get_last_error", name_));
   version_ = api_.version;
   description_ = Str(api_.description);
+  auto text = [&](const char* what, const std::string& value) {
+    if (std::string problem = TextProblem(value); !problem.empty()) {
+      bad(fmt::format("plugin `{}`: {} {}", name_, what, problem));
+    }
+  };
+  text("version", version_);
+  text("description", description_);
+  if (api_.num_fields > kMaxDeclarations || api_.num_functions > kMaxDeclarations ||
+      api_.num_filters > kMaxDeclarations) {
+    bad(fmt::format("plugin `{}` declares over {} fields, functions or filters", name_, kMaxDeclarations));
+  }
 
   std::set<std::string> names;
   auto declare = [&](const char* kind, const char* n) {
-    if (!ValidName(n)) bad(fmt::format("plugin `{}`: {} name `{}` is not [a-z_][a-z0-9_]*", name_, kind, Str(n)));
+    if (!ValidName(n)) {
+      bad(fmt::format("plugin `{}`: {} name `{}` is not [a-z_][a-z0-9_]* (at most {} bytes, not a keyword)", name_,
+                      kind, Str(n), kMaxNameBytes));
+    }
     if (!names.insert(n).second) bad(fmt::format("plugin `{}` declares `{}` twice", name_, n));
   };
   auto need = [&](bool ok, const char* kind, const char* n, const char* what) {
@@ -123,6 +177,7 @@ void Plugin::ReadTable(const gp_plugin_api* api) {
     declare("field", d.name);
     need(d.type != nullptr, "field", d.name, "type");
     need(d.extract != nullptr, "field", d.name, "extract callback");
+    text("field doc", Str(d.doc));
     fields_.push_back({d.name, d.type, Str(d.doc), NullTerminated(d.reads), d.needs_py_entry != 0});
   }
   for (uint32_t i = 0; i < api_.num_functions; ++i) {
@@ -131,6 +186,8 @@ void Plugin::ReadTable(const gp_plugin_api* api) {
     need(d.result_type != nullptr, "function", d.name, "result type");
     need(d.call != nullptr, "function", d.name, "call callback");
     need(d.num_args == 0 || d.arg_types != nullptr, "function", d.name, "argument types");
+    if (d.num_args > kMaxArgs) bad(fmt::format("plugin `{}`: function `{}` has {} arguments, over the limit of {}", name_, d.name, d.num_args, kMaxArgs));
+    text("function doc", Str(d.doc));
     PluginFunction f{d.name, d.result_type, Str(d.doc), {}};
     for (uint32_t k = 0; k < d.num_args; ++k) {
       need(d.arg_types[k] != nullptr, "function", d.name, "type for every argument");
@@ -143,6 +200,8 @@ void Plugin::ReadTable(const gp_plugin_api* api) {
     declare("filter", d.name);
     need(d.run != nullptr, "filter", d.name, "run callback");
     need(d.num_params == 0 || d.params != nullptr, "filter", d.name, "parameter array");
+    if (d.num_params > kMaxArgs) bad(fmt::format("plugin `{}`: filter `{}` has {} parameters, over the limit of {}", name_, d.name, d.num_params, kMaxArgs));
+    text("filter doc", Str(d.doc));
     PluginFilter f{d.name, Str(d.doc), {}, NullTerminated(d.reads), d.needs_py_entry != 0};
     std::set<std::string> params;
     for (uint32_t k = 0; k < d.num_params; ++k) {
@@ -152,7 +211,10 @@ void Plugin::ReadTable(const gp_plugin_api* api) {
       }
       need(pd.type != nullptr, "filter parameter", pd.name, "type");
       PluginParam p{pd.name, pd.type, pd.has_default != 0, pd.default_value.i, {}};
-      if (p.has_default && pd.default_value.str) p.default_string.assign(pd.default_value.str, pd.default_value.len);
+      if (p.has_default && pd.default_value.str) {
+        p.default_string.assign(pd.default_value.str, std::min<size_t>(pd.default_value.len, kMaxTextBytes + 1));
+        text("filter parameter default", p.default_string);
+      }
       f.params.push_back(std::move(p));
     }
     filters_.push_back(std::move(f));

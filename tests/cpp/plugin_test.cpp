@@ -58,6 +58,10 @@ TEST(PluginLoader, EveryBadPluginIsAClearErrorAndTheProcessGoesOn) {
       {kBad + "/clash.so", "clash.so: plugin `guard_source`: the name clashes with the schema field `guard_source`"},
       {kBad + "/reads.so", "reads.so: plugin `good`: field `good.flag`: reads `nosuch.field`, which is not a core schema field"},
       {kBad + "/init.so", "init.so: plugin `good` failed to initialize: the bad plugin failed on purpose"},
+      {kBad + "/keyword.so", "keyword.so: plugin name `when` is not [a-z_][a-z0-9_]* (at most 64 bytes, not a keyword)"},
+      {kBad + "/text.so", "text.so: plugin `good`: field doc is not UTF-8 (byte 2)"},
+      {kBad + "/args.so", "args.so: plugin `good`: function `one` has 17 arguments, over the limit of 16"},
+      {"", "cannot load a plugin from an empty path"},
   };
   for (const auto& [path, expected] : cases) {
     const std::string error = LoadError(path);
@@ -65,6 +69,10 @@ TEST(PluginLoader, EveryBadPluginIsAClearErrorAndTheProcessGoesOn) {
   }
   // And a good plugin still loads afterwards.
   EXPECT_EQ(LoadError(kBad + "/good.so"), "");
+  // A bare file name is a file in the working directory, never a library search.
+  const std::string bare = LoadError("libz.so.1");
+  EXPECT_NE(bare.find("./libz.so.1: cannot load the plugin: ./libz.so.1: cannot open shared object file"), std::string::npos)
+      << bare;
 }
 
 TEST(PluginLoader, NamesMustBeNewAcrossPlugins) {

@@ -14,6 +14,9 @@
  *   BAD_EXTRACT         a field whose extractor reports an error
  *   BAD_CALL            a function that reports an error
  *   BAD_FILTER          a filter that reports an error
+ *   BAD_KEYWORD         plugin name "when" (a keyword of the language)
+ *   BAD_TEXT            a field doc that is not UTF-8
+ *   BAD_ARGS            a function with 17 arguments (over the limit of 16)
  * Without a macro it is a valid plugin named "good".
  */
 #include <stddef.h>
@@ -88,15 +91,28 @@ static const char* const kReads[] = {"is_global", NULL};
 #define FIELD_NAME "flag"
 #endif
 
-static const gp_field_decl kFields[] = {{FIELD_NAME, FIELD_TYPE, "a flag", kReads, 0, extract}};
-static const char* const kArgs[] = {"int"};
-static const gp_function_decl kFunctions[] = {{FUNCTION_NAME, "int", kArgs, 1, "one", call}};
+#if defined(BAD_TEXT)
+#define FIELD_DOC "a \xc3\x28 flag"
+#else
+#define FIELD_DOC "a flag"
+#endif
+static const gp_field_decl kFields[] = {{FIELD_NAME, FIELD_TYPE, FIELD_DOC, kReads, 0, extract}};
+static const char* const kArgs[] = {"int", "int", "int", "int", "int", "int", "int", "int", "int",
+                                    "int", "int", "int", "int", "int", "int", "int", "int"};
+#if defined(BAD_ARGS)
+#define NUM_ARGS 17
+#else
+#define NUM_ARGS 1
+#endif
+static const gp_function_decl kFunctions[] = {{FUNCTION_NAME, "int", kArgs, NUM_ARGS, "one", call}};
 static const gp_filter_decl kFilters[] = {{"drop_all", "drops everything", NULL, 0, NULL, 0, run}};
 
 #if defined(BAD_NAME)
 #define PLUGIN_NAME "Bad-Name"
 #elif defined(BAD_CLASH)
 #define PLUGIN_NAME "guard_source"
+#elif defined(BAD_KEYWORD)
+#define PLUGIN_NAME "when"
 #else
 #define PLUGIN_NAME "good"
 #endif

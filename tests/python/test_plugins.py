@@ -550,13 +550,16 @@ BAD_PLUGINS = {
     "major": f"plugin ABI 2.0 is not supported by this guardpolicy {ABI_HINT}",
     "minor": f"plugin ABI 1.99 is not supported by this guardpolicy {ABI_HINT}",
     "small_table": "the plugin table is 16 bytes, smaller than an ABI 1.0 table (108 bytes)",
-    "name": "plugin name `Bad-Name` is not [a-z_][a-z0-9_]*",
+    "name": "plugin name `Bad-Name` is not [a-z_][a-z0-9_]* (at most 64 bytes, not a keyword)",
     "type": "plugin `good`: field `good.flag`: unknown type `float` (bool, int, string, an enum such as GuardType, "
             "or set:<Enum>)",
     "duplicate": "plugin `good` declares `twice` twice",
     "clash": "plugin `guard_source`: the name clashes with the schema field `guard_source`",
     "reads": "plugin `good`: field `good.flag`: reads `nosuch.field`, which is not a core schema field",
     "init": "plugin `good` failed to initialize: the bad plugin failed on purpose",
+    "keyword": "plugin name `when` is not [a-z_][a-z0-9_]* (at most 64 bytes, not a keyword)",
+    "text": "plugin `good`: field doc is not UTF-8 (byte 2)",
+    "args": "plugin `good`: function `one` has 17 arguments, over the limit of 16",
 }
 
 
@@ -885,3 +888,62 @@ def test_filter_calls_may_leave_out_defaulted_parameters(example_plugins):
     assert short.evaluate(rows) == full.evaluate(rows) == [True, True, False]
     d = lint_one("guardpolicy 1\nunsafe policy p { drop when names.drop_deep(1, 2) }\n")
     assert (d.code, d.message) == ("GP2017", "`names.drop_deep` takes 0 to 1 arguments, 2 given")
+
+
+def test_plugin_paths_are_files_and_nul_bytes_are_refused(tmp_path):
+    """A bare file name is a file in the working directory (never the dynamic linker's
+    library search: `libz.so.1` must not open the system's zlib); NUL bytes are refused."""
+    proc = run_cli("filters", "--plugin", "good.so", cwd=BAD_PLUGIN_DIR)
+    assert proc.returncode == 0, proc.stderr
+    assert "good.drop_all" in proc.stdout
+    proc = run_cli("filters", "--plugin", "libz.so.1", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.startswith("guardpolicy: error: ./libz.so.1: cannot load the plugin: ./libz.so.1: cannot open")
+    with pytest.raises(ValueError, match="embedded null byte"):
+        gp.load_plugin("./a\x00b.so")
+    with pytest.raises(ValueError, match="embedded null byte"):
+        gp.load_plugin(gp.example_plugin_path("names"), config="strict\x00junk")
+
+
+TEST_BLOCKS = """guardpolicy 1
+unsafe policy p {
+  keep when guard_type == SHAPE_ENV
+  drop when modinfo.class_name == "Dropout"
+}
+test p {
+  expect keep { guard_type: "SHAPE_ENV" }
+  expect drop { guard_type: "ID_MATCH", modinfo.class_name: "Dropout" }
+  expect keep { guard_type: "ID_MATCH" }
+}
+"""
+
+
+def test_test_blocks_read_plugin_fields_only_when_needed(tmp_path):
+    """An expectation decided before a plugin field is read passes without it; one that
+    needs a field its plugin cannot give without a Python entry fails on its own line."""
+    policy = tmp_path / "p.gpol"
+    policy.write_text(TEST_BLOCKS)
+    proc = run_cli("test", policy, "--plugin", gp.example_plugin_path("modinfo"))
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0] == f"{policy}:7:3: PASS: policy `p` keep"
+    assert lines[1] == f"{policy}:8:3: PASS: policy `p` drop"
+    assert lines[2].startswith(f"{policy}:9:3: FAIL: policy `p` could not decide: {gp.example_plugin_path('modinfo')}: "
+                               "plugin `modinfo`: field `modinfo.class_name`: needs the Python GuardFilterEntry")
+    assert lines[3] == "2 passed, 1 failed"
+
+
+def test_evaluate_extracts_plugin_fields_a_row_does_not_give():
+    """Policy.evaluate runs a plugin field's extractor on the row's core fields, like a
+    `test` block; a value given in the row wins."""
+    out = run_python(
+        """
+        import json, sys
+        import guardpolicy as gp
+        gp.load_plugin(sys.argv[1])
+        policy = gp.load("guardpolicy 1\\nunsafe policy p { drop when good.flag }\\n")
+        print(json.dumps([policy.evaluate([{}]), policy.evaluate([{"good.flag": False}])]))
+        """,
+        bad_plugin("good"),
+    )
+    assert out == [[False], [True]]

@@ -40,10 +40,11 @@ int RunCheck(const Context& ctx, const std::string& policy_path, const std::stri
     // One frame is one guard_filter_fn call: filters see its entries together.
     std::vector<std::vector<Value>> views;
     for (const FieldValues& entry : frame.entries) views.push_back(Snapshot::View(prog, entry));
-    FillPluginSlots(prog, loader->schema(), frame.entries, views, strings);
+    FillFilterSlots(prog, loader->schema(), frame.entries, views, strings);
     for (size_t i = 0; i < frame.entries.size(); ++i) {
       const FieldValues& entry = frame.entries[i];
-      const Outcome o = Evaluate(prog, views[i].data());
+      HostEntryView view(prog, loader->schema(), entry, views[i], strings);
+      const Outcome o = EvaluateView(prog, view);
       (o.decision == Decision::kKeep ? kept : dropped) += 1;
       if (!explain) continue;
       *ctx.out << fmt::format("  {:<4} {:<28} {:<40} {}\n", DecisionName(o.decision),

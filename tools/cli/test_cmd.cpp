@@ -24,6 +24,10 @@ int RunTest(const Context& ctx, const std::vector<std::string>& files) {
           continue;
         }
         ++failed;
+        if (!r.error.empty()) {
+          *ctx.out << fmt::format("{}: FAIL: policy `{}` could not decide: {}\n", r.range.ToString(), r.policy, r.error);
+          continue;
+        }
         *ctx.out << fmt::format("{}: FAIL: policy `{}` decided {} by {}{}, expected {}\n",
                                 r.range.ToString(), r.policy, DecisionName(r.actual), decided_by,
                                 r.rule_source.empty() ? "" : " at " + r.rule_source,

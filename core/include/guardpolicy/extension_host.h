@@ -23,4 +23,25 @@ namespace guardpolicy {
 void FillPluginSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
                      std::vector<std::vector<Value>>& views, HostStrings& strings);
 
+// The filter slots only (each filter once over all the entries).
+void FillFilterSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
+                     std::vector<std::vector<Value>>& views, HostStrings& strings);
+
+// A VM entry view (EvaluateView) over one entry's slot-ordered values with the filter
+// slots filled: a plugin field the entry does not give is extracted the first time the
+// program reads it, so a rule decided earlier never needs it.
+class HostEntryView {
+ public:
+  HostEntryView(const Program& program, const Schema& schema, const FieldValues& entry, std::vector<Value>& values,
+                HostStrings& strings);
+  const Value& Get(int32_t slot);
+
+ private:
+  const Schema& schema_;
+  const FieldValues& entry_;
+  std::vector<Value>& values_;
+  HostStrings& strings_;
+  std::vector<const FieldInfo*> pending_;  // slot -> plugin field still to extract, or null
+};
+
 }  // namespace guardpolicy

@@ -19,7 +19,8 @@ struct ExpectationResult {
   Decision actual = Decision::kKeep;
   int rule = -1;  // the deciding rule (Program::rules index) or -1 for the default
   std::string rule_source;  // "file:line" of that rule, or of the default
-  bool passed() const { return expected == actual; }
+  std::string error;        // a plugin could not give a field the program read ("" if none)
+  bool passed() const { return error.empty() && expected == actual; }
 };
 
 // Lints `file` and runs its tests. Throws PolicyError when the file has errors.

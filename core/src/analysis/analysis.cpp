@@ -281,8 +281,9 @@ class Analyzer {
       HostStrings strings;
       Outcome o;
       try {
-        FillPluginSlots(prog, schema_, entries, views, strings);
-        o = Evaluate(prog, views[0].data());
+        FillFilterSlots(prog, schema_, entries, views, strings);
+        HostEntryView view(prog, schema_, entries[0], views[0], strings);
+        o = EvaluateView(prog, view);
       } catch (const PluginError&) {
         continue;
       }

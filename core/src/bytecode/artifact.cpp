@@ -302,10 +302,10 @@ Program ReadProgram(Reader& r, const Schema& schema) {
   return p;
 }
 
-[[noreturn]] void Refuse(const std::string& origin, const std::string& why) {
+[[noreturn]] void Refuse(const std::string& origin, const std::string& why,
+                         const std::string& help = "recompile it with `guardpolicy compile`") {
   Diagnostics d;
-  d.Error(codes::kBadArtifact, {}, fmt::format("cannot load compiled policy `{}`: {}", origin, why),
-          "recompile it with `guardpolicy compile`");
+  d.Error(codes::kBadArtifact, {}, fmt::format("cannot load compiled policy `{}`: {}", origin, why), help);
   throw PolicyError(std::move(d));
 }
 
@@ -360,7 +360,9 @@ std::shared_ptr<const CompiledPolicy> DeserializePolicy(const std::string& bytes
   program.policy_name = name;
   // Fields, filters and functions by name and type: a plugin the policy was compiled with
   // must be loaded again.
-  if (std::string err = program.Bind(schema); !err.empty()) Refuse(origin, err);
+  if (std::string err = program.Bind(schema); !err.empty()) {
+    Refuse(origin, err, "load the plugins it was compiled with first (--plugin PATH, guardpolicy.load_plugin)");
+  }
   std::string err = program.Finalize();
   if (err.empty()) err = Verify(program);
   if (!err.empty()) Refuse(origin, "bytecode failed verification: " + err);

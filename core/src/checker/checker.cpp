@@ -86,7 +86,12 @@ class PolicyChecker {
   }
 
   void CheckArgs(const Use& use, const PolicyDecl& target) {
+    std::set<std::string> given;
     for (const Arg& arg : use.args) {
+      if (!given.insert(arg.name).second) {
+        diags_.Error(codes::kBadParameter, arg.range, fmt::format("parameter `{}` is given twice", arg.name));
+        continue;
+      }
       const Param* param = nullptr;
       for (const Param& p : target.params) {
         if (p.name == arg.name) param = &p;
@@ -96,7 +101,10 @@ class PolicyChecker {
         for (const Param& p : target.params) names.push_back(p.name);
         const std::string best = ClosestMatch(arg.name, names);
         diags_.Error(codes::kBadParameter, arg.range,
-                     fmt::format("policy `{}` has no parameter `{}`", target.name, arg.name),
+                     fmt::format("{} `{}` has no parameter `{}`",
+                                 target.module && target.module->file && target.module->file->path().starts_with("plugin:")
+                                     ? "filter" : "policy",
+                                 target.name, arg.name),
                      best.empty() ? "" : fmt::format("did you mean `{}`?", best));
         continue;
       }

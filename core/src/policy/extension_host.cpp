@@ -20,17 +20,21 @@ std::vector<gp_value> Reads(const Schema& schema, const std::vector<int>& reads,
   return out;
 }
 
+// Plugin field `f` of one entry given by core values (no Python entry).
+Value ExtractField(const FieldInfo& f, const Schema& schema, const FieldValues& entry, HostStrings& strings) {
+  const std::vector<gp_value> reads = Reads(schema, f.reads, entry);
+  const gp_entry_view view = strings.View(reads.data(), static_cast<uint32_t>(reads.size()), nullptr);
+  gp_value out{};
+  f.plugin->Extract(static_cast<size_t>(f.decl), view, out);
+  Value v = FromAbi(out, f.type, schema);
+  if (!v.s.empty()) v.s = strings.Keep(v.s);
+  return v;
+}
+
 void FillField(const FieldInfo& f, size_t slot, const Schema& schema, const std::vector<FieldValues>& entries,
                std::vector<std::vector<Value>>& views, HostStrings& strings) {
   for (size_t i = 0; i < entries.size(); ++i) {
-    if (entries[i].count(f.name)) continue;
-    const std::vector<gp_value> reads = Reads(schema, f.reads, entries[i]);
-    const gp_entry_view view = strings.View(reads.data(), static_cast<uint32_t>(reads.size()), nullptr);
-    gp_value out{};
-    f.plugin->Extract(static_cast<size_t>(f.decl), view, out);
-    Value v = FromAbi(out, f.type, schema);
-    v.s = strings.Keep(v.s);
-    views[i][slot] = v;
+    if (!entries[i].count(f.name)) views[i][slot] = ExtractField(f, schema, entries[i], strings);
   }
 }
 
@@ -50,6 +54,35 @@ void FillFilter(const Program& program, size_t slot, const Schema& schema, const
 }
 
 }  // namespace
+
+void FillFilterSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
+                     std::vector<std::vector<Value>>& views, HostStrings& strings) {
+  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
+    if (schema.FindField(program.fields[slot]) < 0 && schema.FindFunction(program.fields[slot]) >= 0) {
+      FillFilter(program, slot, schema, entries, views, strings);
+    }
+  }
+}
+
+HostEntryView::HostEntryView(const Program& program, const Schema& schema, const FieldValues& entry,
+                             std::vector<Value>& values, HostStrings& strings)
+    : schema_(schema), entry_(entry), values_(values), strings_(strings), pending_(program.fields.size()) {
+  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
+    const int field = schema.FindField(program.fields[slot]);
+    if (field >= 0 && schema.fields()[field].plugin && !entry.count(program.fields[slot])) {
+      pending_[slot] = &schema.fields()[field];
+    }
+  }
+}
+
+const Value& HostEntryView::Get(int32_t slot) {
+  const size_t s = static_cast<size_t>(slot);
+  if (const FieldInfo* f = pending_[s]) {
+    pending_[s] = nullptr;
+    values_[s] = ExtractField(*f, schema_, entry_, strings_);
+  }
+  return values_[s];
+}
 
 void FillPluginSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
                      std::vector<std::vector<Value>>& views, HostStrings& strings) {

@@ -94,6 +94,13 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
     opt.rule_type_masks = decl->rule_type_masks;
     err = Optimize(program, *schema_, opt);
   }
+  if (!err.empty() && err.find("stack deeper than the limit") != std::string::npos) {
+    diags.Error(codes::kNestingTooDeep, decl->name_range,
+                fmt::format("policy `{}` needs a value stack deeper than {} (nested calls with many arguments)",
+                            decl->name, kMaxStack),
+                "split the condition, or pass fewer arguments");
+    throw PolicyError(std::move(diags));
+  }
   if (!err.empty()) {
     diags.Error(codes::kSyntax, decl->name_range, "internal error: bytecode failed verification: " + err);
     throw PolicyError(std::move(diags));

@@ -22,7 +22,7 @@
  *
  * Errors. No C++ exception and no longjmp may cross this boundary in either direction.
  * A callback that fails returns GP_ERROR; the host then calls get_last_error(state) and
- * reports "<plugin file>: <plugin name>: <what>: <message>". Inside torch.compile that
+ * reports "<plugin file>: plugin `<name>`: <what>: <message>". Inside torch.compile that
  * error follows the policy's `on_error` (keep every guard and warn, by default).
  *
  * Threads. The host never makes two calls into one plugin state at the same time (it
