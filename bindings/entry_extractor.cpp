@@ -1,6 +1,7 @@
 // entry_extractor.cpp: reading GuardFilterEntry fields through the CPython API.
 #include "entry_extractor.h"
 
+#include <array>
 #include <optional>
 #include <stdexcept>
 
@@ -234,20 +235,72 @@ Value EntryExtractor::SetValue(int enum_index, py::handle members) {
   return v;
 }
 
-const EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
+EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
   auto it = guard_sources_.find(gs.ptr());
   if (it != guard_sources_.end()) return it->second;
   GuardSourceInfo info;
   keep_alive_.push_back(py::reinterpret_borrow<py::object>(gs));
+  info.object = gs.ptr();
   info.name = View(GetAttr(gs, kAttrName));
   const int e = plan_.guard_source_enum;
   info.ordinal = e >= 0 ? plan_.schema->enums()[e].Find(info.name) : -1;
-  for (int i = 0; i < 5; ++i) {
-    py::object result = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(gs.ptr(), Interned(kGuardSourcePredicates[i])));
-    if (!result) throw py::error_already_set();
-    info.preds[i] = Truth(result);
-  }
   return guard_sources_.emplace(gs.ptr(), info).first->second;
+}
+
+namespace {
+
+// torch._guards.GuardSource members and their four predicates that depend on the member
+// alone (is_local, is_unspecialized_nn_module, is_unspecialized_builtin_nn_module,
+// is_fsdp_module; torch 2.8-2.13), remembered for the life of the process: enum members are
+// immortal singletons (a reference is kept anyway). is_specialized_nn_module also reads
+// torch._dynamo.config (_unsafe_skip_fsdp_module_guards), so it is asked on every call.
+// Guarded by the GIL.
+struct StablePredicates {
+  std::unordered_map<PyObject*, std::array<int8_t, 5>> members;
+  std::unordered_map<PyTypeObject*, bool> is_torch_guard_source;
+};
+StablePredicates& Stable() {
+  static auto* cache = new StablePredicates();  // lives with the interpreter
+  return *cache;
+}
+constexpr bool kStablePredicate[5] = {true, true, true, false, true};
+
+bool IsTorchGuardSource(PyObject* obj) {
+  PyTypeObject* type = Py_TYPE(obj);
+  auto [it, inserted] = Stable().is_torch_guard_source.emplace(type, false);
+  if (inserted) {
+    py::handle t(reinterpret_cast<PyObject*>(type));
+    py::object module = GetOptionalAttr(t, kAttrModule);
+    it->second = std::string_view(type->tp_name) == "GuardSource" && module && PyUnicode_Check(module.ptr()) &&
+                 py::str(module).cast<std::string>() == "torch._guards";
+    if (it->second) Py_INCREF(type);  // remembered for good
+  }
+  return it->second;
+}
+
+}  // namespace
+
+bool EntryExtractor::Predicate(GuardSourceInfo& info, int pred) {
+  if (info.preds[pred] >= 0) return info.preds[pred] != 0;
+  const bool stable = kStablePredicate[pred] && IsTorchGuardSource(info.object);
+  if (stable) {
+    if (auto it = Stable().members.find(info.object); it != Stable().members.end() && it->second[pred] >= 0) {
+      return (info.preds[pred] = it->second[pred]) != 0;
+    }
+  }
+  py::object result = py::reinterpret_steal<py::object>(
+      PyObject_CallMethodNoArgs(info.object, Interned(kGuardSourcePredicates[pred])));
+  if (!result) throw py::error_already_set();
+  info.preds[pred] = Truth(result) ? 1 : 0;
+  if (stable) {
+    auto [it, inserted] = Stable().members.try_emplace(info.object);
+    if (inserted) {
+      it->second.fill(-1);
+      Py_INCREF(info.object);  // remembered for good
+    }
+    it->second[pred] = info.preds[pred];
+  }
+  return info.preds[pred] != 0;
 }
 
 // The walk of `src` to its root, memoized per chain node (sibling guards share prefixes).
@@ -354,7 +407,7 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
     case FieldId::kGsIsSpecializedNNModule:
     case FieldId::kGsIsFsdpModule: {
       const int pred = static_cast<int>(id) - static_cast<int>(FieldId::kGsIsLocal);
-      out = BoolValue(GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource)).preds[pred]);
+      out = BoolValue(Predicate(GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource)), pred));
       return;
     }
     case FieldId::kSourceKind:

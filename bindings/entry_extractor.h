@@ -89,9 +89,10 @@ class EntryExtractor {
 
  private:
   struct GuardSourceInfo {
+    PyObject* object = nullptr;  // kept alive in keep_alive_
     int ordinal = -1;
     std::string_view name;
-    bool preds[5] = {};
+    int8_t preds[5] = {-1, -1, -1, -1, -1};  // -1: not asked yet this call
   };
   struct SourceWalk {
     std::string_view kind, root;
@@ -101,7 +102,9 @@ class EntryExtractor {
 
   std::string_view View(py::handle str);
   std::string_view Store(std::string s);
-  const GuardSourceInfo& GuardSourceOf(py::handle guard_source);
+  GuardSourceInfo& GuardSourceOf(py::handle guard_source);
+  // GuardSource predicate `pred` (GuardSourceInfo::preds order), computed on first use.
+  bool Predicate(GuardSourceInfo& info, int pred);
   const SourceWalk& WalkSource(py::handle originating_source);
   std::string_view QualifiedTypeName(py::handle obj);
   void ExtractOne(FieldId id, py::handle entry, Value& out);

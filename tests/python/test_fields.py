@@ -162,3 +162,45 @@ def test_unknown_derived_guard_type_compares_by_name():
                vendor_entry("TENSOR_MATCH", ())]
     assert p(entries) == [False, True, True]
     assert p.evaluate([{"derived_guard_types": ["_vendor_MATCH"]}, {"derived_guard_types": []}]) == [False, True]
+
+
+# --------------------------------------------------------------------------- GuardSource predicates
+
+
+class _Source:
+    """A stand-in for a guard source whose predicates change between calls."""
+
+    def __init__(self):
+        self.name = "LOCAL"
+        self.local = True
+        self.calls = 0
+
+    def is_local(self):
+        self.calls += 1
+        return self.local
+
+    def is_specialized_nn_module(self):
+        return False
+
+
+def test_guard_source_predicates_are_asked_once_per_call_and_not_remembered_for_others():
+    """Predicates are asked only when a rule needs them, once per source object and call;
+    only torch's own GuardSource members are remembered across calls, so a stand-in whose
+    answer changes is asked again next call."""
+    p = gp.load("guardpolicy 1\nunsafe policy p {\n  drop when guard_source.is_local\n}\n")
+    source = _Source()
+    entries = [types.SimpleNamespace(orig_guard=types.SimpleNamespace(source=source)) for _ in range(3)]
+    assert p(entries) == [False, False, False]
+    assert source.calls == 1
+    source.local = False
+    assert p(entries) == [True, True, True]
+    assert source.calls == 2
+
+
+def test_torch_guard_source_predicates_match_torch_across_calls():
+    from torch._guards import GuardSource
+
+    p = gp.load("guardpolicy 1\nunsafe policy p {\n  drop when guard_source.is_unspecialized_nn_module\n}\n")
+    for _ in range(2):  # the second call answers from the remembered members
+        entries = [types.SimpleNamespace(orig_guard=types.SimpleNamespace(source=m)) for m in GuardSource]
+        assert p(entries) == [not m.is_unspecialized_nn_module() for m in GuardSource]
