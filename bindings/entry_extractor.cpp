@@ -76,6 +76,8 @@ py::object GetOptionalAttr(py::handle obj, Attr a) {
 }
 
 bool Truth(py::handle obj) {
+  if (obj.ptr() == Py_True) return true;  // the usual case: real bools
+  if (obj.ptr() == Py_False) return false;
   const int r = PyObject_IsTrue(obj.ptr());
   if (r < 0) throw py::error_already_set();
   return r == 1;
