@@ -670,6 +670,13 @@ FAILING_CALLBACK = """
         outcome["warnings"] = [[w.category.__name__, str(w.message)] for w in caught
                                if issubclass(w.category, gp.PolicyRuntimeWarning)]
         out[on_error] = outcome
+    # gp.compile also explains each compiled frame: still one warning per failing call.
+    torch._dynamo.reset()
+    policy = gp.load(f"guardpolicy 1\\n\\nunsafe policy p {{\\n  {rule}\\n}}\\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        gp.compile(f, policy, backend="eager")(x)
+    out["gp_compile_warnings"] = sum(issubclass(w.category, gp.PolicyRuntimeWarning) for w in caught)
     # The process goes on: a policy without the plugin compiles and runs.
     torch._dynamo.reset()
     keep = gp.load_std("skip_guard_on_globals")
@@ -711,6 +718,7 @@ def test_failing_callback_inside_guard_filter_fn(kind):
     assert call["raised"] == "PluginError" and call["message"] == reason
     assert raised["is_plugin_error"] is True, raised["chain"]
     assert raised["warnings"] == []
+    assert out["gp_compile_warnings"] == 1
     assert out["after"] is True
 
 

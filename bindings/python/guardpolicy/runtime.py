@@ -18,8 +18,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+import warnings
 from typing import Any, Callable
 
+from .errors import PolicyRuntimeWarning
 from .policy import Policy
 
 _INDUCTOR = "inductor"
@@ -148,7 +150,9 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     def guard_filter_fn(entries):
         decisions = policy(entries)
         if holder:  # compile time only: explaining costs a second pass over the entries
-            holder[0]._record_compile(policy.explain(entries))
+            with warnings.catch_warnings():  # the first pass warned already, if at all
+                warnings.simplefilter("ignore", PolicyRuntimeWarning)
+                holder[0]._record_compile(policy.explain(entries))
         return decisions
 
     opts = _options_with_filter(options, mode, backend, guard_filter_fn)
