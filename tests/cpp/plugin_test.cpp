@@ -3,6 +3,7 @@
 
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/extension_host.h"
@@ -236,6 +237,24 @@ TEST(Registry, ListsEveryKindAndReturnsFiltersByName) {
     ASSERT_EQ(e.diagnostics().items().size(), 1u);
     EXPECT_EQ(e.diagnostics().items()[0].code, "GP4001");
     EXPECT_EQ(e.diagnostics().items()[0].help, "did you mean `builtin.skip_guard_on_globals`?");
+  }
+  // Parameters are checked against the filter's declaration, not the generated `use`.
+  Literal two;
+  two.kind = Literal::Kind::kInt;
+  two.i = 2;
+  for (const auto& [params, message, help] :
+       std::vector<std::tuple<ParamValues, std::string, std::string>>{
+           {{{"max_dept", two}}, "filter `names.drop_deep` has no parameter `max_dept`", "did you mean `max_depth`?"},
+           {{{"max_depth", yes}}, "parameter `max_depth` of filter `names.drop_deep` needs an int value", ""}}) {
+    try {
+      (void)registry.Get("names.drop_deep", params);
+      FAIL() << message;
+    } catch (const PolicyError& e) {
+      ASSERT_EQ(e.diagnostics().items().size(), 1u);
+      EXPECT_EQ(e.diagnostics().items()[0].code, "GP4002");
+      EXPECT_EQ(e.diagnostics().items()[0].message, message);
+      EXPECT_EQ(e.diagnostics().items()[0].help, help);
+    }
   }
   // A policy leaves the registry with its last owner.
   policy.reset();

@@ -38,6 +38,26 @@ Type LiteralType(const Literal& lit) {
   return Type::String();
 }
 
+// The names and literal kinds of `params` against filter `f`'s parameters (GP4002), so a
+// mistake is reported against what the caller wrote, not the generated `use` line.
+void CheckFilterParams(const FunctionInfo& f, const ParamValues& params) {
+  for (const auto& [name, value] : params) {
+    auto it = std::find(f.arg_names.begin(), f.arg_names.end(), name);
+    if (it == f.arg_names.end()) {
+      const std::string best = ClosestMatch(name, f.arg_names);
+      Fail(codes::kParamValue, fmt::format("filter `{}` has no parameter `{}`", f.name, name),
+           best.empty() ? "" : fmt::format("did you mean `{}`?", best));
+    }
+    const Type& type = f.args[static_cast<size_t>(it - f.arg_names.begin())];
+    if (LiteralType(value) != type) {
+      Fail(codes::kParamValue, fmt::format("parameter `{}` of filter `{}` needs {} value", name, f.name,
+                                           type.kind == TypeKind::kBool  ? "a bool"
+                                           : type.kind == TypeKind::kInt ? "an int"
+                                                                          : "a string"));
+    }
+  }
+}
+
 }  // namespace
 
 const char* FilterKindName(FilterInfo::Kind kind) {
@@ -110,6 +130,7 @@ std::shared_ptr<const CompiledPolicy> Registry::Get(const std::string& name, con
   Loader loader(schema_, std_dir_);
   const int fn = schema_->FindFunction(name);
   if (fn >= 0 && schema_->functions()[fn].is_filter) {
+    CheckFilterParams(schema_->functions()[fn], params);
     return loader.Load(std::make_shared<const SourceFile>("<registry>", FilterPolicySource(name, params)), "", {});
   }
   const std::vector<std::string> std_names = StdNames();
