@@ -456,7 +456,7 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
   }
 }
 
-void EntryExtractor::ExtractSlot(size_t slot, py::handle entry, Value& out) {
+void EntryExtractor::ExtractOtherSlot(size_t slot, py::handle entry, Value& out) {
   const FieldId id = plan_.ids[slot];
   if (id == FieldId::kFilter) {
     const auto& keep = filter_keep_.at(slot);

@@ -73,7 +73,11 @@ class EntryExtractor {
   // Starts a new entry: forgets the per-entry cache (orig_guard, value, frame).
   void BeginEntry();
   // Reads program slot `slot` of `entry` into `out`.
-  void ExtractSlot(size_t slot, py::handle entry, Value& out);
+  void ExtractSlot(size_t slot, py::handle entry, Value& out) {
+    const FieldId id = plan_.ids[slot];
+    if (id < FieldId::kPlugin && !mappings_) return ExtractOne(id, entry, out);  // the common case
+    ExtractOtherSlot(slot, entry, out);
+  }
   // Entries are mappings {field name: value} (Policy.evaluate) instead of GuardFilterEntry
   // objects: absent (or None) fields read as false, 0, "", no enum member, the empty set;
   // a plugin field the row does not give is extracted from the row's core fields (without
@@ -116,6 +120,7 @@ class EntryExtractor {
   py::object* EntryValue(py::handle entry);  // null when has_value is false
   py::object FrameAttr(py::handle entry, int which);
 
+  void ExtractOtherSlot(size_t slot, py::handle entry, Value& out);  // plugin, filter, mapping rows
   void ExtractPluginField(size_t slot, py::handle entry, Value& out);
   // A field's value in a mapping row (absent or None: AbsentValue).
   Value MappingValue(py::handle get, const std::string& name, const Type& type);
