@@ -78,8 +78,8 @@ HostEntryView::HostEntryView(const Program& program, const Schema& schema, const
 const Value& HostEntryView::Get(int32_t slot) {
   const size_t s = static_cast<size_t>(slot);
   if (const FieldInfo* f = pending_[s]) {
+    values_[s] = ExtractField(*f, schema_, entry_, strings_);  // may throw: then still pending
     pending_[s] = nullptr;
-    values_[s] = ExtractField(*f, schema_, entry_, strings_);
   }
   return values_[s];
 }
