@@ -227,6 +227,9 @@ TEST(Registry, ListsEveryKindAndReturnsFiltersByName) {
   yes.b = true;
   auto native = registry.Get("builtin.keep_tensor_guards", {{"keep_parameters", yes}});
   EXPECT_EQ(native->name(), "builtin_keep_tensor_guards");
+  EXPECT_EQ(native->doc().rfind("torch.compiler.keep_tensor_guards_unsafe", 0), 0u) << native->doc();
+  ASSERT_EQ(native->meta().params.size(), 1u);
+  EXPECT_TRUE(native->meta().params.at("keep_parameters").b);
   ASSERT_EQ(native->program().rules.size(), 1u);
   EXPECT_EQ(native->program().rules[0].policy, "builtin.keep_tensor_guards");
 

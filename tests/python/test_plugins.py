@@ -198,6 +198,9 @@ def test_plugin_filter_in_registry():
     (info,) = [f for f in gp.filters() if f.kind == "plugin"]
     assert info == gp.FilterInfo("names.drop_deep", "plugin", "drop guards on names nested deeper than max_depth",
                                  (gp.FilterParam("max_depth", "int", 4, True),), gp.example_plugin_path("names"))
+    bound = gp.filter("names.drop_deep", max_depth=2)
+    assert (bound.params, bound.doc) == ({"max_depth": 2}, "drop guards on names nested deeper than max_depth")
+    assert gp.filter("names.drop_deep").params == {"max_depth": 4}
     with pytest.raises(gp.PolicyError) as unknown:
         gp.filter("names.drop_dep")
     (d,) = unknown.value.diagnostics

@@ -130,8 +130,18 @@ std::shared_ptr<const CompiledPolicy> Registry::Get(const std::string& name, con
   Loader loader(schema_, std_dir_);
   const int fn = schema_->FindFunction(name);
   if (fn >= 0 && schema_->functions()[fn].is_filter) {
-    CheckFilterParams(schema_->functions()[fn], params);
-    return loader.Load(std::make_shared<const SourceFile>("<registry>", FilterPolicySource(name, params)), "", {});
+    const FunctionInfo& f = schema_->functions()[fn];
+    CheckFilterParams(f, params);
+    auto policy = loader.Load(std::make_shared<const SourceFile>("<registry>", FilterPolicySource(name, params)), "", {});
+    // Show the filter's doc and bound parameters (defaults included), not the wrapper's.
+    PolicyMeta meta = policy->meta();
+    meta.doc = f.doc;
+    for (size_t i = 0; i < f.args.size(); ++i) {
+      auto given = params.find(f.arg_names[i]);
+      if (given != params.end()) meta.params[f.arg_names[i]] = given->second;
+      else if (f.arg_defaults[i]) meta.params[f.arg_names[i]] = *f.arg_defaults[i];
+    }
+    return std::make_shared<const CompiledPolicy>(policy->program(), std::move(meta));
   }
   const std::vector<std::string> std_names = StdNames();
   if (std::find(std_names.begin(), std_names.end(), name) != std_names.end()) {
