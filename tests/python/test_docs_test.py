@@ -123,6 +123,8 @@ def test_a_page_that_keeps_the_conventions_passes(docs_test, tmp_path, capsys):
     ("<!-- docs-test: plugin=no_such_plugin -->\n'''console\n$ true\n'''\n", "plugin=no_such_plugin: none of"),
     ("'''gpol\n# file: x.gpol\nguardpolicy 1\n'''\n\n'''gpol\n# file: x.gpol\nguardpolicy 1\n\n'''\n",
      "differs from the block at"),
+    ("'''c\nint f(void) { return 1 }\n'''\n", "cc failed"),
+    ("'''c\nint f(void) { return 1; }\n'''\n", "the plugin does not load"),
 ])
 def test_a_broken_example_fails_with_its_line(docs_test, tmp_path, capsys, body, message):
     rc, out = run(docs_test, tmp_path, capsys, "# A page\n\n" + body)

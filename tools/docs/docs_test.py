@@ -26,7 +26,10 @@ docs/index.md, "Examples in these docs are tested"):
 ``sh``, ``bash``, ``shell``
              Checked like ``console`` when they contain a ``$ `` line; otherwise a listing of
              commands that is shown, not run (``make demo``, a long benchmark).
-``text``, ``yaml``, ``json``, ``toml``, ``ini``, ``c``, ``cpp``, ``cmake``, ``make``, ``diff``
+``c``        A plugin (docs/plugins.md): compiled as C99 with warnings as errors against
+             ``plugins/include`` into a shared library, which ``guardpolicy.load_plugin``
+             must load in a fresh interpreter.
+``text``, ``yaml``, ``json``, ``toml``, ``ini``, ``cpp``, ``cmake``, ``make``, ``diff``
              Not checked (program output, syntax summaries, other languages).
 
 The page's working directory is a fresh temporary directory holding a copy of the repo's
@@ -80,8 +83,9 @@ GPOL_LANGS = {"gpol"}
 PYTHON_LANGS = {"python", "py"}
 CONSOLE_LANGS = {"console"}
 SHELL_LANGS = {"sh", "bash", "shell"}
-NOT_CHECKED_LANGS = {"text", "yaml", "json", "toml", "ini", "c", "cpp", "c++", "cmake", "make", "diff"}
-KNOWN_LANGS = GPOL_LANGS | PYTHON_LANGS | CONSOLE_LANGS | SHELL_LANGS | NOT_CHECKED_LANGS
+C_LANGS = {"c"}
+NOT_CHECKED_LANGS = {"text", "yaml", "json", "toml", "ini", "cpp", "c++", "cmake", "make", "diff"}
+KNOWN_LANGS = GPOL_LANGS | PYTHON_LANGS | CONSOLE_LANGS | SHELL_LANGS | C_LANGS | NOT_CHECKED_LANGS
 
 DIRECTIVES = {"skip", "expect", "fragment", "load", "plugin"}
 
@@ -492,6 +496,38 @@ def check_python(block: Block, workdir: Path, index: int) -> Result:
     return Result(block, "PASS", f"ran in {took:.1f} s{fragment}")
 
 
+# --------------------------------------------------------------------------- c
+
+
+C_FLAGS = ["-std=c99", "-Wall", "-Wextra", "-Wpedantic", "-Werror", "-shared", "-fPIC", "-fvisibility=hidden"]
+LOAD_PLUGIN = """
+import sys, guardpolicy as gp
+info = gp.load_plugin(sys.argv[1])
+print(info.name, len(info.fields), len(info.functions), len(info.filters))
+"""
+
+
+def check_c(block: Block, workdir: Path, index: int) -> Result:
+    """A plugin in C: it must compile warning-free as C99 against plugins/include, and the
+    shared library must load with guardpolicy.load_plugin (in a fresh interpreter)."""
+    source = workdir / "_blocks" / f"{block.page.stem}_L{block.line}_{index}.c"
+    source.write_text(block.text, encoding="utf-8")
+    library = source.with_suffix(".so")
+    cc = os.environ.get("CC", "cc")
+    proc = subprocess.run([cc, *C_FLAGS, "-I", str(ROOT / "plugins" / "include"), str(source), "-o", str(library)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=PY_TIMEOUT)
+    if proc.returncode != 0:
+        return _fail(block, f"{cc} failed", proc.stdout.decode("utf-8", "replace").splitlines()[-30:])
+    proc = subprocess.run([sys.executable, "-c", LOAD_PLUGIN, str(library)], cwd=workdir, env=command_env(),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=PY_TIMEOUT)
+    out = proc.stdout.decode("utf-8", "replace").strip()
+    if proc.returncode != 0:
+        return _fail(block, "the plugin does not load", out.splitlines()[-30:])
+    name, fields, functions, filters = out.split()[-4:]
+    return Result(block, "PASS", f"plugin `{name}` compiles and loads: {fields} fields, {functions} functions, "
+                                 f"{filters} filters")
+
+
 # --------------------------------------------------------------------------- pages
 
 
@@ -561,6 +597,8 @@ def check_page(page: Path, blocks: list[Block], workdir: Path) -> list[Result]:
                 results.append(check_python(b, workdir, index))
             elif b.lang in CONSOLE_LANGS:
                 results.append(check_console(b, workdir))
+            elif b.lang in C_LANGS:
+                results.append(check_c(b, workdir, index))
             elif b.lang in SHELL_LANGS:
                 if any(ln.startswith("$ ") for ln in b.text.splitlines()):
                     results.append(check_console(b, workdir))
