@@ -1,6 +1,7 @@
 // verifier_test.cpp: malformed programs are refused with the reason.
 #include <gtest/gtest.h>
 
+#include "guardpolicy/optimizer.h"
 #include "guardpolicy/verifier.h"
 #include "test_util.h"
 
@@ -74,6 +75,69 @@ TEST(Verifier, EveryCompiledStdPolicyVerifies) {
     Program copy = compiled->program();
     EXPECT_EQ(Verify(copy), "") << name;
   }
+}
+
+}  // namespace
+}  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+// Two paths end in the same two instructions (test f1, drop by rule 0): merge_tails makes
+// the earlier copy jump to the later one, dead_code drops it, and every input decides as
+// before with the same rule.
+TEST(MergeTails, IdenticalTailsShareOneCopyAndDecideAsBefore) {
+  Program p;
+  p.fields = {"is_global", "has_value"};
+  p.field_types = {Type::Bool(), Type::Bool()};
+  p.field_args = {{}, {}};
+  p.rules = {RuleInfo{"p", "f", 1, 1, Decision::kDrop}};
+  p.rule_entry = {0};
+  auto branch = [](int32_t slot, uint8_t sense, int32_t target) {
+    Instruction ins{Opcode::kBranchField, slot, 0, target};
+    ins.y = sense;
+    return ins;
+  };
+  p.code = {branch(0, 1, 3), branch(1, 0, 5), {Opcode::kDecide, 1, 0},
+            branch(1, 0, 5), {Opcode::kDecide, 1, 0}, {Opcode::kDecide, 0, -1}};
+  ASSERT_EQ(Verify(p), "");
+  Program merged = p;
+  ASSERT_TRUE(passes::MergeIdenticalTails(merged));
+  EXPECT_EQ(merged.code[1].op, Opcode::kNop);  // right before its copy: falls through
+  EXPECT_EQ(merged.code[2].op, Opcode::kNop);
+  ASSERT_EQ(Verify(merged), "");
+  ASSERT_TRUE(passes::EliminateDeadCode(merged));
+  ASSERT_EQ(Verify(merged), "");
+  EXPECT_EQ(merged.code.size(), 4u);
+  for (int64_t f0 : {0, 1}) {
+    for (int64_t f1 : {0, 1}) {
+      const Value values[] = {{f0, 0, {}}, {f1, 0, {}}, {}};
+      const Outcome a = Evaluate(p, values), b = Evaluate(merged, values);
+      EXPECT_EQ(a.decision, b.decision);
+      EXPECT_EQ(a.rule, b.rule);
+    }
+  }
+  // Nothing else to merge: a second run changes nothing.
+  EXPECT_FALSE(passes::MergeIdenticalTails(merged));
+
+  // Not adjacent: the earlier copy becomes a jump to the later one.
+  Program apart = p;
+  apart.code = {branch(0, 1, 4), branch(1, 0, 6), {Opcode::kDecide, 1, 0}, {Opcode::kDecide, 0, -1},
+                branch(1, 0, 6), {Opcode::kDecide, 1, 0}, {Opcode::kDecide, 0, -1}};
+  ASSERT_EQ(Verify(apart), "");
+  Program apart_merged = apart;
+  ASSERT_TRUE(passes::MergeIdenticalTails(apart_merged));
+  EXPECT_EQ(apart_merged.code[1].op, Opcode::kJump);
+  EXPECT_EQ(apart_merged.code[1].a, 4);
+  ASSERT_EQ(Verify(apart_merged), "");
+  // A tail whose start is on another stack shape is left alone.
+  Program shapes = p;
+  shapes.code = {{Opcode::kLoadField, 0, 0}, {Opcode::kJumpIfTrue, 5, 0}, {Opcode::kLoadField, 1, 0},
+                 {Opcode::kNot, 0, 0},       {Opcode::kDecide, 1, 0},     {Opcode::kPushConst, 0, 0},
+                 {Opcode::kLoadField, 1, 0}, {Opcode::kNot, 0, 0},        {Opcode::kDecide, 1, 0}};
+  shapes.constants = {Constant{Type::Int(), 7, 0, {}}};  // [3..4] runs on [bool], [7..8] on [int, bool]
+  ASSERT_EQ(Verify(shapes), "");
+  EXPECT_FALSE(passes::MergeIdenticalTails(shapes));
 }
 
 }  // namespace

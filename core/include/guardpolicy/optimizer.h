@@ -7,6 +7,8 @@
 //   jump_threading     jumps to jumps go straight to the end; a jump to a DECIDE is the DECIDE
 //   fuse_branches      load + test + conditional jump become one test-and-branch instruction
 //   type_dispatch      jump tables on guard_type: an entry visits only rules that admit its type
+//   merge_tails        an earlier run of instructions equal to a later one that ends a path
+//                      jumps to the later copy instead
 //   dead_code          unreachable instructions and NOPs are removed, targets remapped
 // Short-circuit layout is the code generator's (conditions compile to branches).
 // The verifier runs after every pass; a pass that breaks a program is an internal error.
@@ -28,6 +30,7 @@ struct OptimizeOptions {
   bool jump_threading = true;
   bool fuse_branches = true;
   bool type_dispatch = true;
+  bool merge_tails = true;
   bool dead_code = true;
   std::vector<int> unreachable;        // rule indices proven never to fire (analysis)
   std::vector<uint64_t> rule_type_masks;  // per rule: guard types it can match (analysis)
@@ -44,6 +47,7 @@ bool RemoveUnreachableRules(Program& p, const std::vector<int>& rules);
 bool ThreadJumps(Program& p);
 bool FuseBranches(Program& p);
 bool DispatchOnGuardType(Program& p, const Schema& schema, const std::vector<uint64_t>& masks);
+bool MergeIdenticalTails(Program& p);
 bool EliminateDeadCode(Program& p);
 }  // namespace passes
 

@@ -38,6 +38,8 @@ class Verifier {
     return {};
   }
 
+  std::vector<std::optional<Stack>>& states() { return states_; }
+
  private:
   std::string Pop(Stack& s, TypeKind want) {
     if (s.empty()) return "stack underflow";
@@ -223,5 +225,11 @@ class Verifier {
 }  // namespace
 
 std::string Verify(Program& program) { return Verifier(program).Run(); }
+
+std::vector<std::optional<StackShape>> StackShapes(Program& program) {
+  Verifier v(program);
+  if (!v.Run().empty()) return {};
+  return std::move(v.states());
+}
 
 }  // namespace guardpolicy

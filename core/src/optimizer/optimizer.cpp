@@ -18,6 +18,7 @@ std::string Optimize(Program& program, const Schema& schema, const OptimizeOptio
       {"fuse_branches", [&] { return options.fuse_branches && passes::FuseBranches(program); }},
       {"type_dispatch",
        [&] { return options.type_dispatch && passes::DispatchOnGuardType(program, schema, options.rule_type_masks); }},
+      {"merge_tails", [&] { return options.merge_tails && passes::MergeIdenticalTails(program); }},
       {"dead_code", [&] { return options.dead_code && passes::EliminateDeadCode(program); }},
   };
   for (const auto& [name, run] : pipeline) {
