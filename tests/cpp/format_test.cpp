@@ -102,3 +102,17 @@ TEST(Format, SyntaxErrorsAreReportedNotFormatted) {
 
 }  // namespace
 }  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+// A lone carriage return ends a comment for the lexer (found by the compile fuzzer): the
+// code after it must stay code, and formatting must stay idempotent.
+TEST(Format, CarriageReturnEndsAComment) {
+  const std::string once = Formatted("guardpolicy 1\n# note\rpolicy p { doc \"d\" }\n");
+  EXPECT_EQ(once, "guardpolicy 1\n\n# note\npolicy p {\n  doc \"d\"\n}\n");
+  EXPECT_EQ(Formatted(once), once);
+}
+
+}  // namespace
+}  // namespace guardpolicy

@@ -16,16 +16,18 @@ struct Comment {
   std::string text;  // from `#` to the end of the line, trailing spaces removed
 };
 
-// Comments as the lexer sees them: `#` to end of line, outside string literals.
+// Comments as the lexer sees them (grammar/GuardPolicy.g4: COMMENT and STRING end at `\r`
+// or `\n`): `#` to the end of the line, outside string literals. A lone `\r` ends a
+// comment too; what follows it is code.
 std::vector<Comment> ScanComments(const std::string& s) {
   std::vector<Comment> out;
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == '"') {
-      for (++i; i < s.size() && s[i] != '"' && s[i] != '\n'; ++i) {
+      for (++i; i < s.size() && s[i] != '"' && s[i] != '\n' && s[i] != '\r'; ++i) {
         if (s[i] == '\\') ++i;
       }
     } else if (s[i] == '#') {
-      const size_t end = std::min(s.find('\n', i), s.size());
+      const size_t end = std::min(s.find_first_of("\r\n", i), s.size());
       std::string text = s.substr(i, end - i);
       while (!text.empty() && (text.back() == ' ' || text.back() == '\t' || text.back() == '\r')) text.pop_back();
       out.push_back({static_cast<uint32_t>(i), std::move(text)});
