@@ -25,9 +25,14 @@ const char* OpcodeName(Opcode op) {
 namespace {
 
 // The longest string (at least Program::kMinAtomLength bytes) contained in every one of
-// `strings`, or "": a string that lacks it holds none of them. Quadratic in the first
-// string's length; atoms are short.
+// `strings`, or "": a string that lacks it holds none of them. Only for a few short atoms
+// (the search is polynomial of high degree; a long glob gives atoms of kilobytes).
 std::string LongestCommonSubstring(const std::vector<std::string>& strings) {
+  constexpr size_t kMaxAtoms = 16, kMaxAtomBytes = 32;
+  if (strings.size() > kMaxAtoms) return {};
+  for (const std::string& s : strings) {
+    if (s.size() > kMaxAtomBytes) return {};
+  }
   const std::string& first = strings.front();
   std::string best;
   for (size_t i = 0; i < first.size(); ++i) {
