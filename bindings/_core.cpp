@@ -13,6 +13,7 @@
 #include "cli.h"
 #include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
+#include "guardpolicy/filter_module.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/registry.h"
@@ -57,6 +58,8 @@ Registry& RegistryFor(const std::string& data_dir) {
   return *slot;
 }
 
+py::object LiteralToPython(const Literal& lit);
+
 py::dict PluginInfo(const Plugin& p) {
   py::dict d;
   d["name"] = p.name();
@@ -73,12 +76,7 @@ py::dict PluginInfo(const Plugin& p) {
   for (const PluginFilter& f : p.filters()) {
     py::list params;
     for (const PluginParam& prm : f.params) {
-      py::object def = py::none();
-      if (prm.has_default) {
-        if (prm.type == "bool") def = py::bool_(prm.default_int != 0);
-        else if (prm.type == "int") def = py::int_(prm.default_int);
-        else def = py::str(prm.default_string);
-      }
+      const py::object def = prm.has_default ? LiteralToPython(DefaultLiteral(prm)) : py::object(py::none());
       params.append(py::make_tuple(prm.name, prm.type, def, prm.has_default));
     }
     filters.append(py::dict(py::arg("name") = p.name() + "." + f.name, py::arg("doc") = f.doc,

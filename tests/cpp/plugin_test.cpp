@@ -131,22 +131,16 @@ TEST(PluginCalls, ExampleFieldsFunctionsAndFiltersTypeCheckAndRun) {
   entries[3]["guard_type"] = Value{schema->enums()[schema->FindEnum("GuardType")].Find("SHAPE_ENV"), 0, "SHAPE_ENV"};
   entries[3]["modinfo.class_name"] = Value{0, 0, ""};
   for (size_t i = 0; i < 3; ++i) entries[i]["guard_type"] = Value{-1, 0, "X"};
-  std::vector<std::vector<Value>> views;
-  for (const auto& e : entries) views.push_back(Snapshot::View(prog, e));
   HostStrings strings;
-  FillPluginSlots(prog, *schema, entries, views, strings);
   std::vector<std::pair<Decision, int>> got;
-  for (const auto& v : views) {
-    const Outcome o = Evaluate(prog, v.data());
-    got.emplace_back(o.decision, o.rule);
-  }
+  for (const Outcome& o : EvaluateEntries(prog, *schema, entries, strings)) got.emplace_back(o.decision, o.rule);
   EXPECT_EQ(got, (std::vector<std::pair<Decision, int>>{
                      {Decision::kKeep, -1}, {Decision::kDrop, 1}, {Decision::kDrop, 2}, {Decision::kKeep, 0}}));
   EXPECT_EQ(prog.rules[2].policy, "names.drop_deep");
   // A plugin field that needs the Python entry fails clearly without one.
-  entries[0].erase("modinfo.class_name");
+  entries[1].erase("modinfo.class_name");  // read: name depth 4 > 3
   try {
-    FillPluginSlots(prog, *schema, entries, views, strings);
+    (void)EvaluateEntries(prog, *schema, entries, strings);
     FAIL();
   } catch (const PluginError& e) {
     EXPECT_NE(std::string(e.what()).find("libgp_modinfo.so: plugin `modinfo`: field `modinfo.class_name`: needs the "
@@ -165,15 +159,11 @@ TEST(PluginCalls, FailingCallbacksThrowPluginErrorWithTheirMessage) {
                               "p", {});
     const Program& prog = policy->program();
     std::vector<FieldValues> entries(1);
-    std::vector<std::vector<Value>> views{Snapshot::View(prog, entries[0])};
+    // good.flag is true: given false, the call is reached.
+    if (std::string(kind) == "call") entries[0]["good.flag"] = Value{0, 0, {}};
     HostStrings strings;
     try {
-      FillPluginSlots(prog, *schema, entries, views, strings);
-      (void)Evaluate(prog, views[0].data());
-      if (std::string(kind) == "call") {  // good.flag is true: the call is never reached
-        views[0][0].i = 0;
-        (void)Evaluate(prog, views[0].data());
-      }
+      (void)EvaluateEntries(prog, *schema, entries, strings);
       FAIL() << kind;
     } catch (const PluginError& e) {
       const std::string what = e.what();

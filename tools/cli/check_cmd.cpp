@@ -38,13 +38,10 @@ int RunCheck(const Context& ctx, const std::string& policy_path, const std::stri
     const SnapshotFrame& frame = snap.frames[f];
     if (explain) *ctx.out << fmt::format("frame {} {} [{}]\n", f, frame.code, frame.compile_id);
     // One frame is one guard_filter_fn call: filters see its entries together.
-    std::vector<std::vector<Value>> views;
-    for (const FieldValues& entry : frame.entries) views.push_back(Snapshot::View(prog, entry));
-    FillFilterSlots(prog, loader->schema(), frame.entries, views, strings);
+    const std::vector<Outcome> outcomes = EvaluateEntries(prog, loader->schema(), frame.entries, strings);
     for (size_t i = 0; i < frame.entries.size(); ++i) {
       const FieldValues& entry = frame.entries[i];
-      HostEntryView view(prog, loader->schema(), entry, views[i], strings);
-      const Outcome o = EvaluateView(prog, view);
+      const Outcome& o = outcomes[i];
       (o.decision == Decision::kKeep ? kept : dropped) += 1;
       if (!explain) continue;
       *ctx.out << fmt::format("  {:<4} {:<28} {:<40} {}\n", DecisionName(o.decision),

@@ -14,34 +14,15 @@
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/schema.h"
 #include "guardpolicy/snapshot.h"
+#include "guardpolicy/vm.h"
 
 namespace guardpolicy {
 
-// `views[i]` is entry i's slot-ordered values (Snapshot::View); a plugin-field slot is
-// filled only when `entries[i]` does not already give that field. Strings the plugins
-// return are copied into `strings`.
-void FillPluginSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
-                     std::vector<std::vector<Value>>& views, HostStrings& strings);
-
-// The filter slots only (each filter once over all the entries).
-void FillFilterSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
-                     std::vector<std::vector<Value>>& views, HostStrings& strings);
-
-// A VM entry view (EvaluateView) over one entry's slot-ordered values with the filter
-// slots filled: a plugin field the entry does not give is extracted the first time the
-// program reads it, so a rule decided earlier never needs it.
-class HostEntryView {
- public:
-  HostEntryView(const Program& program, const Schema& schema, const FieldValues& entry, std::vector<Value>& values,
-                HostStrings& strings);
-  const Value& Get(int32_t slot);
-
- private:
-  const Schema& schema_;
-  const FieldValues& entry_;
-  std::vector<Value>& values_;
-  HostStrings& strings_;
-  std::vector<const FieldInfo*> pending_;  // slot -> plugin field still to extract, or null
-};
+// Decides `entries` as one guard_filter_fn call: each filter runs once over all of them,
+// and a plugin field an entry does not give is extracted the first time a rule reads it
+// (absent core fields read as false, 0, "", no enum member). Strings the plugins return
+// are kept in `strings`. Throws PluginError from a plugin.
+std::vector<Outcome> EvaluateEntries(const Program& program, const Schema& schema,
+                                     const std::vector<FieldValues>& entries, HostStrings& strings);
 
 }  // namespace guardpolicy

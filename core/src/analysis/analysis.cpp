@@ -277,13 +277,10 @@ class Analyzer {
       for (const FieldInfo& f : schema_.fields()) {
         if (!f.plugin) entries[0][f.name] = AmbientField(f.name, risk.guard_type);
       }
-      std::vector<std::vector<Value>> views{Snapshot::View(prog, entries[0])};
       HostStrings strings;
       Outcome o;
       try {
-        FillFilterSlots(prog, schema_, entries, views, strings);
-        HostEntryView view(prog, schema_, entries[0], views[0], strings);
-        o = EvaluateView(prog, view);
+        o = EvaluateEntries(prog, schema_, entries, strings).front();
       } catch (const PluginError&) {
         continue;
       }

@@ -31,13 +31,6 @@ Value ExtractField(const FieldInfo& f, const Schema& schema, const FieldValues& 
   return v;
 }
 
-void FillField(const FieldInfo& f, size_t slot, const Schema& schema, const std::vector<FieldValues>& entries,
-               std::vector<std::vector<Value>>& views, HostStrings& strings) {
-  for (size_t i = 0; i < entries.size(); ++i) {
-    if (!entries[i].count(f.name)) views[i][slot] = ExtractField(f, schema, entries[i], strings);
-  }
-}
-
 void FillFilter(const Program& program, size_t slot, const Schema& schema, const std::vector<FieldValues>& entries,
                 std::vector<std::vector<Value>>& views, HostStrings& strings) {
   const FunctionInfo& fn = schema.functions()[schema.FindFunction(program.fields[slot])];
@@ -53,8 +46,6 @@ void FillFilter(const Program& program, size_t slot, const Schema& schema, const
   for (size_t i = 0; i < entries.size(); ++i) views[i][slot] = Value{keep[i] ? 0 : 1, 0, {}};
 }
 
-}  // namespace
-
 void FillFilterSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
                      std::vector<std::vector<Value>>& views, HostStrings& strings) {
   for (size_t slot = 0; slot < program.fields.size(); ++slot) {
@@ -64,36 +55,58 @@ void FillFilterSlots(const Program& program, const Schema& schema, const std::ve
   }
 }
 
-HostEntryView::HostEntryView(const Program& program, const Schema& schema, const FieldValues& entry,
-                             std::vector<Value>& values, HostStrings& strings)
-    : schema_(schema), entry_(entry), values_(values), strings_(strings), pending_(program.fields.size()) {
-  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
-    const int field = schema.FindField(program.fields[slot]);
-    if (field >= 0 && schema.fields()[field].plugin && !entry.count(program.fields[slot])) {
-      pending_[slot] = &schema.fields()[field];
+// A VM entry view over one entry's slot-ordered values (filter slots filled): a plugin
+// field the entry does not give is extracted the first time the program reads it.
+class HostEntryView {
+ public:
+  HostEntryView(const Program& program, const Schema& schema, const FieldValues& entry, std::vector<Value>& values,
+                HostStrings& strings)
+      : schema_(schema), entry_(entry), values_(values), strings_(strings), pending_(program.fields.size()) {
+    for (size_t slot = 0; slot < program.fields.size(); ++slot) {
+      const int field = schema.FindField(program.fields[slot]);
+      if (field >= 0 && schema.fields()[field].plugin && !entry.count(program.fields[slot])) {
+        pending_[slot] = &schema.fields()[field];
+      }
     }
   }
-}
 
-const Value& HostEntryView::Get(int32_t slot) {
-  const size_t s = static_cast<size_t>(slot);
-  if (const FieldInfo* f = pending_[s]) {
-    values_[s] = ExtractField(*f, schema_, entry_, strings_);  // may throw: then still pending
-    pending_[s] = nullptr;
+  const Value& Get(int32_t slot) {
+    const size_t s = static_cast<size_t>(slot);
+    if (const FieldInfo* f = pending_[s]) {
+      values_[s] = ExtractField(*f, schema_, entry_, strings_);  // may throw: then still pending
+      pending_[s] = nullptr;
+    }
+    return values_[s];
   }
-  return values_[s];
-}
 
-void FillPluginSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
-                     std::vector<std::vector<Value>>& views, HostStrings& strings) {
-  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
-    const int field = schema.FindField(program.fields[slot]);
-    if (field >= 0) {
-      if (schema.fields()[field].plugin) FillField(schema.fields()[field], slot, schema, entries, views, strings);
-    } else if (schema.FindFunction(program.fields[slot]) >= 0) {
-      FillFilter(program, slot, schema, entries, views, strings);
+ private:
+  const Schema& schema_;
+  const FieldValues& entry_;
+  std::vector<Value>& values_;
+  HostStrings& strings_;
+  std::vector<const FieldInfo*> pending_;  // slot -> plugin field still to extract, or null
+};
+
+}  // namespace
+
+std::vector<Outcome> EvaluateEntries(const Program& program, const Schema& schema,
+                                     const std::vector<FieldValues>& entries, HostStrings& strings) {
+  std::vector<std::vector<Value>> views;
+  for (const FieldValues& entry : entries) {
+    views.push_back(Snapshot::View(program, entry));
+    for (size_t slot = 0; slot < program.fields.size(); ++slot) {
+      if (program.field_types[slot].kind == TypeKind::kEnum && !entry.count(program.fields[slot])) {
+        views.back()[slot].i = -1;  // no member
+      }
     }
   }
+  FillFilterSlots(program, schema, entries, views, strings);
+  std::vector<Outcome> outcomes;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    HostEntryView view(program, schema, entries[i], views[i], strings);
+    outcomes.push_back(EvaluateView(program, view));
+  }
+  return outcomes;
 }
 
 }  // namespace guardpolicy
