@@ -13,6 +13,8 @@
 #include "cli.h"
 #include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
+#include "fast_attr.h"
+#include "type_checks.h"
 #include "guardpolicy/filter_module.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/plugin.h"
@@ -175,51 +177,66 @@ class PyPolicy {
 
   // guard_filter_fn: one exact bool per entry, True = keep.
   py::list Call(py::handle entries) const {
-    std::vector<Outcome> outcomes = Run(entries, false);
-    py::list out(outcomes.size());
-    for (size_t i = 0; i < outcomes.size(); ++i) {
-      PyObject* b = outcomes[i].decision == Decision::kKeep ? Py_True : Py_False;
-      Py_INCREF(b);
-      PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), b);
-    }
-    return out;
+    struct ListSink {
+      py::list out;
+      void Start(size_t n) {
+        out = py::reinterpret_steal<py::list>(PyList_New(static_cast<Py_ssize_t>(n)));
+        if (!out) throw py::error_already_set();
+      }
+      void Set(size_t i, Outcome o) {
+        PyObject* b = o.decision == Decision::kKeep ? Py_True : Py_False;
+        Py_INCREF(b);
+        PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), b);  // each item is set once
+      }
+    } sink;
+    Run(entries, false, false, sink);
+    return std::move(sink.out);
   }
 
   // [(keep, rule_index or -1)] per entry.
   std::vector<std::pair<bool, int>> Explain(py::handle entries, bool from_mappings, bool strict) const {
-    std::vector<std::pair<bool, int>> out;
-    for (const Outcome& o : Run(entries, from_mappings, strict)) {
-      out.emplace_back(o.decision == Decision::kKeep, o.rule);
-    }
-    return out;
+    struct VectorSink {
+      std::vector<std::pair<bool, int>> out;
+      void Start(size_t n) { out.resize(n); }
+      void Set(size_t i, Outcome o) { out[i] = {o.decision == Decision::kKeep, o.rule}; }
+    } sink;
+    Run(entries, from_mappings, strict, sink);
+    return std::move(sink.out);
   }
 
   const CompiledPolicy& policy() const { return *policy_; }
   const std::shared_ptr<const Schema>& schema() const { return schema_; }
 
  private:
-  // Evaluates every entry. An entry the binding cannot read gets the policy's on_error
-  // decision (keep by default; `raise` re-raises); the others are decided as usual.
-  // `strict` (evaluate) raises on an unreadable row instead.
-  std::vector<Outcome> Run(py::handle entries, bool from_mappings, bool strict = false) const {
+  // Evaluates every entry into sink.Set(i, outcome) after sink.Start(n). An entry the
+  // binding cannot read gets the policy's on_error decision (keep by default; `raise`
+  // re-raises); the others are decided as usual. `strict` (evaluate) raises on an
+  // unreadable row instead.
+  template <class Sink>
+  void Run(py::handle entries, bool from_mappings, bool strict, Sink& sink) const {
     const Program& prog = policy_->program();
-    // A tuple snapshot: Python code run while reading entries cannot resize what we walk.
-    py::object items = py::reinterpret_steal<py::object>(PySequence_Tuple(entries.ptr()));
+    // A list (what torch passes) is read in place, each entry held while it is read and the
+    // size checked on every step (Python code run while reading entries could resize it);
+    // anything else, or a call with filters (they see every entry at once), reads a tuple
+    // snapshot. Copying a list of thousands of entries costs more than reading one field.
+    const bool in_place = PyList_CheckExact(entries.ptr()) && !plan_->has_filters;
+    py::object items = in_place ? py::reinterpret_borrow<py::object>(entries)
+                                : py::reinterpret_steal<py::object>(PySequence_Tuple(entries.ptr()));
     if (!items) throw py::error_already_set();
-    const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(items.ptr()));
+    const size_t n = static_cast<size_t>(in_place ? PyList_GET_SIZE(items.ptr()) : PyTuple_GET_SIZE(items.ptr()));
     const Outcome on_error{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
-    std::vector<Outcome> outcomes(n);
+    sink.Start(n);
     EntryExtractor extractor(*plan_);
     extractor.SetMappings(from_mappings);
     LazyEntryView lazy(extractor, prog.fields.size());
     const bool raise = strict || policy_->on_error() == guardpolicy::OnError::kRaise;
     std::string first_failure;
     size_t failures = 0;
-    // Filters see the whole list at once, before any entry is decided.
     auto fail = [&](const char* what, size_t count) {
       if (failures == 0) first_failure = what;
       failures += count;
     };
+    // Filters see the whole list at once, before any entry is decided.
     bool filters_ok = true;
     if (plan_->has_filters) {
       try {
@@ -235,32 +252,37 @@ class PyPolicy {
       }
     }
     for (size_t i = 0; i < n && filters_ok; ++i) {
-      py::handle entry = PyTuple_GET_ITEM(items.ptr(), static_cast<Py_ssize_t>(i));
+      if (in_place && static_cast<size_t>(PyList_GET_SIZE(items.ptr())) != n) {
+        throw py::value_error("the list of guard entries changed size while the policy read it");
+      }
+      const auto at = static_cast<Py_ssize_t>(i);
+      py::object entry = py::reinterpret_borrow<py::object>(in_place ? PyList_GET_ITEM(items.ptr(), at)
+                                                                     : PyTuple_GET_ITEM(items.ptr(), at));
+      Outcome outcome = on_error;
       try {
         lazy.Reset(entry, i);
-        outcomes[i] = EvaluateView(prog, lazy);
+        outcome = EvaluateView(prog, lazy);
       } catch (py::error_already_set& e) {
         if (raise) throw;
         fail(e.what(), 1);
-        outcomes[i] = on_error;
       } catch (const PluginError& e) {
         if (raise) throw;
         fail(e.what(), 1);
-        outcomes[i] = on_error;
       } catch (const std::exception& e) {  // e.g. pybind11::cast_error on a wrong attribute type
         if (raise) throw py::type_error(std::string("entry ") + std::to_string(i) + ": " + e.what());
         fail(e.what(), 1);
-        outcomes[i] = on_error;
       }
+      sink.Set(i, outcome);
     }
-    if (!filters_ok) std::fill(outcomes.begin(), outcomes.end(), on_error);
+    if (!filters_ok) {
+      for (size_t i = 0; i < n; ++i) sink.Set(i, on_error);
+    }
     extractor.Reset();
     if (failures > 0) {
       py::module_::import("guardpolicy.errors")
           .attr("warn_internal_failure")(policy_->name(), first_failure, OnErrorName(policy_->on_error()),
                                          failures, n);
     }
-    return outcomes;
   }
 
   std::shared_ptr<const CompiledPolicy> policy_;
@@ -455,4 +477,17 @@ PYBIND11_MODULE(_core, m) {
         py::arg("policy"), py::arg("params"), py::arg("data_dir"));
   m.def("lint", &Lint, py::arg("text"), py::arg("path"), py::arg("from_file"), py::arg("data_dir"));
   m.def("run_cli", &RunCli, py::arg("args"), py::arg("data_dir"));
+  m.def(
+      "_set_fast_paths",
+      [](bool enabled) {
+        AttrCache::SetEnabled(enabled);
+        SetTypeCheckShortcuts(enabled);
+      },
+      py::arg("enabled"),
+      "tests: turns the inline attribute reads (fast_attr.h) and isinstance shortcuts "
+      "(type_checks.h) off or back on for the process");
+  m.def(
+      "_reads_inline", [](py::handle obj, const std::string& attr) { return ReadsInline(obj, attr); },
+      py::arg("obj"), py::arg("attr"),
+      "tests: whether the extractor's cache for entry attribute `attr` reads `obj` inline");
 }

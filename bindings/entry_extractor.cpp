@@ -2,9 +2,12 @@
 #include "entry_extractor.h"
 
 #include <array>
+#include <new>
 #include <optional>
 #include <stdexcept>
 
+#include "fast_attr.h"
+#include "type_checks.h"
 #include "guardpolicy/plugin_values.h"
 
 namespace guardpolicy::python {
@@ -57,8 +60,18 @@ PyObject* Interned(Attr a) {
   return names[a];
 }
 
-py::object GetAttr(py::handle obj, Attr a) {
-  PyObject* r = PyObject_GetAttr(obj.ptr(), Interned(a));
+// One inline attribute cache per name, for the process (guarded by the GIL; fast_attr.h).
+[[gnu::always_inline]] inline AttrCache& Cache(Attr a) {
+  static AttrCache* caches = [] {
+    auto* out = static_cast<AttrCache*>(::operator new(sizeof(AttrCache) * kAttrCount));  // never freed
+    for (int i = 0; i < kAttrCount; ++i) new (&out[i]) AttrCache(Interned(static_cast<Attr>(i)));
+    return out;
+  }();
+  return caches[a];
+}
+
+[[gnu::always_inline]] inline py::object GetAttr(py::handle obj, Attr a) {
+  PyObject* r = Cache(a).Get(obj.ptr());
   if (r == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(r);
 }
@@ -66,11 +79,7 @@ py::object GetAttr(py::handle obj, Attr a) {
 // The attribute, or an empty object when it does not exist (no exception is raised).
 py::object GetOptionalAttr(py::handle obj, Attr a) {
   PyObject* r = nullptr;
-#if PY_VERSION_HEX >= 0x030D0000
-  const int found = PyObject_GetOptionalAttr(obj.ptr(), Interned(a), &r);
-#else
-  const int found = _PyObject_LookupAttr(obj.ptr(), Interned(a), &r);
-#endif
+  const int found = Cache(a).GetOptional(obj.ptr(), &r);
   if (found < 0) throw py::error_already_set();
   return found ? py::reinterpret_steal<py::object>(r) : py::object();
 }
@@ -83,48 +92,19 @@ bool Truth(py::handle obj) {
   return r == 1;
 }
 
+// bool(getattr(obj, a)); a real bool read inline costs no reference counting.
+[[gnu::always_inline]] inline bool TruthAttr(py::handle obj, Attr a) {
+  PyObject* v = Cache(a).Peek(obj.ptr());
+  if (v == Py_True) return true;
+  if (v == Py_False) return false;
+  return Truth(GetAttr(obj, a));
+}
+
 // GuardSource predicate methods, in GuardSourceInfo::preds order.
 constexpr Attr kGuardSourcePredicates[] = {kAttrIsLocal, kAttrIsUnspecNN, kAttrIsUnspecBuiltin, kAttrIsSpecNN,
                                            kAttrIsFsdp};
 
 constexpr int kMaxSourceDepth = 1000;  // a `.base` chain longer than this is malformed
-
-// torch.Tensor, torch.nn.Parameter, torch.nn.Module: imported on first use, never freed.
-struct TorchTypes {
-  PyObject* tensor = nullptr;
-  PyObject* parameter = nullptr;
-  PyObject* module = nullptr;
-};
-const TorchTypes& Torch() {
-  static TorchTypes types;
-  if (types.tensor == nullptr) {
-    py::module_ torch = py::module_::import("torch");
-    types.tensor = py::object(torch.attr("Tensor")).release().ptr();
-    types.parameter = py::object(torch.attr("nn").attr("Parameter")).release().ptr();
-    types.module = py::object(torch.attr("nn").attr("Module")).release().ptr();
-  }
-  return types;
-}
-
-bool IsInstance(py::handle obj, PyObject* type) {
-  const int r = PyObject_IsInstance(obj.ptr(), type);
-  if (r < 0) throw py::error_already_set();
-  return r == 1;
-}
-
-bool IsSubtype(py::handle obj, PyObject* type) {
-  return PyType_IsSubtype(Py_TYPE(obj.ptr()), reinterpret_cast<PyTypeObject*>(type)) != 0;
-}
-
-// isinstance(obj, torch.nn.Parameter), exactly as torch computes it, without the costly
-// metaclass __instancecheck__ where the answer is already known: a Parameter subtype is
-// one; a non-tensor is not; a plain tensor asks the metaclass (it may carry `_is_param`).
-bool IsParameter(py::handle obj) {
-  const TorchTypes& t = Torch();
-  if (IsSubtype(obj, t.parameter)) return true;
-  if (!IsSubtype(obj, t.tensor)) return IsInstance(obj, t.parameter);  // e.g. a proxy __class__
-  return IsInstance(obj, t.parameter);
-}
 
 Value BoolValue(bool b) { return Value{b ? 1 : 0, 0, {}}; }
 
@@ -184,24 +164,32 @@ ExtractorPlan::ExtractorPlan(const Program& program, std::shared_ptr<const Schem
   }
 }
 
+bool ReadsInline(py::handle obj, std::string_view attr) {
+  for (int a = 0; a < kAttrCount; ++a) {
+    if (attr == kAttrNames[a]) return Cache(static_cast<Attr>(a)).ReadsInline(obj.ptr());
+  }
+  return false;
+}
+
 void EntryExtractor::Reset() {
   BeginEntry();
   host_strings_.Clear();
   filter_keep_.clear();
   keep_alive_.clear();
   strings_.clear();
-  guard_sources_.clear();
-  walks_.clear();
-  type_names_.clear();
+  if (!guard_sources_.empty()) guard_sources_.clear();
+  if (!walks_.empty()) walks_.clear();
+  if (!type_names_.empty()) type_names_.clear();
   guard_types_.clear();
 }
 
-void EntryExtractor::BeginEntry() {
-  if (row_get_) row_get_ = py::object();
-  if (orig_guard_) orig_guard_ = py::object();
-  if (value_) value_ = py::object();
-  if (user_frame_) user_frame_ = py::object();
+void EntryExtractor::ForgetEntry() {
+  row_get_ = py::object();
+  orig_guard_ = py::object();
+  value_ = py::object();
+  user_frame_ = py::object();
   has_value_ = -1;
+  entry_cache_used_ = false;
 }
 
 std::string_view EntryExtractor::View(py::handle str) {
@@ -350,24 +338,34 @@ std::string_view EntryExtractor::QualifiedTypeName(py::handle obj) {
 }
 
 py::object& EntryExtractor::OrigGuard(py::handle entry) {
-  if (!orig_guard_) orig_guard_ = GetAttr(entry, kAttrOrigGuard);
+  if (!orig_guard_) {
+    orig_guard_ = GetAttr(entry, kAttrOrigGuard);
+    entry_cache_used_ = true;
+  }
   return orig_guard_;
 }
 
 bool EntryExtractor::HasValue(py::handle entry) {
-  if (has_value_ < 0) has_value_ = Truth(GetAttr(entry, kAttrHasValue)) ? 1 : 0;
+  if (has_value_ < 0) {
+    has_value_ = TruthAttr(entry, kAttrHasValue) ? 1 : 0;
+    entry_cache_used_ = true;
+  }
   return has_value_ != 0;
 }
 
 py::object* EntryExtractor::EntryValue(py::handle entry) {
   if (!HasValue(entry)) return nullptr;
-  if (!value_) value_ = GetAttr(entry, kAttrValue);
+  if (!value_) {
+    value_ = GetAttr(entry, kAttrValue);
+    entry_cache_used_ = true;
+  }
   return &value_;
 }
 
 // user_stack[-1].<filename|lineno|name> (which: 0, 1, 2), or an empty object.
 py::object EntryExtractor::FrameAttr(py::handle entry, int which) {
   if (!user_frame_) {
+    entry_cache_used_ = true;
     py::object stack = GetAttr(OrigGuard(entry), kAttrUserStack);
     if (stack.is_none() || py::len(stack) == 0) {
       user_frame_ = py::none();
@@ -396,7 +394,7 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
       return;
     }
     case FieldId::kDerivedGuardTypes: out = SetValue(plan_.guard_type_enum, GetAttr(entry, kAttrDerived)); return;
-    case FieldId::kIsGlobal: out = BoolValue(Truth(GetAttr(entry, kAttrIsGlobal))); return;
+    case FieldId::kIsGlobal: out = BoolValue(TruthAttr(entry, kAttrIsGlobal)); return;
     case FieldId::kHasValue: out = BoolValue(HasValue(entry)); return;  // no need to fetch the value
     case FieldId::kGuardSource: {
       const GuardSourceInfo& gs = GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource));
@@ -432,11 +430,10 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
       py::object* v = EntryValue(entry);
       bool r = false;
       if (v != nullptr) {
-        const TorchTypes& t = Torch();
-        if (id == FieldId::kValueIsTensor) r = IsInstance(*v, t.tensor);
+        if (id == FieldId::kValueIsTensor) r = IsTensor(*v);
         else if (id == FieldId::kValueIsParameter) r = IsParameter(*v);
-        else if (id == FieldId::kValueIsModule) r = IsInstance(*v, t.module);
-        else r = IsInstance(*v, t.tensor) && !IsParameter(*v) &&
+        else if (id == FieldId::kValueIsModule) r = IsModule(*v);
+        else r = IsTensor(*v) && !IsParameter(*v) &&
                  WalkSource(GetAttr(OrigGuard(entry), kAttrOriginatingSource)).via_buffers;
       }
       out = BoolValue(r);
@@ -465,7 +462,10 @@ void EntryExtractor::ExtractOtherSlot(size_t slot, py::handle entry, Value& out)
   }
   if (mappings_) {
     if (!PyMapping_Check(entry.ptr())) throw py::type_error("evaluate() rows must be mappings");
-    if (!row_get_) row_get_ = GetAttr(entry, kAttrGet);
+    if (!row_get_) {
+      row_get_ = GetAttr(entry, kAttrGet);
+      entry_cache_used_ = true;
+    }
     // A plugin field the row does not give is extracted from the row's core fields.
     if (id == FieldId::kPlugin && row_get_(plan_.names[slot], py::none()).is_none()) {
       ExtractPluginField(slot, entry, out);

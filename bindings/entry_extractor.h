@@ -15,7 +15,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
 #include <forward_list>
+#include <new>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -71,7 +73,9 @@ class EntryExtractor {
   explicit EntryExtractor(const ExtractorPlan& plan) : plan_(plan) {}
 
   // Starts a new entry: forgets the per-entry cache (orig_guard, value, frame).
-  void BeginEntry();
+  void BeginEntry() {
+    if (entry_cache_used_) ForgetEntry();
+  }
   // Reads program slot `slot` of `entry` into `out`.
   void ExtractSlot(size_t slot, py::handle entry, Value& out) {
     const FieldId id = plan_.ids[slot];
@@ -104,6 +108,7 @@ class EntryExtractor {
     bool via_buffers = false;
   };
 
+  void ForgetEntry();
   std::string_view View(py::handle str);
   std::string_view Store(std::string s);
   GuardSourceInfo& GuardSourceOf(py::handle guard_source);
@@ -136,6 +141,7 @@ class EntryExtractor {
   // Per-entry cache (objects read by several fields).
   py::object orig_guard_, value_, user_frame_;
   int has_value_ = -1;  // -1 unknown, else 0/1
+  bool entry_cache_used_ = false;  // any of the four above set since ForgetEntry
   // Per-call state.
   std::vector<py::object> keep_alive_;
   std::forward_list<std::string> strings_;  // stable addresses; allocates nothing while empty
@@ -146,12 +152,16 @@ class EntryExtractor {
   std::vector<std::pair<PyObject*, Value>> guard_types_;
 };
 
+// Whether the extractor's attribute cache for `attr` (an attribute the extractor reads,
+// e.g. "is_global") reads `obj` inline (fast_attr.h); false for any other name. Tests.
+bool ReadsInline(py::handle obj, std::string_view attr);
+
 // The VM's entry view over one live GuardFilterEntry: each field is read from Python the
 // first time the program loads it, and at most once per entry.
 class LazyEntryView {
  public:
   // A program reads at most 64 distinct fields (the schema has 22).
-  LazyEntryView(EntryExtractor& extractor, size_t slots) : extractor_(extractor), values_(slots) {}
+  LazyEntryView(EntryExtractor& extractor, size_t /*slots*/) : extractor_(extractor) {}
 
   void Reset(py::handle entry, size_t index = 0) {
     entry_ = entry;
@@ -161,17 +171,21 @@ class LazyEntryView {
   }
   const Value& Get(int32_t slot) {
     const uint64_t bit = uint64_t{1} << slot;
+    Value* values = reinterpret_cast<Value*>(storage_);
     if (!(loaded_ & bit)) {
-      extractor_.ExtractSlot(static_cast<size_t>(slot), entry_, values_[slot]);
+      new (&values[slot]) Value();
+      extractor_.ExtractSlot(static_cast<size_t>(slot), entry_, values[slot]);
       loaded_ |= bit;
     }
-    return values_[slot];
+    return values[slot];
   }
 
  private:
   EntryExtractor& extractor_;
   py::handle entry_;
-  std::vector<Value> values_;
+  // One Value per slot, constructed when first loaded (the bits of loaded_): nothing to
+  // zero per call (Value is trivially destructible).
+  alignas(Value) std::byte storage_[sizeof(Value) * 64];
   uint64_t loaded_ = 0;
 };
 

@@ -1,0 +1,118 @@
+// fast_attr.cpp: filling and checking AttrCache slots (CPython 3.11 object layout).
+#include "fast_attr.h"
+
+#include <cstdint>
+
+namespace guardpolicy::python {
+namespace {
+
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+// The head of CPython 3.11's PyDictKeysObject and its unicode entries
+// (Include/internal/pycore_dict.h, 3.11), for the one read Fill needs: the index of a name
+// in a type's shared keys (what _PyDictKeys_StringLookup, not exported, returns).
+struct DictKeysHead {
+  Py_ssize_t dk_refcnt;
+  uint8_t dk_log2_size;
+  uint8_t dk_log2_index_bytes;
+  uint8_t dk_kind;
+  uint32_t dk_version;
+  Py_ssize_t dk_usable;
+  Py_ssize_t dk_nentries;
+  char dk_indices[1];
+};
+struct DictUnicodeEntry {
+  PyObject* me_key;
+  PyObject* me_value;
+};
+constexpr uint8_t kDictKeysSplit = 2;    // DICT_KEYS_SPLIT
+constexpr Py_ssize_t kSharedKeysMax = 30;  // SHARED_KEYS_MAX_SIZE
+
+// The index of `name` in the inline values of `type`'s instances, or -1 when the type does
+// not qualify for inline reads (see fast_attr.h).
+Py_ssize_t InlineIndex(PyTypeObject* type, PyObject* name) {
+  if (type->tp_getattro != PyObject_GenericGetAttr) return -1;
+  if (!(type->tp_flags & Py_TPFLAGS_MANAGED_DICT) || !(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) return -1;
+  if (_PyType_Lookup(type, name) != nullptr) return -1;  // also assigns a version tag
+  if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || type->tp_version_tag == 0) return -1;
+  const auto* keys = reinterpret_cast<const DictKeysHead*>(reinterpret_cast<PyHeapTypeObject*>(type)->ht_cached_keys);
+  if (keys == nullptr || keys->dk_kind != kDictKeysSplit || keys->dk_nentries > kSharedKeysMax) return -1;
+  const auto* entries = reinterpret_cast<const DictUnicodeEntry*>(keys->dk_indices + (size_t{1} << keys->dk_log2_index_bytes));
+  for (Py_ssize_t i = 0; i < keys->dk_nentries; ++i) {
+    PyObject* key = entries[i].me_key;
+    if (key == name) return i;
+    if (key != nullptr && PyUnicode_Check(key) && PyUnicode_Compare(key, name) == 0) return i;
+  }
+  return -1;
+}
+#endif
+
+}  // namespace
+
+AttrCache::Slot* AttrCache::SlotFor(PyObject* obj) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+  PyTypeObject* t = Py_TYPE(obj);
+  Slot* slot = nullptr;
+  for (int k = 0; k < used_ && slot == nullptr; ++k) {
+    if (slots_[k].type == t) slot = &slots_[k];
+  }
+  if (slot != nullptr && slot->version == t->tp_version_tag && t->tp_version_tag != 0) return slot;
+  if (!enabled_) return nullptr;
+  if (slot == nullptr) {
+    if (used_ < kTypes) {
+      slot = &slots_[used_++];
+    } else {
+      slot = &slots_[next_];
+      next_ = (next_ + 1) % kTypes;
+    }
+  }
+  slot->type = t;
+  slot->index = -1;
+  slot->pending = InlineIndex(t, name_);
+  slot->version = t->tp_version_tag;
+  return slot;
+#else
+  (void)obj;
+  return nullptr;
+#endif
+}
+
+void AttrCache::Verify(Slot& slot, PyObject* obj, PyObject* generic) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+  // Another thread may have taken the slot while the generic read ran.
+  if (slot.type != Py_TYPE(obj) || slot.pending < 0 || slot.version != Py_TYPE(obj)->tp_version_tag) return;
+  PyObject* const* values = *(reinterpret_cast<PyObject* const* const*>(obj) - 4);
+  if (values == nullptr || values[slot.pending] == nullptr) return;  // cannot tell from this instance
+  if (values[slot.pending] == generic) {
+    slot.index = slot.pending;
+  }
+  slot.pending = -1;  // confirmed, or refused for good
+#else
+  (void)slot, (void)obj, (void)generic;
+#endif
+}
+
+PyObject* AttrCache::GetSlow(PyObject* obj) {
+  Slot* slot = SlotFor(obj);
+  PyObject* r = PyObject_GetAttr(obj, name_);
+  if (slot != nullptr && r != nullptr) Verify(*slot, obj, r);
+  return r;
+}
+
+int AttrCache::GetOptionalSlow(PyObject* obj, PyObject** out) {
+  Slot* slot = SlotFor(obj);
+#if PY_VERSION_HEX >= 0x030D0000
+  const int found = PyObject_GetOptionalAttr(obj, name_, out);
+#else
+  const int found = _PyObject_LookupAttr(obj, name_, out);
+#endif
+  if (slot != nullptr && found == 1) Verify(*slot, obj, *out);
+  return found;
+}
+
+bool AttrCache::ReadsInline(PyObject* obj) const {
+  PyObject* r = Inline(obj);
+  Py_XDECREF(r);
+  return r != nullptr;
+}
+
+}  // namespace guardpolicy::python

@@ -1,0 +1,241 @@
+"""The extractor's fast paths give exactly what the generic Python protocol gives.
+
+bindings/fast_attr.h reads GuardFilterEntry attributes from the instance's inline values
+(CPython 3.11's LOAD_ATTR_INSTANCE_VALUE check, in C++); bindings/type_checks.h answers
+isinstance(value, torch.Tensor / torch.nn.Parameter / torch.nn.Module) from the types when
+that is the same answer. Each test runs a policy with the fast paths on and off and against
+plain Python, on real entries and on the cases that must fall back: another entry type, a
+type changed after it was cached, a materialized instance __dict__, a deleted attribute,
+__class__ proxies, and a patched Parameter metaclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+import warnings
+
+import pytest
+import torch
+from torch._dynamo.types import GuardFilterEntry
+
+import guardpolicy as gp
+from guardpolicy import _core
+from conftest import MODEL_NAMES
+
+RULES = """guardpolicy 1
+unsafe policy p {
+  drop when is_global and guard_type == CONSTANT_MATCH
+  keep when has_value and value.is_parameter
+  drop when name contains "_modules" and guard_type in {TYPE_MATCH, ID_MATCH}
+  keep when value.is_tensor and not value.is_buffer
+  drop when value.is_module
+  default keep
+}
+"""
+
+INLINE = sys.version_info[:2] == (3, 11)  # fast_attr.h reads inline on CPython 3.11 only
+
+
+def decide_in_python(e) -> bool:
+    """RULES by hand."""
+    v = e.value if e.has_value else None
+    is_tensor = e.has_value and isinstance(v, torch.Tensor)
+    is_param = e.has_value and isinstance(v, torch.nn.Parameter)
+    if e.is_global and e.guard_type == "CONSTANT_MATCH":
+        return False
+    if e.has_value and is_param:
+        return True
+    if "_modules" in e.name and e.guard_type in ("TYPE_MATCH", "ID_MATCH"):
+        return False
+    if is_tensor:
+        src, via_buffers = e.orig_guard.originating_source, False
+        while hasattr(src, "base"):
+            via_buffers = via_buffers or getattr(src, "member", None) == "_buffers"
+            src = src.base
+        if not (is_tensor and not is_param and via_buffers):
+            return True
+    if e.has_value and isinstance(v, torch.nn.Module):
+        return False
+    return True
+
+
+@pytest.mark.parametrize("model", MODEL_NAMES)
+def test_fast_and_generic_paths_agree_on_real_entries(model, model_entries):
+    entries = model_entries[model]
+    policy = gp.load(RULES)
+    want = [decide_in_python(e) for e in entries]
+    assert policy(entries) == want
+    fast = policy.explain(entries)
+    _core._set_fast_paths(False)
+    try:
+        assert policy(entries) == want
+        assert policy.explain(entries) == fast
+    finally:
+        _core._set_fast_paths(True)
+
+
+@pytest.mark.skipif(not INLINE, reason="the inline read is CPython 3.11's layout; other versions read generically")
+def test_guard_filter_entries_are_read_inline(model_entries):
+    entries = model_entries["mlp"]
+    gp.load(RULES)(entries)
+    for attr in ("name", "guard_type", "is_global", "has_value", "value"):
+        assert _core._reads_inline(entries[0], attr), attr
+    _core._set_fast_paths(False)
+    try:
+        assert not _core._reads_inline(entries[0], "name")
+    finally:
+        _core._set_fast_paths(True)
+    assert _core._reads_inline(entries[0], "name")
+
+
+def _entry(name="x", value=None, has_value=True, guard_type="TENSOR_MATCH", is_global=False, cls=GuardFilterEntry):
+    return cls(name=name, has_value=has_value, value=value, guard_type=guard_type, derived_guard_types=(),
+               is_global=is_global, orig_guard=None)
+
+
+NAME_POLICY = 'guardpolicy 1\nunsafe policy p {\n  drop when name == "renamed"\n}\n'
+GLOBAL_POLICY = "guardpolicy 1\nunsafe policy p {\n  drop when is_global\n}\n"
+
+
+def test_a_type_changed_after_it_was_cached_is_read_generically():
+    class Entry(GuardFilterEntry):
+        pass
+
+    p = gp.load(NAME_POLICY)
+    entries = [_entry("a", cls=Entry), _entry("renamed", cls=Entry)]
+    assert p(entries) == [True, False]
+    Entry.name = property(lambda self: "renamed")  # a data descriptor now wins over the instance value
+    try:
+        assert p(entries) == [False, False]
+    finally:
+        del Entry.name
+    assert p(entries) == [True, False]
+
+
+def test_a_subclass_with_a_property_is_read_through_it():
+    class Everywhere(GuardFilterEntry):
+        @property
+        def is_global(self):
+            return True
+
+        def __init__(self, **kw):
+            kw.pop("is_global")
+            for k, v in kw.items():
+                object.__setattr__(self, k, v)
+
+    p = gp.load(GLOBAL_POLICY)
+    entries = [_entry(is_global=False), _entry(is_global=False, cls=Everywhere), _entry(is_global=True)]
+    assert p(entries) == [True, False, False]
+
+
+def test_an_instance_with_a_materialized_dict_reads_the_same():
+    p = gp.load(GLOBAL_POLICY)
+    plain = [_entry(is_global=g) for g in (True, False)]
+    assert p(plain) == [False, True]
+    materialized = [_entry(is_global=g) for g in (True, False)]
+    for e in materialized:
+        vars(e)  # CPython moves the inline values into a real dict
+    object.__setattr__(materialized[1], "is_global", True)  # through the dict now
+    assert p(materialized + plain) == [False, False, False, True]
+
+
+def test_a_deleted_attribute_is_an_entry_error_not_a_stale_read():
+    p = gp.load(GLOBAL_POLICY)
+    entries = [_entry(is_global=True), _entry(is_global=True)]
+    assert p(entries) == [False, False]
+    object.__delattr__(entries[1], "is_global")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert p(entries) == [False, True]  # on_error keep
+    assert any("is_global" in str(w.message) for w in caught)
+
+
+def test_duck_typed_entries_and_frozen_dataclass_copies_read_the_same():
+    @dataclasses.dataclass(frozen=True)
+    class Other:
+        name: str
+        is_global: bool
+
+    p = gp.load(GLOBAL_POLICY)
+    mixed = [_entry(is_global=True), Other("a", False), Other("b", True), _entry(is_global=False),
+             dataclasses.replace(_entry(is_global=False), is_global=True)]
+    assert p(mixed) == [False, True, False, True, False]
+
+
+# --------------------------------------------------------------------------- isinstance
+
+
+class ClaimsParameter:
+    """A proxy whose __class__ says torch.nn.Parameter (isinstance believes it)."""
+
+    @property
+    def __class__(self):
+        return torch.nn.Parameter
+
+
+class ClaimsTensor:
+    @property
+    def __class__(self):
+        return torch.Tensor
+
+
+class TensorSubclass(torch.Tensor):
+    pass
+
+
+def _values():
+    flagged = torch.zeros(2)
+    flagged._is_param = True
+    falsy_flag = torch.zeros(2)
+    falsy_flag._is_param = 0
+    return {
+        "parameter": torch.nn.Parameter(torch.zeros(2)),
+        "tensor": torch.zeros(2),
+        "tensor with _is_param": flagged,
+        "tensor with a false _is_param": falsy_flag,
+        "tensor subclass": torch.zeros(2).as_subclass(TensorSubclass),
+        "module": torch.nn.Linear(2, 2),
+        "dict": {"a": 1},
+        "int": 3,
+        "str": "s",
+        "claims Parameter": ClaimsParameter(),
+        "claims Tensor": ClaimsTensor(),
+        "type": torch.Tensor,
+    }
+
+
+FIELDS = {"value.is_tensor": torch.Tensor, "value.is_parameter": torch.nn.Parameter,
+          "value.is_module": torch.nn.Module}
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "generic"])
+@pytest.mark.parametrize("field", sorted(FIELDS))
+def test_value_type_fields_are_isinstance(field, fast):
+    values = _values()
+    entries = [_entry(name=k, value=v) for k, v in values.items()]
+    p = gp.load(f"guardpolicy 1\nunsafe policy p {{\n  drop when {field}\n}}\n")
+    want = [not isinstance(v, FIELDS[field]) for v in values.values()]
+    _core._set_fast_paths(fast)
+    try:
+        got = p(entries)
+    finally:
+        _core._set_fast_paths(True)
+    assert dict(zip(values, got)) == dict(zip(values, want))
+
+
+def test_a_patched_parameter_metaclass_is_followed():
+    """The Parameter shortcut holds only for torch's own _ParameterMeta.__instancecheck__;
+    a replaced one is asked, whatever it says."""
+    meta = type(torch.nn.Parameter)
+    original = meta.__dict__["__instancecheck__"]
+    entries = [_entry(name="d", value={"a": 1}), _entry(name="t", value=torch.zeros(1))]
+    p = gp.load("guardpolicy 1\nunsafe policy p {\n  drop when value.is_parameter\n}\n")
+    assert p(entries) == [True, True]
+    meta.__instancecheck__ = lambda cls, instance: True
+    try:
+        assert isinstance({}, torch.nn.Parameter)
+        assert p(entries) == [False, False]
+    finally:
+        meta.__instancecheck__ = original
+    assert p(entries) == [True, True]
