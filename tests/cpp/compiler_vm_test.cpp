@@ -217,3 +217,108 @@ TEST(CompilerVm, RegexPrefilterAgreesWithRe2OnRandomPatterns) {
 
 }  // namespace
 }  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+// Find (the 16-positions-at-a-time search, with its overlapping last block) agrees with
+// std::string_view::find on every start position, around every block boundary.
+TEST(StringTests, FindAgreesWithStringViewFind) {
+  std::mt19937 rng(20261129);
+  const std::string alphabet = "ab_.]";
+  auto text = [&](size_t n) {
+    std::string s;
+    for (size_t i = 0; i < n; ++i) s += alphabet[rng() % alphabet.size()];
+    return s;
+  };
+  int compared = 0, found = 0;
+  for (size_t hay_size = 0; hay_size <= 70; ++hay_size) {
+    for (int trial = 0; trial < 30; ++trial) {
+      const std::string hay = text(hay_size);
+      const size_t n = rng() % 6;
+      // A needle from the haystack half the time, so there is something to find.
+      const std::string needle = hay_size >= n && trial % 2 ? hay.substr(rng() % (hay_size - n + 1), n) : text(n);
+      for (size_t from = 0; from <= hay_size + 1; ++from) {
+        const size_t want = std::string_view(hay).find(needle, from);
+        ASSERT_EQ(vm_internal::Find(hay, needle, from), want) << "'" << needle << "' in '" << hay << "' from " << from;
+        ++compared;
+        found += want != std::string_view::npos;
+      }
+      EXPECT_EQ(vm_internal::Contains(hay, needle), hay.find(needle) != std::string::npos);
+    }
+  }
+  EXPECT_GT(found, compared / 4);
+}
+
+// type_dispatch's specialized layout: one jump table sends each class of guard types to a
+// copy of just the rules that admit it, and known_enum_values folds the guard_type tests
+// that the copy makes certain; every guard type (and a name outside the schema) decides
+// as at -O0.
+TEST(Optimizer, GuardTypeClassesGetTheirOwnCopyOfTheirRules) {
+  const std::string body =
+      "unsafe policy p {\n"
+      "  keep when guard_type in {GLOBAL_STATE, SHAPE_ENV}\n"
+      "  drop when guard_type == TENSOR_MATCH and value.is_parameter\n"
+      "  keep when guard_type == TENSOR_MATCH\n"
+      "  drop when is_global\n"
+      "  drop when guard_type == TYPE_MATCH and name endswith \"._parameters\"\n"
+      "  drop when guard_type in {ID_MATCH, _vendor_MATCH} and source.depth > 2\n"
+      "  default keep\n}\n";
+  auto o1 = Compile(body);
+  CompileOptions opts;
+  opts.opt_level = 0;
+  Loader loader0(testing::TestSchema(), testing::kDataDir + "/std", opts);
+  auto o0 = loader0.Load(Src("guardpolicy 1\n" + body), "", {});
+  const Program& prog = o1->program();
+  ASSERT_EQ(prog.code[0].op, Opcode::kDispatch);
+  int dispatches = 0, guard_type_tests = 0;
+  const int32_t guard_type = static_cast<int32_t>(std::find(prog.fields.begin(), prog.fields.end(), "guard_type") -
+                                                  prog.fields.begin());
+  for (const Instruction& ins : prog.code) {
+    dispatches += ins.op == Opcode::kDispatch;
+    guard_type_tests += (ins.op == Opcode::kBranchCompare || ins.op == Opcode::kBranchInSet) && ins.a == guard_type;
+  }
+  EXPECT_EQ(dispatches, 1);
+  // Only `_vendor_MATCH` stays a test: a name outside the schema is never assumed equal.
+  EXPECT_EQ(guard_type_tests, 1);
+  const auto& members = testing::TestSchema()->enums()[testing::TestSchema()->FindEnum("GuardType")].members;
+  std::vector<std::string> types(members.begin(), members.end());
+  types.push_back("_vendor_MATCH");
+  types.push_back("_vendor_OTHER");
+  for (const std::string& type : types) {
+    for (int bits = 0; bits < 8; ++bits) {
+      Entry e = Guard(type);
+      e.Bool("value.is_parameter", bits & 1).Bool("is_global", bits & 2).Int("source.depth", bits & 4 ? 3 : 1);
+      e.Str("name", bits & 1 ? "self._modules['fc']._parameters" : "x");
+      const Outcome a = e.Run(prog), b = e.Run(o0->program());
+      EXPECT_EQ(a.decision, b.decision) << type << " " << bits;
+      EXPECT_EQ(a.rule, b.rule) << type << " " << bits;
+    }
+  }
+}
+
+// When copies would grow the code too much, each rule gets its own DISPATCH instead.
+TEST(Optimizer, TooManyCopiesFallBackToOneDispatchPerRule) {
+  const auto& members = testing::TestSchema()->enums()[testing::TestSchema()->FindEnum("GuardType")].members;
+  std::string body = "unsafe policy p {\n";
+  for (size_t i = 0; i < 30 && i < members.size(); ++i) {
+    body += "  drop when guard_type == " + members[i] + " and name contains \"n" + std::to_string(i) + "\"\n";
+  }
+  for (int i = 0; i < 20; ++i) body += "  drop when name endswith \"e" + std::to_string(i) + "\" and is_global\n";
+  body += "  default keep\n}\n";
+  auto p = Compile(body);
+  const Program& prog = p->program();
+  // 31 classes x 20 shared rules would be about 2,000 instructions; per-rule tables keep the
+  // code near its -O0 size (known_enum_values then turns most of them into jumps).
+  EXPECT_LT(prog.code.size(), 400u);
+  for (size_t i = 0; i < 30 && i < members.size(); ++i) {
+    Entry e = Guard(members[i]);
+    e.Str("name", "xn" + std::to_string(i) + "e3").Bool("is_global", true);
+    EXPECT_EQ(e.Run(prog).rule, static_cast<int>(i)) << members[i];
+    e.Str("name", "xe3");
+    EXPECT_EQ(e.Run(prog).rule, 33) << members[i];
+  }
+}
+
+}  // namespace
+}  // namespace guardpolicy

@@ -2,6 +2,7 @@
 // the -O0 VM and the reference AST interpreter (property-based, seeded, reproducible).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <deque>
 #include <random>
 
@@ -141,7 +142,7 @@ std::vector<Value> View(const Program& p, const FieldValues& entry) {
 TEST(Differential, O1AndO0VmAgreeWithTheReferenceInterpreter) {
   constexpr int kPolicies = 1000, kEntries = 100;
   Generator gen(20261129);
-  int compared = 0, rules_removed = 0;
+  int compared = 0, rules_removed = 0, specialized = 0;
   CompileOptions o0;
   o0.opt_level = 0;
   for (int i = 0; i < kPolicies; ++i) {
@@ -158,6 +159,10 @@ TEST(Differential, O1AndO0VmAgreeWithTheReferenceInterpreter) {
     }
     auto lint = opt1.Lint(testing::Src(source));
     rules_removed += static_cast<int>(lint.module->policies[0].unreachable_rules.size());
+    // type_dispatch's specialized layout: one DISPATCH, first, and no other.
+    const auto& code = p1->program().code;
+    specialized += !code.empty() && code[0].op == Opcode::kDispatch &&
+                   std::count_if(code.begin(), code.end(), [](const Instruction& ins) { return ins.op == Opcode::kDispatch; }) == 1;
     testing::ReferenceInterpreter ref(*testing::TestSchema(), opt1);
     for (int j = 0; j < kEntries; ++j) {
       std::deque<std::string> store;
@@ -174,6 +179,7 @@ TEST(Differential, O1AndO0VmAgreeWithTheReferenceInterpreter) {
   }
   EXPECT_EQ(compared, kPolicies * kEntries);
   EXPECT_GT(rules_removed, 0) << "no generated policy exercised the unreachable_rules pass";
+  EXPECT_GT(specialized, 20) << "too few generated policies got type_dispatch's specialized layout";
 }
 
 }  // namespace

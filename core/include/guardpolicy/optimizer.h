@@ -30,6 +30,7 @@ struct OptimizeOptions {
   bool jump_threading = true;
   bool fuse_branches = true;
   bool type_dispatch = true;
+  bool known_enum_values = true;
   bool merge_tails = true;
   bool dead_code = true;
   std::vector<int> unreachable;        // rule indices proven never to fire (analysis)
@@ -47,6 +48,7 @@ bool RemoveUnreachableRules(Program& p, const std::vector<int>& rules);
 bool ThreadJumps(Program& p);
 bool FuseBranches(Program& p);
 bool DispatchOnGuardType(Program& p, const Schema& schema, const std::vector<uint64_t>& masks);
+bool FoldKnownEnumValues(Program& p, const Schema& schema);
 bool MergeIdenticalTails(Program& p);
 bool EliminateDeadCode(Program& p);
 }  // namespace passes

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "guardpolicy/bytecode.h"
+#include "guardpolicy/string_tests.h"
 #include "guardpolicy/verifier.h"
 
 namespace guardpolicy {
@@ -26,34 +27,6 @@ bool SetHas(const Value& set, const Value& member);
 bool Matches(const Program& p, int32_t regex, std::string_view s);
 // Calls plugin function `fn` of `p` on args[0..n). Throws PluginError.
 Value CallFunction(const Program& p, int32_t fn, const Value* args, int32_t n);
-// String tests on guard names. Most comparisons fail on their first or last byte (names
-// share long prefixes like "L['self']._modules['"), so each checks those bytes inline
-// before calling memcmp: a library call per test costs more than the whole test.
-[[gnu::always_inline]] inline bool StrEq(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && (a.empty() || (a[0] == b[0] && a.back() == b.back() &&
-                                                std::memcmp(a.data(), b.data(), a.size()) == 0));
-}
-[[gnu::always_inline]] inline bool StartsWith(std::string_view s, std::string_view p) {
-  return p.size() <= s.size() && StrEq(s.substr(0, p.size()), p);
-}
-[[gnu::always_inline]] inline bool EndsWith(std::string_view s, std::string_view p) {
-  return p.size() <= s.size() && StrEq(s.substr(s.size() - p.size()), p);
-}
-// `needle` occurs in `hay`: memchr to each occurrence of its first byte, then its last byte
-// inline, then memcmp.
-[[gnu::always_inline]] inline bool Contains(std::string_view hay, std::string_view needle) {
-  const size_t n = needle.size();
-  if (n == 0) return true;
-  if (n > hay.size()) return false;
-  const char* h = hay.data();
-  const char* const end = h + (hay.size() - n + 1);  // one past the last possible start
-  for (const char* p = h; p < end; ++p) {
-    p = static_cast<const char*>(std::memchr(p, needle[0], static_cast<size_t>(end - p)));
-    if (p == nullptr) return false;
-    if (p[n - 1] == needle[n - 1] && std::memcmp(p, needle.data(), n) == 0) return true;
-  }
-  return false;
-}
 inline bool EnumEqual(const Value& a, const Value& b) {
   return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
 }
@@ -147,7 +120,15 @@ Outcome EvaluateView(const Program& p, View& view) {
         break;
       case Opcode::kBranchCompare: {
         const Constant& k = p.constants[ins.b];
-        if (Binary(ins.x, view.Get(ins.a), Value{k.i, k.bits, k.s}) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
+        const Value& v = view.Get(ins.a);
+        // The string tests by name: a conditional branch each predicts better than the
+        // shared jump table of Binary's switch.
+        bool r;
+        if (ins.x == Opcode::kStartsWith) r = StartsWith(v.s, k.s);
+        else if (ins.x == Opcode::kEndsWith) r = EndsWith(v.s, k.s);
+        else if (ins.x == Opcode::kContains) r = Contains(v.s, k.s);
+        else r = Binary(ins.x, v, Value{k.i, k.bits, k.s});
+        if (r == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
         break;
       }
       case Opcode::kBranchInSet:

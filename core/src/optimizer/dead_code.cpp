@@ -63,7 +63,7 @@ bool EliminateDeadCode(Program& p) {
     int32_t& entry = p.rule_entry[rule];
     if (entry < 0) continue;
     if (first_decide[rule] < 0) entry = -1;
-    else if (!keep[entry]) entry = first_decide[rule];
+    else if (!keep[entry]) entry = live[entry] ? new_index[entry] : first_decide[rule];  // a NOP'd first test
     else entry = new_index[entry];
   }
   for (auto& table : p.dispatch_tables) {

@@ -18,6 +18,10 @@ std::string Optimize(Program& program, const Schema& schema, const OptimizeOptio
       {"fuse_branches", [&] { return options.fuse_branches && passes::FuseBranches(program); }},
       {"type_dispatch",
        [&] { return options.type_dispatch && passes::DispatchOnGuardType(program, schema, options.rule_type_masks); }},
+      {"known_enum_values",
+       [&] { return options.known_enum_values && passes::FoldKnownEnumValues(program, schema); }},
+      // Again: known_enum_values leaves jumps to jumps and to the next instruction.
+      {"jump_threading", [&] { return options.jump_threading && passes::ThreadJumps(program); }},
       {"merge_tails", [&] { return options.merge_tails && passes::MergeIdenticalTails(program); }},
       {"dead_code", [&] { return options.dead_code && passes::EliminateDeadCode(program); }},
   };

@@ -3,7 +3,6 @@
 
 #include <re2/re2.h>
 
-
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/plugin_values.h"
 
