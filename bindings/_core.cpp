@@ -290,19 +290,21 @@ class PyPolicy {
   std::shared_ptr<const ExtractorPlan> plan_;  // shared by every call (and thread)
 };
 
-// guardpolicy.Policy.__call__ without a Python frame or pybind11's dispatcher (both cost
-// more than a small frame's whole filter): a METH_FASTCALL function that Policy binds as an
-// instance method, args = (policy, entries); it calls policy._compiled.
-PyObject* PolicyCall(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 2) {
+// guardpolicy.Policy.__call__ without a Python frame, pybind11's dispatcher or a bound
+// method: a METH_FASTCALL method descriptor on the Policy class (call_descriptor), which
+// CPython calls as (policy, entries) without allocating a bound method; it calls
+// policy._compiled, read from its __slots__ member (fast_attr.h).
+PyObject* PolicyCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
+  if (nargs != 1) {
     PyErr_SetString(PyExc_TypeError, "Policy.__call__ takes exactly one argument: the list of guard entries");
     return nullptr;
   }
   static PyObject* const kCompiled = PyUnicode_InternFromString("_compiled");
+  static AttrCache* const compiled_attr = new AttrCache(kCompiled);  // lives with the interpreter
   try {
-    py::object compiled = py::reinterpret_steal<py::object>(PyObject_GetAttr(args[0], kCompiled));
+    py::object compiled = py::reinterpret_steal<py::object>(compiled_attr->Get(self));
     if (!compiled) return nullptr;
-    return compiled.cast<const PyPolicy&>().Call(args[1]).release().ptr();
+    return compiled.cast<const PyPolicy&>().Call(args[0]).release().ptr();
   } catch (py::error_already_set& e) {
     e.restore();
   } catch (const py::builtin_exception& e) {
@@ -316,9 +318,9 @@ PyObject* PolicyCall(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nar
   return nullptr;
 }
 
-PyMethodDef kPolicyCallDef = {"policy_call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PolicyCall)),
+PyMethodDef kPolicyCallDef = {"__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PolicyCall)),
                               METH_FASTCALL,
-                              "Policy.__call__(entries): guard_filter_fn, list[GuardFilterEntry] -> list[bool]"};
+                              "policy(entries): guard_filter_fn, list[GuardFilterEntry] -> list[bool] (True = keep)"};
 
 PyPolicy LoadPolicy(const std::string& text, const py::bytes& raw_path, bool from_file,
                     const std::string& name, const py::dict& params, const std::string& data_dir) {
@@ -461,12 +463,14 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetObject(cls.ptr(), FsStr(e.what()).ptr());
     }
   });
-  {
-    py::object fn = py::reinterpret_steal<py::object>(PyCFunction_New(&kPolicyCallDef, nullptr));
-    if (!fn) throw py::error_already_set();
-    // An instance method: bound to the Policy it is looked up on, like a Python method.
-    m.attr("policy_call") = py::reinterpret_steal<py::object>(PyInstanceMethod_New(fn.ptr()));
-  }
+  m.def(
+      "call_descriptor",
+      [](py::type cls) {
+        PyObject* d = PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &kPolicyCallDef);
+        if (d == nullptr) throw py::error_already_set();
+        return py::reinterpret_steal<py::object>(d);
+      },
+      py::arg("cls"), "Policy.__call__ for class `cls` (a method descriptor implemented in C)");
   m.def("load_plugin", &LoadPlugin, py::arg("path"), py::arg("config"), py::arg("data_dir"),
         "loads a plugin shared library; returns its declarations; raises PluginError");
   m.def("plugins", &Plugins, py::arg("data_dir"), "the loaded plugins (the built-ins first)");

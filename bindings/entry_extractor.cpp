@@ -180,7 +180,6 @@ void EntryExtractor::Reset() {
   if (!guard_sources_.empty()) guard_sources_.clear();
   if (!walks_.empty()) walks_.clear();
   if (!type_names_.empty()) type_names_.clear();
-  guard_types_.clear();
 }
 
 void EntryExtractor::ForgetEntry() {
@@ -317,14 +316,26 @@ const EntryExtractor::SourceWalk& EntryExtractor::WalkSource(py::handle src) {
     const bool is_root = k + 1 == chain.size() && known == nullptr;
     w.root = is_root ? w.kind : below.root;
     w.depth = is_root ? 0 : below.depth + 1;
-    w.via_buffers = !is_root && below.via_buffers;
-    if (py::object member = GetOptionalAttr(node, kAttrMember); member && PyUnicode_Check(member.ptr())) {
-      w.via_buffers = w.via_buffers || View(member) == "_buffers";
-    }
     keep_alive_.push_back(py::reinterpret_borrow<py::object>(node));
     below = walks_.emplace(node.ptr(), w).first->second;
   }
   return walks_.at(src.ptr());
+}
+
+// Some node of the chain from `src` that has a `.base` has `.member == "_buffers"` (only
+// value.is_buffer asks, and only for tensors that are not parameters: no memo).
+bool EntryExtractor::ViaBuffers(py::handle src) {
+  py::object node = py::reinterpret_borrow<py::object>(src);
+  for (int depth = 0; depth <= kMaxSourceDepth; ++depth) {
+    py::object base = GetOptionalAttr(node, kAttrBase);
+    if (!base) return false;
+    py::object member = GetOptionalAttr(node, kAttrMember);
+    if (member && PyUnicode_Check(member.ptr()) && PyUnicode_CompareWithASCIIString(member.ptr(), "_buffers") == 0) {
+      return true;
+    }
+    node = std::move(base);
+  }
+  return false;
 }
 
 std::string_view EntryExtractor::QualifiedTypeName(py::handle obj) {
@@ -382,15 +393,25 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
   switch (id) {
     case FieldId::kName: out = Value{0, 0, View(GetAttr(entry, kAttrName))}; return;
     case FieldId::kGuardType: {
-      py::object type = GetAttr(entry, kAttrGuardType);
-      for (const auto& [seen, value] : guard_types_) {
-        if (seen == type.ptr()) {  // kept alive below, so the pointer is not reused this call
+      // Usually a read inline and a pointer compare: torch passes the same few str objects
+      // (GuardBuilder method names) in every call, and the plan remembers them.
+      PyObject* type = Cache(kAttrGuardType).Peek(entry.ptr());
+      py::object held;
+      if (type == nullptr) {
+        held = GetAttr(entry, kAttrGuardType);
+        type = held.ptr();
+      }
+      for (const auto& [seen, value] : plan_.known_guard_types) {
+        if (seen.ptr() == type) {  // held by the plan, so the pointer is still that string's
           out = value;
           return;
         }
       }
-      out = EnumValue(plan_.guard_type_enum, View(type));
-      if (guard_types_.size() < 64) guard_types_.emplace_back(type.ptr(), out);
+      py::object ref = held ? std::move(held) : py::reinterpret_borrow<py::object>(type);
+      out = EnumValue(plan_.guard_type_enum, View(ref));
+      if (PyUnicode_CheckExact(type) && plan_.known_guard_types.size() < ExtractorPlan::kKnownGuardTypes) {
+        plan_.known_guard_types.emplace_back(std::move(ref), out);
+      }
       return;
     }
     case FieldId::kDerivedGuardTypes: out = SetValue(plan_.guard_type_enum, GetAttr(entry, kAttrDerived)); return;
@@ -434,7 +455,7 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
         else if (id == FieldId::kValueIsParameter) r = IsParameter(*v);
         else if (id == FieldId::kValueIsModule) r = IsModule(*v);
         else r = IsTensor(*v) && !IsParameter(*v) &&
-                 WalkSource(GetAttr(OrigGuard(entry), kAttrOriginatingSource)).via_buffers;
+                 ViaBuffers(GetAttr(OrigGuard(entry), kAttrOriginatingSource));
       }
       out = BoolValue(r);
       return;

@@ -66,6 +66,11 @@ struct ExtractorPlan {
   int guard_type_enum = -1;
   int guard_source_enum = -1;
   std::unordered_map<std::string_view, int> guard_type_ordinal;  // views into the schema
+  // guard_type strings (exact str objects) met by any call, held so that each pointer stays
+  // that string's, and their values (Value::s views the held string). Filled under the GIL
+  // by the calls, hence mutable; at most kKnownGuardTypes (later ones are looked up per call).
+  static constexpr size_t kKnownGuardTypes = 128;
+  mutable std::vector<std::pair<py::object, Value>> known_guard_types;
 };
 
 class EntryExtractor {
@@ -105,7 +110,6 @@ class EntryExtractor {
   struct SourceWalk {
     std::string_view kind, root;
     int64_t depth = 0;
-    bool via_buffers = false;
   };
 
   void ForgetEntry();
@@ -115,6 +119,7 @@ class EntryExtractor {
   // GuardSource predicate `pred` (GuardSourceInfo::preds order), computed on first use.
   bool Predicate(GuardSourceInfo& info, int pred);
   const SourceWalk& WalkSource(py::handle originating_source);
+  bool ViaBuffers(py::handle originating_source);
   std::string_view QualifiedTypeName(py::handle obj);
   void ExtractOne(FieldId id, py::handle entry, Value& out);
   Value EnumValue(int enum_index, std::string_view name) const;
@@ -148,8 +153,6 @@ class EntryExtractor {
   std::unordered_map<PyObject*, GuardSourceInfo> guard_sources_;
   std::unordered_map<PyObject*, SourceWalk> walks_;
   std::unordered_map<PyObject*, std::string_view> type_names_;
-  // guard_type strings seen this call (usually a handful of shared objects) -> ordinal.
-  std::vector<std::pair<PyObject*, Value>> guard_types_;
 };
 
 // Whether the extractor's attribute cache for `attr` (an attribute the extractor reads,

@@ -3,6 +3,8 @@
 
 #include <cstdint>
 
+#include <structmember.h>  // T_OBJECT_EX
+
 namespace guardpolicy::python {
 namespace {
 
@@ -27,13 +29,19 @@ struct DictUnicodeEntry {
 constexpr uint8_t kDictKeysSplit = 2;    // DICT_KEYS_SPLIT
 constexpr Py_ssize_t kSharedKeysMax = 30;  // SHARED_KEYS_MAX_SIZE
 
-// The index of `name` in the inline values of `type`'s instances, or -1 when the type does
-// not qualify for inline reads (see fast_attr.h).
-Py_ssize_t InlineIndex(PyTypeObject* type, PyObject* name) {
+// Where AttrCache reads `name` on `type`'s instances (see AttrCache::Slot::index), or -1
+// when the type does not qualify for inline reads (see fast_attr.h).
+Py_ssize_t InlineIndex(PyTypeObject* type, PyObject* name, Py_ssize_t slot_bit) {
   if (type->tp_getattro != PyObject_GenericGetAttr) return -1;
-  if (!(type->tp_flags & Py_TPFLAGS_MANAGED_DICT) || !(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) return -1;
-  if (_PyType_Lookup(type, name) != nullptr) return -1;  // also assigns a version tag
+  PyObject* descr = _PyType_Lookup(type, name);  // also assigns a version tag
   if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || type->tp_version_tag == 0) return -1;
+  if (descr != nullptr) {
+    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type)) return -1;
+    const PyMemberDef* member = reinterpret_cast<PyMemberDescrObject*>(descr)->d_member;
+    if (member->type != T_OBJECT_EX || member->offset <= 0 || member->offset >= slot_bit) return -1;
+    return slot_bit | member->offset;
+  }
+  if (!(type->tp_flags & Py_TPFLAGS_MANAGED_DICT) || !(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) return -1;
   const auto* keys = reinterpret_cast<const DictKeysHead*>(reinterpret_cast<PyHeapTypeObject*>(type)->ht_cached_keys);
   if (keys == nullptr || keys->dk_kind != kDictKeysSplit || keys->dk_nentries > kSharedKeysMax) return -1;
   const auto* entries = reinterpret_cast<const DictUnicodeEntry*>(keys->dk_indices + (size_t{1} << keys->dk_log2_index_bytes));
@@ -67,7 +75,7 @@ AttrCache::Slot* AttrCache::SlotFor(PyObject* obj) {
   }
   slot->type = t;
   slot->index = -1;
-  slot->pending = InlineIndex(t, name_);
+  slot->pending = InlineIndex(t, name_, kSlotBit);
   slot->version = t->tp_version_tag;
   return slot;
 #else
@@ -80,11 +88,9 @@ void AttrCache::Verify(Slot& slot, PyObject* obj, PyObject* generic) {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
   // Another thread may have taken the slot while the generic read ran.
   if (slot.type != Py_TYPE(obj) || slot.pending < 0 || slot.version != Py_TYPE(obj)->tp_version_tag) return;
-  PyObject* const* values = *(reinterpret_cast<PyObject* const* const*>(obj) - 4);
-  if (values == nullptr || values[slot.pending] == nullptr) return;  // cannot tell from this instance
-  if (values[slot.pending] == generic) {
-    slot.index = slot.pending;
-  }
+  PyObject* read = Read(obj, slot.pending);
+  if (read == nullptr) return;  // cannot tell from this instance
+  if (read == generic) slot.index = slot.pending;
   slot.pending = -1;  // confirmed, or refused for good
 #else
   (void)slot, (void)obj, (void)generic;

@@ -10,12 +10,13 @@
 //
 // AttrCache is that inline cache for one attribute name, in C++ (CPython 3.11 only; on other
 // versions every read is PyObject_GetAttr). It remembers up to kTypes types. A type is read
-// inline only when it
-//   - uses the generic getattr (tp_getattro == PyObject_GenericGetAttr),
+// inline only when it uses the generic getattr (tp_getattro == PyObject_GenericGetAttr), has
+// a valid version tag, and either
 //   - keeps instance attributes inline (Py_TPFLAGS_MANAGED_DICT) in shared keys that hold
-//     the name,
-//   - has a valid version tag, and no attribute of that name on the type or its MRO (so no
-//     descriptor, data or not, takes part),
+//     the name, with no attribute of that name on the type or its MRO (so no descriptor,
+//     data or not, takes part): LOAD_ATTR_INSTANCE_VALUE; or
+//   - finds for the name a __slots__ member descriptor (an object member) on its MRO, read
+//     at the member's offset: LOAD_ATTR_SLOT,
 // and the first read after filling is checked against PyObject_GetAttr (a different object
 // and the type is never read inline). Any other case (an unknown type, a type modified since,
 // an instance whose __dict__ was materialized, a deleted attribute) reads through the generic
@@ -34,9 +35,11 @@ class AttrCache {
   struct Slot {
     PyTypeObject* type = nullptr;  // borrowed: compared by identity, guarded by version
     unsigned int version = 0;      // tp_version_tag when filled (tags are never reused)
-    Py_ssize_t index = -1;         // in the inline values; -1: read this type generically
+    Py_ssize_t index = -1;         // in the inline values, or (kSlotBit set) the byte offset of
+                                   // a __slots__ member; -1: read this type generically
     Py_ssize_t pending = -1;       // the index found, until a read confirms it (Verify)
   };
+  static constexpr Py_ssize_t kSlotBit = Py_ssize_t{1} << 40;
 
  public:
   // `name` must be an interned str that outlives the cache.
@@ -65,9 +68,7 @@ class AttrCache {
       const Slot& s = slots_[k];
       if (s.type != t) continue;
       if (s.index < 0 || s.version != t->tp_version_tag) return nullptr;
-      // _PyObject_ValuesPointer (Include/internal/pycore_object.h, 3.11).
-      PyObject* const* values = *(reinterpret_cast<PyObject* const* const*>(obj) - 4);
-      return values == nullptr ? nullptr : values[s.index];
+      return Read(obj, s.index);
     }
 #else
     (void)obj;
@@ -86,6 +87,15 @@ class AttrCache {
  private:
 
  private:
+  // The attribute at `index` (see Slot), borrowed, or nullptr when it is not set there.
+  static PyObject* Read(PyObject* obj, Py_ssize_t index) {
+    if (index & kSlotBit) {  // LOAD_ATTR_SLOT: a member descriptor's offset
+      return *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(obj) + (index & ~kSlotBit));
+    }
+    // LOAD_ATTR_INSTANCE_VALUE: _PyObject_ValuesPointer (Include/internal/pycore_object.h, 3.11).
+    PyObject* const* values = *(reinterpret_cast<PyObject* const* const*>(obj) - 4);
+    return values == nullptr ? nullptr : values[index];
+  }
   // The inline read: a new reference, or nullptr (no exception) to take the slow path.
   PyObject* Inline(PyObject* obj) const {
     PyObject* r = Peek(obj);

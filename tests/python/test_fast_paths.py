@@ -239,3 +239,38 @@ def test_a_patched_parameter_metaclass_is_followed():
     finally:
         meta.__instancecheck__ = original
     assert p(entries) == [True, True]
+
+
+class SlotEntry:
+    """A duck-typed entry with __slots__ (read at the member's offset, LOAD_ATTR_SLOT)."""
+
+    __slots__ = ("name", "is_global")
+
+    def __init__(self, is_global=None):
+        self.name = "s"
+        if is_global is not None:
+            self.is_global = is_global
+
+
+def test_slots_entries_read_at_the_member_offset():
+    p = gp.load(GLOBAL_POLICY)
+    entries = [SlotEntry(True), SlotEntry(False), SlotEntry(True)]
+    assert p(entries) == [False, True, False]
+    if INLINE:
+        assert _core._reads_inline(entries[0], "is_global")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert p([SlotEntry(True), SlotEntry()]) == [False, True]  # an unset slot: on_error keep
+    assert any("is_global" in str(w.message) for w in caught)
+
+
+def test_policy_call_is_a_method_of_policy_only():
+    p = gp.load(GLOBAL_POLICY)
+    assert p([SlotEntry(True)]) == [False]
+    assert type(p).__call__(p, [SlotEntry(False)]) == [True]
+    with pytest.raises(TypeError, match="exactly one argument"):
+        p()
+    with pytest.raises(TypeError, match="exactly one argument"):
+        p([], [])
+    with pytest.raises(TypeError):
+        type(p).__call__(object(), [])

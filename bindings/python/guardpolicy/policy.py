@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _core
 
@@ -52,10 +52,9 @@ class Policy:
         self._compiled = compiled
         self._rules = [RuleRef(**r) for r in compiled.rules]
 
-    #: ``policy(entries)``: guard_filter_fn, ``list[GuardFilterEntry] -> list[bool]``. It is
-    #: implemented in C (``_core.policy_call``, which calls ``self._compiled``): a Python
-    #: method frame here would cost more than the whole filter on a small frame.
-    __call__ = _core.policy_call
+    if TYPE_CHECKING:  # at run time: the C method descriptor set below the class
+        def __call__(self, entries: Sequence[Any]) -> list[bool]:
+            """``guard_filter_fn``: ``list[GuardFilterEntry] -> list[bool]``, True = keep."""
 
     def evaluate(self, rows: Sequence[Mapping[str, Any]]) -> list[bool]:
         """Decisions for plain mappings ``{field name: value}`` (absent fields read as
@@ -157,3 +156,9 @@ class Policy:
 
     def __repr__(self) -> str:
         return f"<guardpolicy.Policy {self.name!r}: {len(self._rules)} rules, default {self.default_decision}>"
+
+
+# ``policy(entries)`` is implemented in C (``_core.call_descriptor``, which calls
+# ``self._compiled``): a method descriptor, so CPython calls it without a Python frame or a
+# bound method; either would cost more than the whole filter on a small frame.
+Policy.__call__ = _core.call_descriptor(Policy)  # type: ignore[method-assign]
