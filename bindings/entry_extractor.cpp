@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "fast_attr.h"
+#include "known_properties.h"
 #include "type_checks.h"
 #include "guardpolicy/plugin_values.h"
 
@@ -43,13 +44,13 @@ enum Attr : int {
   kAttrName, kAttrGuardType, kAttrDerived, kAttrIsGlobal, kAttrHasValue, kAttrValue, kAttrOrigGuard,
   kAttrSource, kAttrOriginatingSource, kAttrBase, kAttrMember, kAttrUserStack, kAttrFilename,
   kAttrLineno, kAttrModule, kAttrQualname, kAttrIsLocal, kAttrIsUnspecNN, kAttrIsUnspecBuiltin,
-  kAttrIsSpecNN, kAttrIsFsdp, kAttrGet, kAttrCount,
+  kAttrIsSpecNN, kAttrIsFsdp, kAttrGet, kAttrGuardSource, kAttrCount,
 };
 constexpr const char* kAttrNames[kAttrCount] = {
     "name", "guard_type", "derived_guard_types", "is_global", "has_value", "value", "orig_guard",
     "source", "originating_source", "base", "member", "user_stack", "filename", "lineno",
     "__module__", "__qualname__", "is_local", "is_unspecialized_nn_module",
-    "is_unspecialized_builtin_nn_module", "is_specialized_nn_module", "is_fsdp_module", "get"};
+    "is_unspecialized_builtin_nn_module", "is_specialized_nn_module", "is_fsdp_module", "get", "guard_source"};
 
 PyObject* Interned(Attr a) {
   static PyObject** names = [] {
@@ -178,6 +179,7 @@ void EntryExtractor::Reset() {
   keep_alive_.clear();
   strings_.clear();
   if (!guard_sources_.empty()) guard_sources_.clear();
+  last_guard_source_ = nullptr;
   if (!walks_.empty()) walks_.clear();
   if (!type_names_.empty()) type_names_.clear();
 }
@@ -225,15 +227,22 @@ Value EntryExtractor::SetValue(int enum_index, py::handle members) {
 }
 
 EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
+  if (gs.ptr() == last_guard_source_) return *last_guard_source_info_;  // runs of one source are common
   auto it = guard_sources_.find(gs.ptr());
-  if (it != guard_sources_.end()) return it->second;
+  if (it != guard_sources_.end()) {
+    last_guard_source_ = gs.ptr();
+    return *(last_guard_source_info_ = &it->second);
+  }
   GuardSourceInfo info;
   keep_alive_.push_back(py::reinterpret_borrow<py::object>(gs));
   info.object = gs.ptr();
   info.name = View(GetAttr(gs, kAttrName));
   const int e = plan_.guard_source_enum;
   info.ordinal = e >= 0 ? plan_.schema->enums()[e].Find(info.name) : -1;
-  return guard_sources_.emplace(gs.ptr(), info).first->second;
+  GuardSourceInfo& stored = guard_sources_.emplace(gs.ptr(), info).first->second;
+  last_guard_source_ = gs.ptr();
+  last_guard_source_info_ = &stored;
+  return stored;
 }
 
 namespace {
@@ -295,7 +304,11 @@ bool EntryExtractor::Predicate(GuardSourceInfo& info, int pred) {
 // The walk of `src` to its root, memoized per chain node (sibling guards share prefixes).
 const EntryExtractor::SourceWalk& EntryExtractor::WalkSource(py::handle src) {
   if (auto it = walks_.find(src.ptr()); it != walks_.end()) return it->second;
-  std::vector<py::object> chain{py::reinterpret_borrow<py::object>(src)};  // src, base, base.base, ...
+  if (walks_.empty()) walks_.reserve(256);  // one bucket array per call, not a rehash every few nodes
+  // src, base, base.base, ...: nodes not walked before this call (usually one or two).
+  std::vector<py::object>& chain = chain_;
+  chain.clear();
+  chain.push_back(py::reinterpret_borrow<py::object>(src));
   const SourceWalk* known = nullptr;
   while (static_cast<int>(chain.size()) <= kMaxSourceDepth) {
     py::object base = GetOptionalAttr(chain.back(), kAttrBase);
@@ -319,6 +332,7 @@ const EntryExtractor::SourceWalk& EntryExtractor::WalkSource(py::handle src) {
     keep_alive_.push_back(py::reinterpret_borrow<py::object>(node));
     below = walks_.emplace(node.ptr(), w).first->second;
   }
+  chain.clear();
   return walks_.at(src.ptr());
 }
 
@@ -354,6 +368,16 @@ py::object& EntryExtractor::OrigGuard(py::handle entry) {
     entry_cache_used_ = true;
   }
   return orig_guard_;
+}
+
+// entry.orig_guard.source: when that is torch's plain property (known_properties.h), the two
+// attributes its getter reads, without calling it (a Python frame per entry).
+py::object EntryExtractor::GuardSource(py::handle entry) {
+  py::object& guard = OrigGuard(entry);
+  if (IsAttributeChainProperty(0, Py_TYPE(guard.ptr()), "source", "originating_source", "guard_source")) {
+    return GetAttr(GetAttr(guard, kAttrOriginatingSource), kAttrGuardSource);
+  }
+  return GetAttr(guard, kAttrSource);
 }
 
 bool EntryExtractor::HasValue(py::handle entry) {
@@ -418,7 +442,7 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
     case FieldId::kIsGlobal: out = BoolValue(TruthAttr(entry, kAttrIsGlobal)); return;
     case FieldId::kHasValue: out = BoolValue(HasValue(entry)); return;  // no need to fetch the value
     case FieldId::kGuardSource: {
-      const GuardSourceInfo& gs = GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource));
+      const GuardSourceInfo& gs = GuardSourceOf(GuardSource(entry));
       out = Value{gs.ordinal, 0, gs.name};
       return;
     }
@@ -428,7 +452,7 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
     case FieldId::kGsIsSpecializedNNModule:
     case FieldId::kGsIsFsdpModule: {
       const int pred = static_cast<int>(id) - static_cast<int>(FieldId::kGsIsLocal);
-      out = BoolValue(Predicate(GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource)), pred));
+      out = BoolValue(Predicate(GuardSourceOf(GuardSource(entry)), pred));
       return;
     }
     case FieldId::kSourceKind:

@@ -5,7 +5,9 @@
 // value or guard survives a call. Sources (torch 2.8+; checked on 2.13.0):
 //   name, guard_type, derived_guard_types, is_global, has_value, value -> the entry's own
 //   attributes; guard_source* -> entry.orig_guard.source (a torch._guards.GuardSource) and
-//   its predicates; source.* -> entry.orig_guard.originating_source and its `.base` chain;
+//   its predicates (read as orig_guard.originating_source.guard_source when `source` is torch's
+//   plain property, known_properties.h); source.* -> entry.orig_guard.originating_source
+//   and its `.base` chain;
 //   user_frame.* -> entry.orig_guard.user_stack[-1] (a traceback.FrameSummary).
 // Speed: attribute names are interned once; missing attributes are probed without raising;
 // per call, GuardSource predicates are computed once per member, source chains once per
@@ -126,6 +128,7 @@ class EntryExtractor {
   // A set of enum members: known ones as bits, unknown names in `s` (see kSetSeparator).
   Value SetValue(int enum_index, py::handle members);
   py::object& OrigGuard(py::handle entry);
+  py::object GuardSource(py::handle entry);  // entry.orig_guard.source
   bool HasValue(py::handle entry);           // entry.has_value, read once per entry
   py::object* EntryValue(py::handle entry);  // null when has_value is false
   py::object FrameAttr(py::handle entry, int which);
@@ -151,6 +154,9 @@ class EntryExtractor {
   std::vector<py::object> keep_alive_;
   std::forward_list<std::string> strings_;  // stable addresses; allocates nothing while empty
   std::unordered_map<PyObject*, GuardSourceInfo> guard_sources_;
+  PyObject* last_guard_source_ = nullptr;  // the last one looked up, and its info
+  GuardSourceInfo* last_guard_source_info_ = nullptr;
+  std::vector<py::object> chain_;  // WalkSource's scratch (its capacity kept for the call)
   std::unordered_map<PyObject*, SourceWalk> walks_;
   std::unordered_map<PyObject*, std::string_view> type_names_;
 };

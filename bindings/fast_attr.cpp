@@ -31,26 +31,26 @@ constexpr Py_ssize_t kSharedKeysMax = 30;  // SHARED_KEYS_MAX_SIZE
 
 // Where AttrCache reads `name` on `type`'s instances (see AttrCache::Slot::index), or -1
 // when the type does not qualify for inline reads (see fast_attr.h).
-Py_ssize_t InlineIndex(PyTypeObject* type, PyObject* name, Py_ssize_t slot_bit) {
+Py_ssize_t InlineIndex(PyTypeObject* type, PyObject* name, Py_ssize_t slot_bit, Py_ssize_t dict_bit) {
   if (type->tp_getattro != PyObject_GenericGetAttr) return -1;
   PyObject* descr = _PyType_Lookup(type, name);  // also assigns a version tag
   if (!(type->tp_flags & Py_TPFLAGS_VALID_VERSION_TAG) || type->tp_version_tag == 0) return -1;
-  if (descr != nullptr) {
-    if (!Py_IS_TYPE(descr, &PyMemberDescr_Type)) return -1;
+  if (descr != nullptr && Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
     const PyMemberDef* member = reinterpret_cast<PyMemberDescrObject*>(descr)->d_member;
     if (member->type != T_OBJECT_EX || member->offset <= 0 || member->offset >= slot_bit) return -1;
     return slot_bit | member->offset;
   }
+  if (descr != nullptr && Py_TYPE(descr)->tp_descr_set != nullptr) return -1;  // a data descriptor wins
   if (!(type->tp_flags & Py_TPFLAGS_MANAGED_DICT) || !(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) return -1;
   const auto* keys = reinterpret_cast<const DictKeysHead*>(reinterpret_cast<PyHeapTypeObject*>(type)->ht_cached_keys);
-  if (keys == nullptr || keys->dk_kind != kDictKeysSplit || keys->dk_nentries > kSharedKeysMax) return -1;
+  if (keys == nullptr || keys->dk_kind != kDictKeysSplit || keys->dk_nentries > kSharedKeysMax) return dict_bit;
   const auto* entries = reinterpret_cast<const DictUnicodeEntry*>(keys->dk_indices + (size_t{1} << keys->dk_log2_index_bytes));
   for (Py_ssize_t i = 0; i < keys->dk_nentries; ++i) {
     PyObject* key = entries[i].me_key;
     if (key == name) return i;
     if (key != nullptr && PyUnicode_Check(key) && PyUnicode_Compare(key, name) == 0) return i;
   }
-  return -1;
+  return dict_bit;  // never inline: only a materialized __dict__ holds it
 }
 #endif
 
@@ -59,23 +59,12 @@ Py_ssize_t InlineIndex(PyTypeObject* type, PyObject* name, Py_ssize_t slot_bit) 
 AttrCache::Slot* AttrCache::SlotFor(PyObject* obj) {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
   PyTypeObject* t = Py_TYPE(obj);
-  Slot* slot = nullptr;
-  for (int k = 0; k < used_ && slot == nullptr; ++k) {
-    if (slots_[k].type == t) slot = &slots_[k];
-  }
-  if (slot != nullptr && slot->version == t->tp_version_tag && t->tp_version_tag != 0) return slot;
+  Slot* slot = &slots_[SlotIndex(t)];
+  if (slot->type == t && slot->version == t->tp_version_tag && t->tp_version_tag != 0) return slot;
   if (!enabled_) return nullptr;
-  if (slot == nullptr) {
-    if (used_ < kTypes) {
-      slot = &slots_[used_++];
-    } else {
-      slot = &slots_[next_];
-      next_ = (next_ + 1) % kTypes;
-    }
-  }
   slot->type = t;
   slot->index = -1;
-  slot->pending = InlineIndex(t, name_, kSlotBit);
+  slot->pending = InlineIndex(t, name_, kSlotBit, kDictBit);
   slot->version = t->tp_version_tag;
   return slot;
 #else
@@ -84,11 +73,11 @@ AttrCache::Slot* AttrCache::SlotFor(PyObject* obj) {
 #endif
 }
 
-void AttrCache::Verify(Slot& slot, PyObject* obj, PyObject* generic) {
+void AttrCache::Verify(Slot& slot, PyObject* obj, PyObject* generic) const {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
   // Another thread may have taken the slot while the generic read ran.
   if (slot.type != Py_TYPE(obj) || slot.pending < 0 || slot.version != Py_TYPE(obj)->tp_version_tag) return;
-  PyObject* read = Read(obj, slot.pending);
+  PyObject* read = Read(obj, slot.pending, name_);
   if (read == nullptr) return;  // cannot tell from this instance
   if (read == generic) slot.index = slot.pending;
   slot.pending = -1;  // confirmed, or refused for good

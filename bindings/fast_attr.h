@@ -9,14 +9,18 @@
 // two fields per entry that difference decides whether it beats torch's one-line function.
 //
 // AttrCache is that inline cache for one attribute name, in C++ (CPython 3.11 only; on other
-// versions every read is PyObject_GetAttr). It remembers up to kTypes types. A type is read
+// versions every read is PyObject_GetAttr). It remembers up to kTypes types (one per slot of a
+// table hashed by type). A type is read
 // inline only when it uses the generic getattr (tp_getattro == PyObject_GenericGetAttr), has
 // a valid version tag, and either
-//   - keeps instance attributes inline (Py_TPFLAGS_MANAGED_DICT) in shared keys that hold
-//     the name, with no attribute of that name on the type or its MRO (so no descriptor,
-//     data or not, takes part): LOAD_ATTR_INSTANCE_VALUE; or
+//   - keeps instance attributes in a managed dict (Py_TPFLAGS_MANAGED_DICT) and has no data
+//     descriptor of that name on its MRO (a method or a cached_property is fine: an instance
+//     value wins over them): the value is read from the inline values at the name's index
+//     in the shared keys (LOAD_ATTR_INSTANCE_VALUE), or from the instance's materialized
+//     __dict__ (LOAD_ATTR_WITH_HINT); when the instance holds none, the generic path runs
+//     the descriptor; or
 //   - finds for the name a __slots__ member descriptor (an object member) on its MRO, read
-//     at the member's offset: LOAD_ATTR_SLOT,
+//     at the member's offset (LOAD_ATTR_SLOT),
 // and the first read after filling is checked against PyObject_GetAttr (a different object
 // and the type is never read inline). Any other case (an unknown type, a type modified since,
 // an instance whose __dict__ was materialized, a deleted attribute) reads through the generic
@@ -27,19 +31,26 @@
 
 #include <Python.h>
 
+#include <cstddef>
+#include <cstdint>
+
 namespace guardpolicy::python {
 
 class AttrCache {
-  static constexpr int kTypes = 8;
+  static constexpr int kTypesLog2 = 5;  // a direct-mapped table of 32 types
+  static constexpr int kTypes = 1 << kTypesLog2;
   static inline bool enabled_ = true;
   struct Slot {
     PyTypeObject* type = nullptr;  // borrowed: compared by identity, guarded by version
     unsigned int version = 0;      // tp_version_tag when filled (tags are never reused)
-    Py_ssize_t index = -1;         // in the inline values, or (kSlotBit set) the byte offset of
-                                   // a __slots__ member; -1: read this type generically
-    Py_ssize_t pending = -1;       // the index found, until a read confirms it (Verify)
+    // Where the attribute is: its index in the inline values (or, once they moved to a
+    // materialized __dict__, its key there); with kDictBit, only a materialized __dict__ can
+    // hold it; with kSlotBit, the byte offset of a __slots__ member. -1: read generically.
+    Py_ssize_t index = -1;
+    Py_ssize_t pending = -1;  // the index found, until a read confirms it (Verify)
   };
   static constexpr Py_ssize_t kSlotBit = Py_ssize_t{1} << 40;
+  static constexpr Py_ssize_t kDictBit = Py_ssize_t{1} << 41;
 
  public:
   // `name` must be an interned str that outlives the cache.
@@ -64,12 +75,9 @@ class AttrCache {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
     PyTypeObject* t = Py_TYPE(obj);
     if (!enabled_) return nullptr;
-    for (int k = 0; k < used_; ++k) {
-      const Slot& s = slots_[k];
-      if (s.type != t) continue;
-      if (s.index < 0 || s.version != t->tp_version_tag) return nullptr;
-      return Read(obj, s.index);
-    }
+    const Slot& s = slots_[SlotIndex(t)];
+    if (s.type != t || s.index < 0 || s.version != t->tp_version_tag) return nullptr;
+    return Read(obj, s.index, name_);
 #else
     (void)obj;
 #endif
@@ -85,16 +93,22 @@ class AttrCache {
   static bool enabled() { return enabled_; }
 
  private:
-
- private:
   // The attribute at `index` (see Slot), borrowed, or nullptr when it is not set there.
-  static PyObject* Read(PyObject* obj, Py_ssize_t index) {
+  static PyObject* Read(PyObject* obj, Py_ssize_t index, PyObject* name) {
     if (index & kSlotBit) {  // LOAD_ATTR_SLOT: a member descriptor's offset
       return *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(obj) + (index & ~kSlotBit));
     }
     // LOAD_ATTR_INSTANCE_VALUE: _PyObject_ValuesPointer (Include/internal/pycore_object.h, 3.11).
     PyObject* const* values = *(reinterpret_cast<PyObject* const* const*>(obj) - 4);
-    return values == nullptr ? nullptr : values[index];
+    if (values != nullptr) return (index & kDictBit) ? nullptr : values[index];
+    // LOAD_ATTR_WITH_HINT: the materialized dict, _PyObject_ManagedDictPointer (3.11).
+    PyObject* dict = *(reinterpret_cast<PyObject* const*>(obj) - 3);
+    return dict == nullptr ? nullptr : PyDict_GetItemWithError(dict, name);  // str key: cannot fail
+  }
+  // Fibonacci hashing of the type's address.
+  static size_t SlotIndex(const PyTypeObject* t) {
+    return static_cast<size_t>((reinterpret_cast<uintptr_t>(t) >> 4) * uint64_t{0x9E3779B97F4A7C15} >>
+                               (64 - kTypesLog2));
   }
   // The inline read: a new reference, or nullptr (no exception) to take the slow path.
   PyObject* Inline(PyObject* obj) const {
@@ -109,12 +123,10 @@ class AttrCache {
   Slot* SlotFor(PyObject* obj);
   // A slot is read inline only once an inline read at its index gave what the generic read
   // `generic` of the same instance gave; a different object refuses the type for good.
-  static void Verify(Slot& slot, PyObject* obj, PyObject* generic);
+  void Verify(Slot& slot, PyObject* obj, PyObject* generic) const;
 
   PyObject* name_;
-  Slot slots_[kTypes];
-  int used_ = 0;
-  int next_ = 0;  // the slot replaced when all are used
+  Slot slots_[kTypes];  // by SlotIndex; a type whose slot another holds replaces it
 };
 
 }  // namespace guardpolicy::python
