@@ -228,6 +228,7 @@ class PyPolicy {
     sink.Start(n);
     EntryExtractor extractor(*plan_);
     extractor.SetMappings(from_mappings);
+    extractor.ExpectEntries(n);
     LazyEntryView lazy(extractor, prog.fields.size());
     const bool raise = strict || policy_->on_error() == guardpolicy::OnError::kRaise;
     std::string first_failure;

@@ -1,6 +1,7 @@
 // entry_extractor.cpp: reading GuardFilterEntry fields through the CPython API.
 #include "entry_extractor.h"
 
+#include <algorithm>
 #include <array>
 #include <new>
 #include <optional>
@@ -226,28 +227,9 @@ Value EntryExtractor::SetValue(int enum_index, py::handle members) {
   return v;
 }
 
-EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
-  if (gs.ptr() == last_guard_source_) return *last_guard_source_info_;  // runs of one source are common
-  auto it = guard_sources_.find(gs.ptr());
-  if (it != guard_sources_.end()) {
-    last_guard_source_ = gs.ptr();
-    return *(last_guard_source_info_ = &it->second);
-  }
-  GuardSourceInfo info;
-  keep_alive_.push_back(py::reinterpret_borrow<py::object>(gs));
-  info.object = gs.ptr();
-  info.name = View(GetAttr(gs, kAttrName));
-  const int e = plan_.guard_source_enum;
-  info.ordinal = e >= 0 ? plan_.schema->enums()[e].Find(info.name) : -1;
-  GuardSourceInfo& stored = guard_sources_.emplace(gs.ptr(), info).first->second;
-  last_guard_source_ = gs.ptr();
-  last_guard_source_info_ = &stored;
-  return stored;
-}
-
 namespace {
 
-// torch._guards.GuardSource members and their four predicates that depend on the member
+// torch._guards.GuardSource members, their names, and their four predicates that depend on the member
 // alone (is_local, is_unspecialized_nn_module, is_unspecialized_builtin_nn_module,
 // is_fsdp_module; torch 2.8-2.13), remembered for the life of the process: enum members are
 // immortal singletons (a reference is kept anyway). is_specialized_nn_module also reads
@@ -255,6 +237,7 @@ namespace {
 // Guarded by the GIL.
 struct StablePredicates {
   std::unordered_map<PyObject*, std::array<int8_t, 5>> members;
+  std::unordered_map<PyObject*, PyObject*> names;  // member -> its `name` (a str, held)
   std::unordered_map<PyTypeObject*, bool> is_torch_guard_source;
 };
 StablePredicates& Stable() {
@@ -277,6 +260,45 @@ bool IsTorchGuardSource(PyObject* obj) {
 }
 
 }  // namespace
+
+namespace {
+
+// gs.name; for torch's own GuardSource members remembered for the process (an Enum member's
+// `name` is a Python property).
+py::object MemberName(py::handle gs) {
+  if (!IsTorchGuardSource(gs.ptr())) return GetAttr(gs, kAttrName);
+  if (auto it = Stable().names.find(gs.ptr()); it != Stable().names.end()) {
+    return py::reinterpret_borrow<py::object>(it->second);
+  }
+  py::object name = GetAttr(gs, kAttrName);
+  if (PyUnicode_CheckExact(name.ptr())) {
+    Py_INCREF(gs.ptr());  // the member and its name, remembered for good
+    Stable().names.emplace(gs.ptr(), py::object(name).release().ptr());
+  }
+  return name;
+}
+
+}  // namespace
+
+EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
+  if (gs.ptr() == last_guard_source_) return *last_guard_source_info_;  // runs of one source are common
+  auto it = guard_sources_.find(gs.ptr());
+  if (it != guard_sources_.end()) {
+    last_guard_source_ = gs.ptr();
+    return *(last_guard_source_info_ = &it->second);
+  }
+  GuardSourceInfo info;
+  keep_alive_.push_back(py::reinterpret_borrow<py::object>(gs));
+  info.object = gs.ptr();
+  info.name = View(MemberName(gs));
+  const int e = plan_.guard_source_enum;
+  info.ordinal = e >= 0 ? plan_.schema->enums()[e].Find(info.name) : -1;
+  GuardSourceInfo& stored = guard_sources_.emplace(gs.ptr(), info).first->second;
+  last_guard_source_ = gs.ptr();
+  last_guard_source_info_ = &stored;
+  return stored;
+}
+
 
 bool EntryExtractor::Predicate(GuardSourceInfo& info, int pred) {
   if (info.preds[pred] >= 0) return info.preds[pred] != 0;
@@ -304,7 +326,8 @@ bool EntryExtractor::Predicate(GuardSourceInfo& info, int pred) {
 // The walk of `src` to its root, memoized per chain node (sibling guards share prefixes).
 const EntryExtractor::SourceWalk& EntryExtractor::WalkSource(py::handle src) {
   if (auto it = walks_.find(src.ptr()); it != walks_.end()) return it->second;
-  if (walks_.empty()) walks_.reserve(256);  // one bucket array per call, not a rehash every few nodes
+  // One bucket array per call, sized by the entries, not a rehash every few nodes.
+  if (walks_.empty()) walks_.reserve(std::min<size_t>(2 * expected_entries_ + 8, 1024));
   // src, base, base.base, ...: nodes not walked before this call (usually one or two).
   std::vector<py::object>& chain = chain_;
   chain.clear();
@@ -371,11 +394,17 @@ py::object& EntryExtractor::OrigGuard(py::handle entry) {
 }
 
 // entry.orig_guard.source: when that is torch's plain property (known_properties.h), the two
-// attributes its getter reads, without calling it (a Python frame per entry).
+// attributes its getter reads, without calling it (a Python frame per entry); the second is
+// itself a constant property on root sources (GlobalSource: GuardSource.GLOBAL).
 py::object EntryExtractor::GuardSource(py::handle entry) {
   py::object& guard = OrigGuard(entry);
   if (IsAttributeChainProperty(0, Py_TYPE(guard.ptr()), "source", "originating_source", "guard_source")) {
-    return GetAttr(GetAttr(guard, kAttrOriginatingSource), kAttrGuardSource);
+    py::object source = GetAttr(guard, kAttrOriginatingSource);
+    // A root source's guard_source is a property returning a GuardSource member.
+    if (PyObject* member = ConstantPropertyValue(Py_TYPE(source.ptr()), Interned(kAttrGuardSource))) {
+      return py::reinterpret_borrow<py::object>(member);
+    }
+    return GetAttr(source, kAttrGuardSource);
   }
   return GetAttr(guard, kAttrSource);
 }

@@ -99,6 +99,8 @@ class EntryExtractor {
   // PluginError or a Python error.
   void RunFilters(py::handle entries, bool mappings);
   void SetEntryIndex(size_t i) { entry_index_ = i; }
+  // How many entries this call reads (sizes the per-call tables).
+  void ExpectEntries(size_t n) { expected_entries_ = n; }
   // Drops the references and strings held for the last call.
   void Reset();
 
@@ -146,6 +148,7 @@ class EntryExtractor {
   py::object row_get_;  // the current row's `get` (mapping mode)
   std::vector<std::vector<uint8_t>> filter_keep_;  // slot -> keep per entry (filter slots)
   size_t entry_index_ = 0;
+  size_t expected_entries_ = 0;
   // Per-entry cache (objects read by several fields).
   py::object orig_guard_, value_, user_frame_;
   int has_value_ = -1;  // -1 unknown, else 0/1

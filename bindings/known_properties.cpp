@@ -4,6 +4,7 @@
 #include <pybind11/eval.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <string>
 
 namespace guardpolicy::python {
@@ -16,28 +17,104 @@ struct Known {
   bool chain = false;
 };
 
-// The code object of `def f(self): return self.<first>.<second>`.
-py::object ReferenceCode(const char* first, const char* second) {
+// The code object of `def f(self): return <body>`.
+py::object ReferenceCode(const std::string& body) {
   py::dict scope;
-  const std::string text = std::string("def f(self):\n    return self.") + first + "." + second + "\n";
+  const std::string text = "def f(self):\n    return " + body + "\n";
   py::exec(text.c_str(), scope);
   return scope["f"].attr("__code__");
 }
 
+// The getter of property `type`.`name` (a plain function without a closure), or None.
+py::object Getter(PyTypeObject* type, PyObject* name) {
+  PyObject* descr = _PyType_Lookup(type, name);
+  if (descr == nullptr || !PyObject_TypeCheck(descr, &PyProperty_Type)) return py::none();
+  py::object fget = py::reinterpret_borrow<py::object>(descr).attr("fget");
+  if (!PyFunction_Check(fget.ptr()) || PyFunction_GetClosure(fget.ptr()) != nullptr) return py::none();
+  return fget;
+}
+
+// `fget`'s code is the reference's (what it executes, on which names and constants).
+bool SameCode(const py::object& fget, const py::object& ref) {
+  py::object code = fget.attr("__code__");
+  for (const char* attr : {"co_code", "co_names", "co_consts", "co_argcount", "co_kwonlyargcount"}) {
+    if (!code.attr(attr).equal(ref.attr(attr))) return false;
+  }
+  return true;
+}
+
 bool Check(PyTypeObject* type, const char* name, const char* first, const char* second) {
   try {
-    PyObject* descr = _PyType_Lookup(type, py::str(name).ptr());
-    if (descr == nullptr || !PyObject_TypeCheck(descr, &PyProperty_Type)) return false;
-    py::object fget = py::reinterpret_borrow<py::object>(descr).attr("fget");
-    if (!PyFunction_Check(fget.ptr()) || PyFunction_GetClosure(fget.ptr()) != nullptr) return false;
-    py::object code = fget.attr("__code__"), ref = ReferenceCode(first, second);
-    for (const char* attr : {"co_code", "co_names", "co_consts", "co_argcount", "co_kwonlyargcount"}) {
-      if (!code.attr(attr).equal(ref.attr(attr))) return false;
-    }
-    return true;
+    py::object fget = Getter(type, py::str(name).ptr());
+    return !fget.is_none() && SameCode(fget, ReferenceCode(std::string("self.") + first + "." + second));
   } catch (py::error_already_set&) {
     return false;  // cleared by the handler's destructor
   }
+}
+
+// A getter `return G.A` resolved: valid while every check in Valid holds.
+struct Constant {
+  PyTypeObject* type = nullptr;  // the property's owner as looked up (held)
+  unsigned int version = 0;
+  PyObject* globals = nullptr;   // the getter's module globals (held)
+  PyObject* global_name = nullptr;  // G (held)
+  PyTypeObject* cls = nullptr;   // what G named (held)
+  unsigned int cls_version = 0, meta_version = 0;
+  PyObject* value = nullptr;     // G.A (held); nullptr: the property is not such a getter
+};
+
+bool Valid(const Constant& c) {
+  if (c.value == nullptr) return true;  // a remembered "no"
+  PyObject* bound = PyDict_GetItemWithError(c.globals, c.global_name);
+  if (bound == nullptr) PyErr_Clear();
+  return bound == reinterpret_cast<PyObject*>(c.cls) && c.cls->tp_version_tag == c.cls_version &&
+         Py_TYPE(c.cls)->tp_version_tag == c.meta_version && c.cls_version != 0 && c.meta_version != 0;
+}
+
+Constant Resolve(PyTypeObject* type, PyObject* name) {
+  Constant c;
+  c.type = type;
+  (void)_PyType_Lookup(type, name);  // assigns the version tag recorded next
+  c.version = type->tp_version_tag;
+  try {
+    py::object fget = Getter(type, name);
+    if (fget.is_none()) return c;
+    py::tuple names = fget.attr("__code__").attr("co_names");
+    if (names.size() != 2) return c;
+    const std::string g = py::str(names[0]), a = py::str(names[1]);
+    if (!SameCode(fget, ReferenceCode(g + "." + a))) return c;
+    py::object globals = fget.attr("__globals__");
+    PyObject* bound = PyDict_Check(globals.ptr()) ? PyDict_GetItemWithError(globals.ptr(), names[0].ptr()) : nullptr;
+    if (bound == nullptr || !PyType_Check(bound)) return c;
+    auto* cls = reinterpret_cast<PyTypeObject*>(bound);
+    PyTypeObject* meta = Py_TYPE(cls);
+    // The metaclass looks attributes up as type does (a __getattr__ runs only on a miss).
+    static PyObject* const getattribute = PyUnicode_InternFromString("__getattribute__");
+    if (_PyType_Lookup(meta, getattribute) != _PyType_Lookup(&PyType_Type, getattribute)) return c;
+    PyObject* meta_attr = _PyType_Lookup(meta, names[1].ptr());
+    if (meta_attr != nullptr && Py_TYPE(meta_attr)->tp_descr_set != nullptr) return c;
+    PyObject* value = _PyType_Lookup(cls, names[1].ptr());
+    if (value == nullptr || Py_TYPE(value)->tp_descr_get != nullptr) return c;
+    c.globals = py::object(globals).release().ptr();
+    c.global_name = py::object(names[0]).release().ptr();
+    Py_INCREF(bound);
+    c.cls = cls;
+    c.cls_version = cls->tp_version_tag;
+    c.meta_version = meta->tp_version_tag;
+    Py_INCREF(value);
+    c.value = value;
+  } catch (py::error_already_set&) {
+  }
+  return c;
+}
+
+void Release(Constant& c) {
+  Py_XDECREF(reinterpret_cast<PyObject*>(c.type));
+  Py_XDECREF(c.globals);
+  Py_XDECREF(c.global_name);
+  Py_XDECREF(reinterpret_cast<PyObject*>(c.cls));
+  Py_XDECREF(c.value);
+  c = Constant{};
 }
 
 }  // namespace
@@ -55,6 +132,27 @@ bool IsAttributeChainProperty(int site, PyTypeObject* type, const char* name, co
 #else
   (void)site, (void)type, (void)name, (void)first, (void)second;
   return false;
+#endif
+}
+
+PyObject* ConstantPropertyValue(PyTypeObject* type, PyObject* name) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+  // One name per process in practice ("guard_source"); a few source types. Direct-mapped.
+  static Constant table[32];
+  static PyObject* table_name = nullptr;
+  if (table_name != name) {  // another name: start over
+    for (Constant& c : table) Release(c);
+    table_name = name;
+  }
+  Constant& c = table[(reinterpret_cast<uintptr_t>(type) >> 4) % 32];
+  if (c.type == type && c.version == type->tp_version_tag && type->tp_version_tag != 0 && Valid(c)) return c.value;
+  Release(c);
+  c = Resolve(type, name);
+  Py_INCREF(type);
+  return c.value != nullptr && Valid(c) ? c.value : nullptr;
+#else
+  (void)type, (void)name;
+  return nullptr;
 #endif
 }
 

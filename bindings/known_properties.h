@@ -1,5 +1,5 @@
-// known_properties.h: recognizing a property whose getter is a plain attribute chain, so the
-// extractor can read the chain itself instead of calling the property.
+// known_properties.h: recognizing a property whose getter is a plain attribute chain or a
+// constant, so the extractor can read the chain (or the constant) instead of calling it.
 //
 // guard_source reads `entry.orig_guard.source`. On torch 2.13 `Guard.source` is a Python
 // property, `return self.originating_source.guard_source`, and calling it (a Python frame)
@@ -20,5 +20,16 @@ namespace guardpolicy::python {
 // passed for a given `site` (one small cache per site: 0 <= site < kPropertySites).
 inline constexpr int kPropertySites = 1;
 bool IsAttributeChainProperty(int site, PyTypeObject* type, const char* name, const char* first, const char* second);
+
+// The value of `type`.`name` when that is a property whose getter is exactly
+// `def f(self): return G.A` (bytecode, names and constants as compiled here), where G is a
+// class found in the getter's module globals, A is a plain class attribute of G (no
+// descriptor, no data descriptor on G's metaclass, whose __getattribute__ is type's): what the getter
+// would return, without calling it. torch's root sources are such properties
+// (`GlobalSource.guard_source` returns `GuardSource.GLOBAL`). Checked on every use: the same
+// source type and version tag, G still bound to the same class in those globals, and G and
+// its metaclass at their version tags. nullptr when it does not apply (call the property).
+// Borrowed: the cache holds it. Needs the GIL; never raises.
+PyObject* ConstantPropertyValue(PyTypeObject* type, PyObject* name);
 
 }  // namespace guardpolicy::python

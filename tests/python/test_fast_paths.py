@@ -274,3 +274,44 @@ def test_policy_call_is_a_method_of_policy_only():
         p([], [])
     with pytest.raises(TypeError):
         type(p).__call__(object(), [])
+
+
+# --------------------------------------------------------------------------- properties
+
+SOURCE_POLICY = "guardpolicy 1\nunsafe policy p {\n  drop when guard_source == GLOBAL\n}\n"
+
+
+def _by_property(entries):
+    return [e.orig_guard.source.name != "GLOBAL" for e in entries]
+
+
+def test_guard_source_follows_a_patched_guard_source_property(model_entries):
+    """Guard.source and GlobalSource.guard_source are read without calling them only while
+    they are torch's own getters; patched, they are called."""
+    from torch._dynamo.source import GlobalSource
+    from torch._guards import Guard, GuardSource
+
+    entries = model_entries["global_fn"]
+    p = gp.load(SOURCE_POLICY)
+    assert p(entries) == _by_property(entries)
+    assert False in p(entries)  # the globals are GLOBAL
+
+    original = Guard.__dict__["source"]
+    Guard.source = property(lambda self: GuardSource.LOCAL)
+    try:
+        assert p(entries) == [True] * len(entries) == _by_property(entries)
+    finally:
+        Guard.source = original
+    assert p(entries) == _by_property(entries)
+
+    rooted = [i for i, e in enumerate(entries) if type(e.orig_guard.originating_source) is GlobalSource]
+    assert rooted and not any(p(entries)[i] for i in rooted)
+    original = GlobalSource.__dict__["guard_source"]
+    GlobalSource.guard_source = property(lambda self: GuardSource.CONSTANT)
+    try:
+        assert p(entries) == _by_property(entries)
+        assert all(p(entries)[i] for i in rooted)
+    finally:
+        GlobalSource.guard_source = original
+    assert p(entries) == _by_property(entries)
+    assert False in p(entries)
