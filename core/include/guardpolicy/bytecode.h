@@ -161,7 +161,9 @@ struct Program {
   // by Finalize().
   struct RegexFilter {
     std::vector<std::string> atoms;
-    std::string common;  // the longest substring of every atom (3 bytes or more), or ""
+    // Substrings of every atom (3 bytes or more; see program.cpp): a string that lacks
+    // one of them holds no atom.
+    std::vector<std::string> required;
   };
   static constexpr int kMinAtomLength = 3;
   std::vector<RegexFilter> regex_filters;

@@ -9,7 +9,7 @@
 // Errors: LoadSnapshot throws PolicyError (GP0001) naming the file and the JSON problem.
 #pragma once
 
-#include <deque>
+#include <memory>
 #include <map>
 #include <string>
 #include <vector>
@@ -36,11 +36,16 @@ class Snapshot {
   // The values of `program`'s fields for one entry, slot-ordered (plus one spare).
   static std::vector<Value> View(const Program& program, const FieldValues& entry);
 
-  // Owns the strings the values view.
-  std::string_view Keep(std::string s) { return strings_.emplace_back(std::move(s)); }
+  // Owns the strings the values view: copied into chunks in the order they are kept, so a
+  // frame's strings lie together in memory in entry order (as a host's capture would hold
+  // them), not wherever the JSON parser's allocations left room. Views stay valid for the
+  // snapshot's life, moves included.
+  std::string_view Keep(std::string_view s);
 
  private:
-  std::deque<std::string> strings_;
+  static constexpr size_t kChunk = 64 * 1024;
+  std::vector<std::unique_ptr<char[]>> chunks_;
+  size_t chunk_used_ = 0, chunk_size_ = 0;
 };
 
 // Parses snapshot JSON text; `origin` names it in errors.

@@ -24,29 +24,31 @@ const char* OpcodeName(Opcode op) {
 
 namespace {
 
-// The longest string (at least Program::kMinAtomLength bytes) contained in every one of
-// `strings`, or "": a string that lacks it holds none of them. Only for a few short atoms
-// (the search is polynomial of high degree; a long glob gives atoms of kilobytes).
-std::string LongestCommonSubstring(const std::vector<std::string>& strings) {
-  constexpr size_t kMaxAtoms = 16, kMaxAtomBytes = 32;
-  if (strings.size() > kMaxAtoms) return {};
+// The maximal substrings (at least Program::kMinAtomLength bytes, none inside another,
+// longest first, at most kMaxRequired) contained in every one of `strings`: a string that
+// lacks any of them holds none of `strings`. Several, because the longest is often the
+// boilerplate every name has (`_modules['` of `_modules\['(dropout|drop)'\]`) while a
+// shorter one (`drop`) rejects most names. Only for a few short atoms (the search is
+// polynomial of high degree; a long glob gives atoms of kilobytes).
+std::vector<std::string> CommonSubstrings(const std::vector<std::string>& strings) {
+  constexpr size_t kMaxAtoms = 16, kMaxAtomBytes = 32, kMaxRequired = 3;
+  if (strings.size() < 2 || strings.size() > kMaxAtoms) return {};
   for (const std::string& s : strings) {
     if (s.size() > kMaxAtomBytes) return {};
   }
   const std::string& first = strings.front();
-  std::string best;
-  for (size_t i = 0; i < first.size(); ++i) {
-    for (size_t len = first.size() - i; len > best.size() && len >= Program::kMinAtomLength; --len) {
+  std::vector<std::string> found;
+  for (size_t len = first.size(); len >= Program::kMinAtomLength && found.size() < kMaxRequired; --len) {
+    for (size_t i = 0; i + len <= first.size() && found.size() < kMaxRequired; ++i) {
       const std::string_view candidate(first.data() + i, len);
       bool everywhere = true;
       for (const std::string& s : strings) everywhere = everywhere && s.find(candidate) != std::string::npos;
-      if (everywhere) {
-        best.assign(candidate);
-        break;
-      }
+      bool inside_found = false;
+      for (const std::string& f : found) inside_found = inside_found || f.find(candidate) != std::string::npos;
+      if (everywhere && !inside_found) found.emplace_back(candidate);
     }
   }
-  return best;
+  return found;
 }
 
 }  // namespace
@@ -67,7 +69,7 @@ std::string Program::Finalize() {
     if (filter.Add(pattern, opts, &id) != RE2::NoError) return "invalid pattern `" + pattern + "`";
     RegexFilter f;
     filter.Compile(&f.atoms);
-    if (f.atoms.size() > 1) f.common = LongestCommonSubstring(f.atoms);
+    f.required = CommonSubstrings(f.atoms);
     regex_filters.push_back(std::move(f));
   }
   return {};

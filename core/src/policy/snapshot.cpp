@@ -3,7 +3,9 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <cstring>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -131,6 +133,19 @@ std::vector<Value> Snapshot::View(const Program& program, const FieldValues& ent
   }
   view.emplace_back();
   return view;
+}
+
+std::string_view Snapshot::Keep(std::string_view s) {
+  if (s.empty()) return {};
+  if (s.size() > chunk_size_ - chunk_used_) {
+    chunk_size_ = std::max(kChunk, s.size());
+    chunks_.push_back(std::make_unique<char[]>(chunk_size_));
+    chunk_used_ = 0;
+  }
+  char* at = chunks_.back().get() + chunk_used_;
+  std::memcpy(at, s.data(), s.size());
+  chunk_used_ += s.size();
+  return {at, s.size()};
 }
 
 Snapshot ParseSnapshot(const std::string& json_text, const Schema& schema, const std::string& origin) {

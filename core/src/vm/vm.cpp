@@ -50,7 +50,9 @@ bool PrefilterRejects(const Program::RegexFilter& f, std::string_view s) {
   }
   if (high & 0x80) return false;
   const std::string_view lower(buffer, s.size());
-  if (!f.common.empty() && !Contains(lower, f.common)) return true;
+  for (auto r = f.required.rbegin(); r != f.required.rend(); ++r) {  // the shorter, rarer ones first
+    if (!Contains(lower, *r)) return true;
+  }
   for (const std::string& atom : f.atoms) {
     if (Contains(lower, atom)) return false;
   }
