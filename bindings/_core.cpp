@@ -226,7 +226,11 @@ class PyPolicy {
     const size_t n = static_cast<size_t>(in_place ? PyList_GET_SIZE(items.ptr()) : PyTuple_GET_SIZE(items.ptr()));
     const Outcome on_error{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
     sink.Start(n);
-    EntryExtractor extractor(*plan_);
+    // The extractor of the last call, reset, or a new one (a call running meanwhile, from
+    // another thread or from Python code a field ran, has taken it). Swapped under the GIL.
+    std::unique_ptr<EntryExtractor> owned = std::move(spare_extractor_);
+    if (!owned) owned = std::make_unique<EntryExtractor>(*plan_);
+    EntryExtractor& extractor = *owned;
     extractor.SetMappings(from_mappings);
     extractor.ExpectEntries(n);
     LazyEntryView lazy(extractor, prog.fields.size());
@@ -279,6 +283,7 @@ class PyPolicy {
       for (size_t i = 0; i < n; ++i) sink.Set(i, on_error);
     }
     extractor.Reset();
+    spare_extractor_ = std::move(owned);
     if (failures > 0) {
       py::module_::import("guardpolicy.errors")
           .attr("warn_internal_failure")(policy_->name(), first_failure, OnErrorName(policy_->on_error()),
@@ -289,6 +294,7 @@ class PyPolicy {
   std::shared_ptr<const CompiledPolicy> policy_;
   std::shared_ptr<const Schema> schema_;
   std::shared_ptr<const ExtractorPlan> plan_;  // shared by every call (and thread)
+  mutable std::unique_ptr<EntryExtractor> spare_extractor_;  // reused by the next call (GIL)
 };
 
 // guardpolicy.Policy.__call__ without a Python frame, pybind11's dispatcher or a bound

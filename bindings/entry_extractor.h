@@ -181,7 +181,7 @@ class LazyEntryView {
     extractor_.SetEntryIndex(index);
     loaded_ = 0;
   }
-  const Value& Get(int32_t slot) {
+  [[gnu::always_inline]] const Value& Get(int32_t slot) {
     const uint64_t bit = uint64_t{1} << slot;
     Value* values = reinterpret_cast<Value*>(storage_);
     if (!(loaded_ & bit)) {

@@ -71,7 +71,7 @@ class AttrCache {
 
   // The inline read, borrowed (valid while obj keeps the attribute), or nullptr (no
   // exception) when only the generic path can answer. It does not fill the cache.
-  PyObject* Peek(PyObject* obj) const {
+  [[gnu::always_inline]] PyObject* Peek(PyObject* obj) const {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
     PyTypeObject* t = Py_TYPE(obj);
     if (!enabled_) return nullptr;
@@ -94,14 +94,17 @@ class AttrCache {
 
  private:
   // The attribute at `index` (see Slot), borrowed, or nullptr when it is not set there.
-  static PyObject* Read(PyObject* obj, Py_ssize_t index, PyObject* name) {
+  [[gnu::always_inline]] static PyObject* Read(PyObject* obj, Py_ssize_t index, PyObject* name) {
     if (index & kSlotBit) {  // LOAD_ATTR_SLOT: a member descriptor's offset
       return *reinterpret_cast<PyObject* const*>(reinterpret_cast<const char*>(obj) + (index & ~kSlotBit));
     }
     // LOAD_ATTR_INSTANCE_VALUE: _PyObject_ValuesPointer (Include/internal/pycore_object.h, 3.11).
     PyObject* const* values = *(reinterpret_cast<PyObject* const* const*>(obj) - 4);
     if (values != nullptr) return (index & kDictBit) ? nullptr : values[index];
-    // LOAD_ATTR_WITH_HINT: the materialized dict, _PyObject_ManagedDictPointer (3.11).
+    return ReadDict(obj, name);
+  }
+  // LOAD_ATTR_WITH_HINT: the materialized dict, _PyObject_ManagedDictPointer (3.11).
+  [[gnu::noinline]] static PyObject* ReadDict(PyObject* obj, PyObject* name) {
     PyObject* dict = *(reinterpret_cast<PyObject* const*>(obj) - 3);
     return dict == nullptr ? nullptr : PyDict_GetItemWithError(dict, name);  // str key: cannot fail
   }
