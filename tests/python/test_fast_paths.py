@@ -315,3 +315,25 @@ def test_guard_source_follows_a_patched_guard_source_property(model_entries):
         GlobalSource.guard_source = original
     assert p(entries) == _by_property(entries)
     assert False in p(entries)
+
+
+class Reentrant:
+    """An entry whose is_global runs the same policy on another entry (Python code run by
+    a field read may call the policy again: the call in progress keeps its own state)."""
+
+    def __init__(self, policy, inner, answer):
+        self._policy, self._inner, self._answer = policy, inner, answer
+        self.name = "r"
+
+    @property
+    def is_global(self):
+        assert self._policy(self._inner) == [not e.is_global for e in self._inner]
+        return self._answer
+
+
+def test_a_policy_called_again_while_it_reads_an_entry():
+    p = gp.load(GLOBAL_POLICY)
+    inner = [SlotEntry(True), SlotEntry(False)]
+    entries = [Reentrant(p, inner, True), SlotEntry(False), Reentrant(p, inner, False), SlotEntry(True)]
+    for _ in range(3):
+        assert p(entries) == [False, True, True, False]
