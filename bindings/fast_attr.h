@@ -9,10 +9,9 @@
 // two fields per entry that difference decides whether it beats torch's one-line function.
 //
 // AttrCache is that inline cache for one attribute name, in C++ (CPython 3.11 only; on other
-// versions every read is PyObject_GetAttr). It remembers up to kTypes types (one per slot of a
-// table hashed by type). A type is read
-// inline only when it uses the generic getattr (tp_getattro == PyObject_GenericGetAttr), has
-// a valid version tag, and either
+// versions every read is PyObject_GetAttr). It remembers up to kTypes types (one per slot of
+// a table hashed by type). A type is read inline only when it uses the generic getattr
+// (tp_getattro == PyObject_GenericGetAttr), has a valid version tag, and either
 //   - keeps instance attributes in a managed dict (Py_TPFLAGS_MANAGED_DICT) and has no data
 //     descriptor of that name on its MRO (a method or a cached_property is fine: an instance
 //     value wins over them): the value is read from the inline values at the name's index
@@ -23,8 +22,8 @@
 //     at the member's offset (LOAD_ATTR_SLOT),
 // and the first read after filling is checked against PyObject_GetAttr (a different object
 // and the type is never read inline). Any other case (an unknown type, a type modified since,
-// an instance whose __dict__ was materialized, a deleted attribute) reads through the generic
-// path, so the result is always what `getattr(obj, name)` returns. Needs the GIL, which
+// an attribute the instance does not hold, a deleted one) reads through the generic path,
+// so the result is always what `getattr(obj, name)` returns. Needs the GIL, which
 // guards it: caches live for the process (one per attribute name), so the fill cost is paid
 // once, not per call.
 #pragma once

@@ -313,7 +313,8 @@ TEST(Optimizer, TooManyCopiesFallBackToOneDispatchPerRule) {
   EXPECT_LT(prog.code.size(), 400u);
   for (size_t i = 0; i < 30 && i < members.size(); ++i) {
     Entry e = Guard(members[i]);
-    e.Str("name", "xn" + std::to_string(i) + "e3").Bool("is_global", true);
+    const std::string name = "xn" + std::to_string(i) + "e3";  // Entry keeps a view
+    e.Str("name", name).Bool("is_global", true);
     EXPECT_EQ(e.Run(prog).rule, static_cast<int>(i)) << members[i];
     e.Str("name", "xe3");
     EXPECT_EQ(e.Run(prog).rule, 33) << members[i];
