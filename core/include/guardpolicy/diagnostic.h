@@ -82,5 +82,7 @@ class PolicyError : public std::runtime_error {
 int EditDistance(std::string_view a, std::string_view b);
 // The candidate closest to `name` within distance max(1, |name|/3), or "" if none.
 std::string ClosestMatch(std::string_view name, const std::vector<std::string>& candidates);
+// `noun` after its English indefinite article, for messages: "a bool", "an int", "an enum".
+std::string WithArticle(std::string_view noun);
 
 }  // namespace guardpolicy

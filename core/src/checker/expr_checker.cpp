@@ -293,10 +293,7 @@ bool ExprChecker::CheckLiteral(const Literal& lit, const Type& expected, const S
   if (!ok && !expected.is_error()) {
     static constexpr const char* kLiteralKinds[] = {"string", "int", "bool"};
     diags_.Error(codes::kBadParameter, where,
-                 fmt::format("expected {} {} value, found {}",
-                             std::string_view("aeiouAEIOU").find(schema_.TypeName(expected)[0]) != std::string_view::npos
-                                 ? "an" : "a",
-                             schema_.TypeName(expected),
+                 fmt::format("expected {} value, found {}", WithArticle(schema_.TypeName(expected)),
                              kLiteralKinds[static_cast<int>(lit.kind)]));
   }
   return ok;

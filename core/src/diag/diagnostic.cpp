@@ -140,4 +140,9 @@ std::string ClosestMatch(std::string_view name, const std::vector<std::string>& 
   return best;
 }
 
+std::string WithArticle(std::string_view noun) {
+  const bool vowel = !noun.empty() && std::string_view("aeiouAEIOU").find(noun[0]) != std::string_view::npos;
+  return std::string(vowel ? "an " : "a ") + std::string(noun);
+}
+
 }  // namespace guardpolicy

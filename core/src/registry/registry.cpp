@@ -51,9 +51,9 @@ void CheckFilterParams(const FunctionInfo& f, const ParamValues& params) {
     const Type& type = f.args[static_cast<size_t>(it - f.arg_names.begin())];
     if (LiteralType(value) != type) {
       Fail(codes::kParamValue, fmt::format("parameter `{}` of filter `{}` needs {} value", name, f.name,
-                                           type.kind == TypeKind::kBool  ? "a bool"
-                                           : type.kind == TypeKind::kInt ? "an int"
-                                                                          : "a string"));
+                                           WithArticle(type.kind == TypeKind::kBool  ? "bool"
+                                                       : type.kind == TypeKind::kInt ? "int"
+                                                                                      : "string")));
     }
   }
 }
