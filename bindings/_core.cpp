@@ -177,20 +177,31 @@ class PyPolicy {
 
   // guard_filter_fn: one exact bool per entry, True = keep.
   py::list Call(py::handle entries) const {
-    struct ListSink {
-      py::list out;
-      void Start(size_t n) {
-        out = py::reinterpret_steal<py::list>(PyList_New(static_cast<Py_ssize_t>(n)));
-        if (!out) throw py::error_already_set();
+    // Decisions are kept in C++ until the end: a list made up front would be reachable
+    // (through the garbage collector) by Python code a field read runs, half filled.
+    struct DecisionSink {
+      uint8_t small[256];
+      std::vector<uint8_t> large;
+      uint8_t* keep = small;
+      size_t n = 0;
+      void Start(size_t count) {
+        n = count;
+        if (n > sizeof small) {
+          large.resize(n);
+          keep = large.data();
+        }
       }
-      void Set(size_t i, Outcome o) {
-        PyObject* b = o.decision == Decision::kKeep ? Py_True : Py_False;
-        Py_INCREF(b);
-        PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), b);  // each item is set once
-      }
+      void Set(size_t i, Outcome o) { keep[i] = o.decision == Decision::kKeep; }
     } sink;
     Run(entries, false, false, sink);
-    return std::move(sink.out);
+    py::list out = py::reinterpret_steal<py::list>(PyList_New(static_cast<Py_ssize_t>(sink.n)));
+    if (!out) throw py::error_already_set();
+    for (size_t i = 0; i < sink.n; ++i) {
+      PyObject* b = sink.keep[i] ? Py_True : Py_False;
+      Py_INCREF(b);
+      PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), b);
+    }
+    return out;
   }
 
   // [(keep, rule_index or -1)] per entry.

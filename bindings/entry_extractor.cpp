@@ -183,6 +183,8 @@ void EntryExtractor::Reset() {
   last_guard_source_ = nullptr;
   if (!walks_.empty()) walks_.clear();
   if (!type_names_.empty()) type_names_.clear();
+  if (!short_type_names_.empty()) short_type_names_.clear();
+  if (!isinstance_memo_.empty()) isinstance_memo_.clear();
 }
 
 void EntryExtractor::ForgetEntry() {
@@ -231,20 +233,39 @@ namespace {
 
 // torch._guards.GuardSource members, their names, and their four predicates that depend on the member
 // alone (is_local, is_unspecialized_nn_module, is_unspecialized_builtin_nn_module,
-// is_fsdp_module; torch 2.8-2.13), remembered for the life of the process: enum members are
-// immortal singletons (a reference is kept anyway). is_specialized_nn_module also reads
+// is_fsdp_module; torch 2.8-2.13), remembered while the GuardSource class keeps its version
+// tag: enum members are immortal singletons (a reference is kept anyway). is_specialized_nn_module also reads
 // torch._dynamo.config (_unsafe_skip_fsdp_module_guards), so it is asked on every call.
 // Guarded by the GIL.
 struct StablePredicates {
-  std::unordered_map<PyObject*, std::array<int8_t, 5>> members;
-  std::unordered_map<PyObject*, PyObject*> names;  // member -> its `name` (a str, held)
+  std::unordered_map<PyObject*, std::array<int8_t, 5>> members;  // (each member held)
+  std::unordered_map<PyObject*, PyObject*> names;  // member -> its `name` (both held)
   std::unordered_map<PyTypeObject*, bool> is_torch_guard_source;
+  PyTypeObject* remembered_for = nullptr;  // members and names hold for this class...
+  unsigned int remembered_version = 0;     // ...at this version tag
 };
 StablePredicates& Stable() {
   static auto* cache = new StablePredicates();  // lives with the interpreter
   return *cache;
 }
 constexpr bool kStablePredicate[5] = {true, true, true, false, true};
+
+// What is remembered of `type`'s members is forgotten when the class changed since (a
+// predicate or `name` patched on it or a base changes its version tag).
+void ForgetIfChanged(PyTypeObject* type) {
+  StablePredicates& st = Stable();
+  (void)_PyType_Lookup(type, Interned(kAttrIsLocal));  // assigns a version tag if it has none
+  if (st.remembered_for == type && st.remembered_version == type->tp_version_tag && type->tp_version_tag != 0) return;
+  for (auto& [member, name] : st.names) {
+    Py_DECREF(name);
+    Py_DECREF(member);
+  }
+  for (auto& entry : st.members) Py_DECREF(entry.first);
+  st.names.clear();
+  st.members.clear();
+  st.remembered_for = type;
+  st.remembered_version = type->tp_version_tag;
+}
 
 bool IsTorchGuardSource(PyObject* obj) {
   PyTypeObject* type = Py_TYPE(obj);
@@ -267,6 +288,7 @@ namespace {
 // `name` is a Python property).
 py::object MemberName(py::handle gs) {
   if (!IsTorchGuardSource(gs.ptr())) return GetAttr(gs, kAttrName);
+  ForgetIfChanged(Py_TYPE(gs.ptr()));
   if (auto it = Stable().names.find(gs.ptr()); it != Stable().names.end()) {
     return py::reinterpret_borrow<py::object>(it->second);
   }
@@ -304,6 +326,7 @@ bool EntryExtractor::Predicate(GuardSourceInfo& info, int pred) {
   if (info.preds[pred] >= 0) return info.preds[pred] != 0;
   const bool stable = kStablePredicate[pred] && IsTorchGuardSource(info.object);
   if (stable) {
+    ForgetIfChanged(Py_TYPE(info.object));
     if (auto it = Stable().members.find(info.object); it != Stable().members.end() && it->second[pred] >= 0) {
       return (info.preds[pred] = it->second[pred]) != 0;
     }
@@ -348,7 +371,7 @@ const EntryExtractor::SourceWalk& EntryExtractor::WalkSource(py::handle src) {
   for (size_t k = chain.size(); k-- > 0;) {
     py::handle node = chain[k];
     SourceWalk w;
-    w.kind = Py_TYPE(node.ptr())->tp_name;
+    w.kind = TypeName(Py_TYPE(node.ptr()));
     const bool is_root = k + 1 == chain.size() && known == nullptr;
     w.root = is_root ? w.kind : below.root;
     w.depth = is_root ? 0 : below.depth + 1;
@@ -375,6 +398,21 @@ bool EntryExtractor::ViaBuffers(py::handle src) {
   return false;
 }
 
+// type(obj).__name__, valid for the call: a heap type's name object is kept alive (renaming
+// the class frees the buffer tp_name points into); a static type's tp_name is static and
+// __name__ is what follows its last dot.
+std::string_view EntryExtractor::TypeName(PyTypeObject* type) {
+  if (auto it = short_type_names_.find(type); it != short_type_names_.end()) return it->second;
+  std::string_view name;
+  if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) {
+    name = View(reinterpret_cast<PyHeapTypeObject*>(type)->ht_name);
+  } else {
+    name = type->tp_name;
+    if (const size_t dot = name.rfind('.'); dot != std::string_view::npos) name.remove_prefix(dot + 1);
+  }
+  return short_type_names_.emplace(type, name).first->second;
+}
+
 std::string_view EntryExtractor::QualifiedTypeName(py::handle obj) {
   PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
   if (auto it = type_names_.find(type); it != type_names_.end()) return it->second;
@@ -383,6 +421,20 @@ std::string_view EntryExtractor::QualifiedTypeName(py::handle obj) {
                      py::str(GetAttr(t, kAttrQualname)).cast<std::string>();
   keep_alive_.push_back(py::reinterpret_borrow<py::object>(t));
   return type_names_.emplace(type, Store(std::move(qual))).first->second;
+}
+
+// isinstance(value, torch class): from the types when they tell; else asked once per value
+// object and call (guards often share a value, and a `__getattribute__` in Python, like
+// transformers' configs have, costs more than the rest of the entry). The value is held for
+// the call, so its address is not reused meanwhile.
+bool EntryExtractor::ValueIs(py::handle value, TorchKind kind) {
+  const int known = IsInstanceFromTypes(value, kind);
+  if (known >= 0) return known == 1;
+  auto [it, inserted] = isinstance_memo_.try_emplace(value.ptr(), std::array<int8_t, 3>{-1, -1, -1});
+  if (inserted) keep_alive_.push_back(py::reinterpret_borrow<py::object>(value));
+  int8_t& answer = it->second[static_cast<int>(kind)];
+  if (answer < 0) answer = CallIsInstance(value, kind) ? 1 : 0;
+  return answer == 1;
 }
 
 py::object& EntryExtractor::OrigGuard(py::handle entry) {
@@ -504,10 +556,10 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
       py::object* v = EntryValue(entry);
       bool r = false;
       if (v != nullptr) {
-        if (id == FieldId::kValueIsTensor) r = IsTensor(*v);
-        else if (id == FieldId::kValueIsParameter) r = IsParameter(*v);
-        else if (id == FieldId::kValueIsModule) r = IsModule(*v);
-        else r = IsTensor(*v) && !IsParameter(*v) &&
+        if (id == FieldId::kValueIsTensor) r = ValueIs(*v, TorchKind::kTensor);
+        else if (id == FieldId::kValueIsParameter) r = ValueIs(*v, TorchKind::kParameter);
+        else if (id == FieldId::kValueIsModule) r = ValueIs(*v, TorchKind::kModule);
+        else r = ValueIs(*v, TorchKind::kTensor) && !ValueIs(*v, TorchKind::kParameter) &&
                  ViaBuffers(GetAttr(OrigGuard(entry), kAttrOriginatingSource));
       }
       out = BoolValue(r);

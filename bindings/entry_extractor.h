@@ -17,6 +17,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <array>
 #include <cstddef>
 #include <forward_list>
 #include <new>
@@ -28,6 +29,7 @@
 #include "guardpolicy/bytecode.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/schema.h"
+#include "type_checks.h"
 
 namespace guardpolicy::python {
 
@@ -125,10 +127,12 @@ class EntryExtractor {
   const SourceWalk& WalkSource(py::handle originating_source);
   bool ViaBuffers(py::handle originating_source);
   std::string_view QualifiedTypeName(py::handle obj);
+  std::string_view TypeName(PyTypeObject* type);  // type.__name__, valid for the call
   void ExtractOne(FieldId id, py::handle entry, Value& out);
   Value EnumValue(int enum_index, std::string_view name) const;
   // A set of enum members: known ones as bits, unknown names in `s` (see kSetSeparator).
   Value SetValue(int enum_index, py::handle members);
+  bool ValueIs(py::handle value, TorchKind kind);  // isinstance (type_checks.h), memoized per call
   py::object& OrigGuard(py::handle entry);
   py::object GuardSource(py::handle entry);  // entry.orig_guard.source
   bool HasValue(py::handle entry);           // entry.has_value, read once per entry
@@ -162,6 +166,8 @@ class EntryExtractor {
   std::vector<py::object> chain_;  // WalkSource's scratch (its capacity kept for the call)
   std::unordered_map<PyObject*, SourceWalk> walks_;
   std::unordered_map<PyObject*, std::string_view> type_names_;
+  std::unordered_map<PyTypeObject*, std::string_view> short_type_names_;
+  std::unordered_map<PyObject*, std::array<int8_t, 3>> isinstance_memo_;  // value -> TorchKind answers
 };
 
 // Whether the extractor's attribute cache for `attr` (an attribute the extractor reads,

@@ -56,6 +56,20 @@ Py_ssize_t InlineIndex(PyTypeObject* type, PyObject* name, Py_ssize_t slot_bit, 
 
 }  // namespace
 
+bool DataDescriptorsWin(PyTypeObject* type) {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+  const getattrofunc get = type->tp_getattro;
+  if (get == PyObject_GenericGetAttr || get == PyModule_Type.tp_getattro || get == PyType_Type.tp_getattro) return true;
+  static PyObject* const getattribute = PyUnicode_InternFromString("__getattribute__");
+  if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
+  PyObject* found = _PyType_Lookup(type, getattribute);
+  return found == _PyType_Lookup(&PyBaseObject_Type, getattribute) || found == _PyType_Lookup(&PyType_Type, getattribute);
+#else
+  (void)type;
+  return false;
+#endif
+}
+
 AttrCache::Slot* AttrCache::SlotFor(PyObject* obj) {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
   PyTypeObject* t = Py_TYPE(obj);

@@ -35,8 +35,15 @@
 
 namespace guardpolicy::python {
 
+// Whether getattr on `type`'s instances returns what a data descriptor found on `type`'s
+// MRO gives, as object.__getattribute__ does: PyObject_GenericGetAttr itself; module's and
+// type's getattr (both ask such a descriptor first); or a Python class (a metaclass too)
+// that inherits object's or type's `__getattribute__` (a `__getattr__` of its own runs only
+// on a miss). CPython 3.11-3.13; elsewhere false.
+bool DataDescriptorsWin(PyTypeObject* type);
+
 class AttrCache {
-  static constexpr int kTypesLog2 = 5;  // a direct-mapped table of 32 types
+  static constexpr int kTypesLog2 = 6;  // a direct-mapped table of 64 types
   static constexpr int kTypes = 1 << kTypesLog2;
   static inline bool enabled_ = true;
   struct Slot {

@@ -1,11 +1,14 @@
 // known_properties.cpp: see known_properties.h.
 #include "known_properties.h"
 
+#include "fast_attr.h"
+
 #include <pybind11/eval.h>
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 
 namespace guardpolicy::python {
 namespace py = pybind11;
@@ -14,21 +17,36 @@ namespace {
 struct Known {
   PyTypeObject* type = nullptr;  // a reference is held while remembered
   unsigned int version = 0;
-  bool chain = false;
+  PyObject* fget = nullptr;  // the recognized getter and its code then (held), or nullptr
+  PyObject* code = nullptr;
 };
 
-// The code object of `def f(self): return <body>`.
+// The getter still runs the code it was recognized with (assigning `__code__` does not
+// change the type's version tag).
+bool SameCodeObject(PyObject* fget, PyObject* code) {
+  return fget == nullptr || PyFunction_GET_CODE(fget) == code;
+}
+
+// The code object of `def f(self): return <body>`, compiled once per body (held).
 py::object ReferenceCode(const std::string& body) {
+  static auto* compiled = new std::unordered_map<std::string, PyObject*>();  // lives with the interpreter
+  if (auto it = compiled->find(body); it != compiled->end()) return py::reinterpret_borrow<py::object>(it->second);
   py::dict scope;
   const std::string text = "def f(self):\n    return " + body + "\n";
   py::exec(text.c_str(), scope);
-  return scope["f"].attr("__code__");
+  py::object code = scope["f"].attr("__code__");
+  if (compiled->size() < 256) compiled->emplace(body, py::object(code).release().ptr());
+  return code;
 }
 
-// The getter of property `type`.`name` (a plain function without a closure), or None.
+// The getter of property `type`.`name` (a plain function without a closure), or None:
+// `type`'s attribute lookup is object's (no `__getattribute__` of its own, so the property,
+// a data descriptor, answers) and the descriptor is exactly a `property` (a subclass may
+// override __get__).
 py::object Getter(PyTypeObject* type, PyObject* name) {
+  if (!DataDescriptorsWin(type)) return py::none();
   PyObject* descr = _PyType_Lookup(type, name);
-  if (descr == nullptr || !PyObject_TypeCheck(descr, &PyProperty_Type)) return py::none();
+  if (descr == nullptr || !Py_IS_TYPE(descr, &PyProperty_Type)) return py::none();
   py::object fget = py::reinterpret_borrow<py::object>(descr).attr("fget");
   if (!PyFunction_Check(fget.ptr()) || PyFunction_GetClosure(fget.ptr()) != nullptr) return py::none();
   return fget;
@@ -43,13 +61,15 @@ bool SameCode(const py::object& fget, const py::object& ref) {
   return true;
 }
 
-bool Check(PyTypeObject* type, const char* name, const char* first, const char* second) {
+// The getter of `type`.`name` when it is `return self.<first>.<second>`, or None.
+py::object Check(PyTypeObject* type, const char* name, const char* first, const char* second) {
   try {
     py::object fget = Getter(type, py::str(name).ptr());
-    return !fget.is_none() && SameCode(fget, ReferenceCode(std::string("self.") + first + "." + second));
+    if (!fget.is_none() && SameCode(fget, ReferenceCode(std::string("self.") + first + "." + second))) return fget;
   } catch (py::error_already_set&) {
-    return false;  // cleared by the handler's destructor
+    // cleared by the handler's destructor: not recognized
   }
+  return py::none();
 }
 
 // A getter `return G.A` resolved: valid while every check in Valid holds.
@@ -61,10 +81,13 @@ struct Constant {
   PyTypeObject* cls = nullptr;   // what G named (held)
   unsigned int cls_version = 0, meta_version = 0;
   PyObject* value = nullptr;     // G.A (held); nullptr: the property is not such a getter
+  PyObject* fget = nullptr;      // the getter and its code then (held)
+  PyObject* code = nullptr;
 };
 
 bool Valid(const Constant& c) {
   if (c.value == nullptr) return true;  // a remembered "no"
+  if (!SameCodeObject(c.fget, c.code)) return false;
   PyObject* bound = PyDict_GetItemWithError(c.globals, c.global_name);
   if (bound == nullptr) PyErr_Clear();
   return bound == reinterpret_cast<PyObject*>(c.cls) && c.cls->tp_version_tag == c.cls_version &&
@@ -103,6 +126,9 @@ Constant Resolve(PyTypeObject* type, PyObject* name) {
     c.meta_version = meta->tp_version_tag;
     Py_INCREF(value);
     c.value = value;
+    c.code = PyFunction_GET_CODE(fget.ptr());
+    Py_INCREF(c.code);
+    c.fget = fget.release().ptr();
   } catch (py::error_already_set&) {
   }
   return c;
@@ -114,6 +140,8 @@ void Release(Constant& c) {
   Py_XDECREF(c.global_name);
   Py_XDECREF(reinterpret_cast<PyObject*>(c.cls));
   Py_XDECREF(c.value);
+  Py_XDECREF(c.fget);
+  Py_XDECREF(c.code);
   c = Constant{};
 }
 
@@ -123,12 +151,22 @@ bool IsAttributeChainProperty(int site, PyTypeObject* type, const char* name, co
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
   static Known known[kPropertySites];
   Known& k = known[site];
-  if (k.type == type && k.version == type->tp_version_tag && type->tp_version_tag != 0) return k.chain;
-  const bool chain = Check(type, name, first, second);
-  Py_INCREF(type);
+  if (k.type == type && k.version == type->tp_version_tag && type->tp_version_tag != 0 &&
+      SameCodeObject(k.fget, k.code)) {
+    return k.fget != nullptr;
+  }
+  py::object fget = Check(type, name, first, second);
   Py_XDECREF(reinterpret_cast<PyObject*>(k.type));
-  k = Known{type, type->tp_version_tag, chain};
-  return chain;
+  Py_XDECREF(k.fget);
+  Py_XDECREF(k.code);
+  Py_INCREF(type);
+  k = Known{type, type->tp_version_tag, nullptr, nullptr};
+  if (!fget.is_none()) {
+    k.fget = fget.release().ptr();
+    k.code = PyFunction_GET_CODE(k.fget);
+    Py_INCREF(k.code);
+  }
+  return k.fget != nullptr;
 #else
   (void)site, (void)type, (void)name, (void)first, (void)second;
   return false;
@@ -137,15 +175,19 @@ bool IsAttributeChainProperty(int site, PyTypeObject* type, const char* name, co
 
 PyObject* ConstantPropertyValue(PyTypeObject* type, PyObject* name) {
 #if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
-  // One name per process in practice ("guard_source"); a few source types. Direct-mapped.
-  static Constant table[32];
+  // One name per process in practice ("guard_source"), and a few dozen source types: one
+  // entry per type (the type is held, so its address stays its own), forgotten past kMax.
+  constexpr size_t kMax = 512;
+  static auto* table = new std::unordered_map<PyTypeObject*, Constant>();  // lives with the interpreter
   static PyObject* table_name = nullptr;
-  if (table_name != name) {  // another name: start over
-    for (Constant& c : table) Release(c);
+  if (table_name != name || table->size() >= kMax) {  // another name, or too many types: start over
+    for (auto& [t, c] : *table) Release(c);
+    table->clear();
     table_name = name;
   }
-  Constant& c = table[(reinterpret_cast<uintptr_t>(type) >> 4) % 32];
-  if (c.type == type && c.version == type->tp_version_tag && type->tp_version_tag != 0 && Valid(c)) return c.value;
+  auto [it, inserted] = table->try_emplace(type);
+  Constant& c = it->second;
+  if (!inserted && c.version == type->tp_version_tag && type->tp_version_tag != 0 && Valid(c)) return c.value;
   Release(c);
   c = Resolve(type, name);
   Py_INCREF(type);

@@ -7,8 +7,10 @@
 // object. A property is recognized only when its getter's bytecode, names and constants are
 // exactly those of `def f(self): return self.<first>.<second>` compiled by this interpreter,
 // so any other body (an older torch's `guard_source()` call, a patched property) is called as
-// before. Remembered per type and version tag (a modified type is checked again). Needs the
-// GIL. Errors: a failure while checking reads as "not recognized" (no exception escapes).
+// before; so is a property subclass (its own __get__) and a type with its own
+// `__getattribute__`. Remembered per type and version tag, and per getter code object (a
+// modified type, or a getter given another `__code__`, is checked again). Needs the GIL.
+// Errors: a failure while checking reads as "not recognized" (no exception escapes).
 #pragma once
 
 #include <Python.h>

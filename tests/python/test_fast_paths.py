@@ -12,6 +12,7 @@ __class__ proxies, and a patched Parameter metaclass.
 from __future__ import annotations
 
 import dataclasses
+import types
 import sys
 import warnings
 
@@ -337,3 +338,176 @@ def test_a_policy_called_again_while_it_reads_an_entry():
     entries = [Reentrant(p, inner, True), SlotEntry(False), Reentrant(p, inner, False), SlotEntry(True)]
     for _ in range(3):
         assert p(entries) == [False, True, True, False]
+
+
+# --------------------------------------------------------------------------- found by review
+# Each case once gave another answer than Python (or crashed); see the closing note of #4.
+
+def _guarded(value=1, source=None, guard_cls=None, name="x"):
+    from torch._dynamo.source import LocalSource
+    from torch._guards import Guard
+
+    guard = (guard_cls or Guard)(source or LocalSource("x"), lambda *a: None)
+    return GuardFilterEntry(name, True, value, "TENSOR_MATCH", (), False, guard)
+
+
+def _policy(condition):
+    return gp.load(f"guardpolicy 1\nunsafe policy p {{\n  drop when {condition}\n}}\n")
+
+
+def test_the_result_list_is_not_reachable_half_filled():
+    import gc
+
+    class Evil:
+        @property
+        def name(self):
+            for o in gc.get_objects():
+                if type(o) is list and len(o) == 2:
+                    o.copy()
+            return "y"
+
+    assert _policy('name == "x"')([Evil(), Evil()]) == [True, True]
+
+
+class SpoofsClass:
+    def __getattribute__(self, n):
+        return torch.Tensor if n == "__class__" else object.__getattribute__(self, n)
+
+
+def test_a_class_spoofed_through_getattribute_is_seen():
+    entries = [_guarded(SpoofsClass())]
+    assert isinstance(SpoofsClass(), torch.Tensor)
+    assert _policy("value.is_tensor")(entries) == [False]
+    assert _policy("value.is_module")(entries) == [True]
+
+
+def test_a_wrapped_or_replaced_parameter_check_is_followed():
+    import functools
+
+    meta = type(torch.nn.Parameter)
+    original = meta.__dict__["__instancecheck__"]
+
+    @functools.wraps(original)
+    def wrapped(self, instance):
+        return original(self, instance) or getattr(instance, "my_flag", False)
+
+    flagged = torch.zeros(1)
+    flagged.my_flag = True
+
+    class MyParam(torch.nn.Parameter):
+        pass
+
+    p = _policy("value.is_parameter")
+    try:
+        meta.__instancecheck__ = wrapped
+        assert p([_guarded(flagged)]) == [not isinstance(flagged, torch.nn.Parameter)] == [False]
+        meta.__instancecheck__ = lambda self, instance: False
+        mine = MyParam(torch.zeros(1))
+        assert p([_guarded(mine)]) == [not isinstance(mine, torch.nn.Parameter)] == [True]
+    finally:
+        meta.__instancecheck__ = original
+    assert p([_guarded(flagged), _guarded(MyParam(torch.zeros(1)))]) == [True, False]
+
+
+def test_guard_source_overrides_that_keep_the_getter_are_followed():
+    from torch._dynamo.source import GlobalSource, LocalSource
+    from torch._guards import Guard, GuardSource
+
+    p = _policy("guard_source == GLOBAL")
+    assert p([_guarded()]) == [True]
+
+    class Prop(property):  # a property subclass with its own __get__
+        def __get__(self, obj, owner=None):
+            return self if obj is None else GuardSource.GLOBAL
+
+    original = Guard.__dict__["source"]
+    Guard.source = Prop(original.fget)
+    try:
+        assert p([_guarded()]) == [False]
+    finally:
+        Guard.source = original
+
+    class MySource(GlobalSource):
+        def __getattribute__(self, n):
+            return GuardSource.LOCAL if n == "guard_source" else super().__getattribute__(n)
+
+    assert p([_guarded(source=MySource("g"))]) == [True]
+
+    class MyGuard(Guard):
+        def __getattribute__(self, n):
+            return GuardSource.GLOBAL if n == "source" else super().__getattribute__(n)
+
+    assert p([_guarded(guard_cls=MyGuard)]) == [False]
+
+    local = p([_guarded()])
+    fget = LocalSource.__dict__["guard_source"].fget
+    code = fget.__code__
+    namespace = {"GuardSource": GuardSource}
+    exec("def g(self):\n    return GuardSource.GLOBAL\n", namespace)
+    fget.__code__ = namespace["g"].__code__
+    try:
+        assert p([_guarded()]) == [False]
+    finally:
+        fget.__code__ = code
+    assert p([_guarded()]) == local == [True]
+
+
+def test_a_patched_guard_source_predicate_is_asked_again():
+    from torch._guards import GuardSource
+
+    p = _policy("guard_source.is_local")
+    assert p([_guarded()]) == [False]
+    original = GuardSource.__dict__["is_local"]
+    GuardSource.is_local = lambda self: False
+    try:
+        assert p([_guarded()]) == [True]
+        assert _policy("guard_source.is_local")([_guarded()]) == [True]
+    finally:
+        GuardSource.is_local = original
+    assert p([_guarded()]) == [False]
+
+
+def test_a_source_class_renamed_during_the_call():
+    from torch._dynamo.source import LocalSource
+    from torch._guards import Guard
+
+    Dyn = type("Dyn" * 10, (LocalSource,), {})
+    source = Dyn("x")
+
+    class Renamer:
+        orig_guard = Guard(LocalSource("q"), None)
+
+        @property
+        def name(self):
+            Dyn.__name__ = Dyn.__qualname__ = "New"
+            self.junk = ["Z" * 30 for _ in range(1000)]
+            return "y"
+
+    def make():
+        return GuardFilterEntry("y", True, 1, "X", (), False, Guard(source, None))
+
+    p = gp.load('guardpolicy 1\nunsafe policy p {\n  drop when name == "x"\n  drop when source.kind startswith "Z"\n}\n')
+    assert [x.decision for x in p.explain([make(), Renamer(), make()])] == ["keep"] * 3
+    assert gp.load('guardpolicy 1\nunsafe policy p {\n  drop when source.kind == "SimpleNamespace"\n}\n')(
+        [types.SimpleNamespace(orig_guard=types.SimpleNamespace(originating_source=types.SimpleNamespace()))]
+    ) == [False]
+
+
+def test_isinstance_that_runs_python_is_asked_once_per_value_and_call():
+    """A value whose `__getattribute__` is Python (transformers' configs) must be asked by
+    isinstance; the answer is remembered for that value object during the call."""
+    calls = []
+
+    class Config:
+        def __getattribute__(self, name):
+            calls.append(name)
+            return object.__getattribute__(self, name)
+
+    shared = Config()
+    entries = [_guarded(shared) for _ in range(5)] + [_guarded(Config())]
+    p = _policy("value.is_tensor")
+    assert p(entries) == [not isinstance(e.value, torch.Tensor) for e in entries] == [True] * 6
+    assert calls.count("__class__") == 2 + 6  # the policy: once per value; the list: once per entry
+    calls.clear()
+    assert p(entries) == [True] * 6
+    assert calls.count("__class__") == 2  # again once per value in a new call
