@@ -237,6 +237,7 @@ class PyPolicy {
     const size_t n = static_cast<size_t>(in_place ? PyList_GET_SIZE(items.ptr()) : PyTuple_GET_SIZE(items.ptr()));
     const Outcome on_error{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
     sink.Start(n);
+    BeginCall();
     // The extractor of the last call, reset, or a new one (a call running meanwhile, from
     // another thread or from Python code a field ran, has taken it). Swapped under the GIL.
     std::unique_ptr<EntryExtractor> owned = std::move(spare_extractor_);

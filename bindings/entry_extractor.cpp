@@ -229,78 +229,7 @@ Value EntryExtractor::SetValue(int enum_index, py::handle members) {
   return v;
 }
 
-namespace {
 
-// torch._guards.GuardSource members, their names, and their four predicates that depend on the member
-// alone (is_local, is_unspecialized_nn_module, is_unspecialized_builtin_nn_module,
-// is_fsdp_module; torch 2.8-2.13), remembered while the GuardSource class keeps its version
-// tag: enum members are immortal singletons (a reference is kept anyway). is_specialized_nn_module also reads
-// torch._dynamo.config (_unsafe_skip_fsdp_module_guards), so it is asked on every call.
-// Guarded by the GIL.
-struct StablePredicates {
-  std::unordered_map<PyObject*, std::array<int8_t, 5>> members;  // (each member held)
-  std::unordered_map<PyObject*, PyObject*> names;  // member -> its `name` (both held)
-  std::unordered_map<PyTypeObject*, bool> is_torch_guard_source;
-  PyTypeObject* remembered_for = nullptr;  // members and names hold for this class...
-  unsigned int remembered_version = 0;     // ...at this version tag
-};
-StablePredicates& Stable() {
-  static auto* cache = new StablePredicates();  // lives with the interpreter
-  return *cache;
-}
-constexpr bool kStablePredicate[5] = {true, true, true, false, true};
-
-// What is remembered of `type`'s members is forgotten when the class changed since (a
-// predicate or `name` patched on it or a base changes its version tag).
-void ForgetIfChanged(PyTypeObject* type) {
-  StablePredicates& st = Stable();
-  (void)_PyType_Lookup(type, Interned(kAttrIsLocal));  // assigns a version tag if it has none
-  if (st.remembered_for == type && st.remembered_version == type->tp_version_tag && type->tp_version_tag != 0) return;
-  for (auto& [member, name] : st.names) {
-    Py_DECREF(name);
-    Py_DECREF(member);
-  }
-  for (auto& entry : st.members) Py_DECREF(entry.first);
-  st.names.clear();
-  st.members.clear();
-  st.remembered_for = type;
-  st.remembered_version = type->tp_version_tag;
-}
-
-bool IsTorchGuardSource(PyObject* obj) {
-  PyTypeObject* type = Py_TYPE(obj);
-  auto [it, inserted] = Stable().is_torch_guard_source.emplace(type, false);
-  if (inserted) {
-    py::handle t(reinterpret_cast<PyObject*>(type));
-    py::object module = GetOptionalAttr(t, kAttrModule);
-    it->second = std::string_view(type->tp_name) == "GuardSource" && module && PyUnicode_Check(module.ptr()) &&
-                 py::str(module).cast<std::string>() == "torch._guards";
-    if (it->second) Py_INCREF(type);  // remembered for good
-  }
-  return it->second;
-}
-
-}  // namespace
-
-namespace {
-
-// gs.name; for torch's own GuardSource members remembered for the process (an Enum member's
-// `name` is a Python property).
-py::object MemberName(py::handle gs) {
-  if (!IsTorchGuardSource(gs.ptr())) return GetAttr(gs, kAttrName);
-  ForgetIfChanged(Py_TYPE(gs.ptr()));
-  if (auto it = Stable().names.find(gs.ptr()); it != Stable().names.end()) {
-    return py::reinterpret_borrow<py::object>(it->second);
-  }
-  py::object name = GetAttr(gs, kAttrName);
-  if (PyUnicode_CheckExact(name.ptr())) {
-    Py_INCREF(gs.ptr());  // the member and its name, remembered for good
-    Stable().names.emplace(gs.ptr(), py::object(name).release().ptr());
-  }
-  return name;
-}
-
-}  // namespace
 
 EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
   if (gs.ptr() == last_guard_source_) return *last_guard_source_info_;  // runs of one source are common
@@ -312,7 +241,7 @@ EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
   GuardSourceInfo info;
   keep_alive_.push_back(py::reinterpret_borrow<py::object>(gs));
   info.object = gs.ptr();
-  info.name = View(MemberName(gs));
+  info.name = View(GetAttr(gs, kAttrName));
   const int e = plan_.guard_source_enum;
   info.ordinal = e >= 0 ? plan_.schema->enums()[e].Find(info.name) : -1;
   GuardSourceInfo& stored = guard_sources_.emplace(gs.ptr(), info).first->second;
@@ -324,25 +253,10 @@ EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
 
 bool EntryExtractor::Predicate(GuardSourceInfo& info, int pred) {
   if (info.preds[pred] >= 0) return info.preds[pred] != 0;
-  const bool stable = kStablePredicate[pred] && IsTorchGuardSource(info.object);
-  if (stable) {
-    ForgetIfChanged(Py_TYPE(info.object));
-    if (auto it = Stable().members.find(info.object); it != Stable().members.end() && it->second[pred] >= 0) {
-      return (info.preds[pred] = it->second[pred]) != 0;
-    }
-  }
   py::object result = py::reinterpret_steal<py::object>(
       PyObject_CallMethodNoArgs(info.object, Interned(kGuardSourcePredicates[pred])));
   if (!result) throw py::error_already_set();
   info.preds[pred] = Truth(result) ? 1 : 0;
-  if (stable) {
-    auto [it, inserted] = Stable().members.try_emplace(info.object);
-    if (inserted) {
-      it->second.fill(-1);
-      Py_INCREF(info.object);  // remembered for good
-    }
-    it->second[pred] = info.preds[pred];
-  }
   return info.preds[pred] != 0;
 }
 

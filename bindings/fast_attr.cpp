@@ -63,7 +63,9 @@ bool DataDescriptorsWin(PyTypeObject* type) {
   static PyObject* const getattribute = PyUnicode_InternFromString("__getattribute__");
   if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE)) return false;
   PyObject* found = _PyType_Lookup(type, getattribute);
-  return found == _PyType_Lookup(&PyBaseObject_Type, getattribute) || found == _PyType_Lookup(&PyType_Type, getattribute);
+  // type's own lookup only on a metaclass (on anything else it raises).
+  return found == _PyType_Lookup(&PyBaseObject_Type, getattribute) ||
+         (found == _PyType_Lookup(&PyType_Type, getattribute) && PyType_IsSubtype(type, &PyType_Type));
 #else
   (void)type;
   return false;

@@ -107,7 +107,8 @@ Constant Resolve(PyTypeObject* type, PyObject* name) {
     const std::string g = py::str(names[0]), a = py::str(names[1]);
     if (!SameCode(fget, ReferenceCode(g + "." + a))) return c;
     py::object globals = fget.attr("__globals__");
-    PyObject* bound = PyDict_Check(globals.ptr()) ? PyDict_GetItemWithError(globals.ptr(), names[0].ptr()) : nullptr;
+    // An exact dict: LOAD_GLOBAL honours __getitem__ on a dict subclass.
+    PyObject* bound = PyDict_CheckExact(globals.ptr()) ? PyDict_GetItemWithError(globals.ptr(), names[0].ptr()) : nullptr;
     if (bound == nullptr || !PyType_Check(bound)) return c;
     auto* cls = reinterpret_cast<PyTypeObject*>(bound);
     PyTypeObject* meta = Py_TYPE(cls);

@@ -3,7 +3,10 @@
 
 #include "fast_attr.h"
 
+#include <cstdint>
 #include <cstring>
+#include <string>
+#include <string_view>
 
 #include <pybind11/eval.h>
 
@@ -16,7 +19,42 @@ namespace py = pybind11;
 
 namespace {
 
+// A module's dict and its version tag (CPython 3.11's PEP 509 `ma_version_tag`: every change
+// to the dict changes it): "nothing in this module changed" in two loads. Elsewhere never
+// the same, so everything is looked up again.
+struct DictStamp {
+  PyObject* dict = nullptr;  // borrowed: compared by identity only
+  uint64_t version = 0;
+  static DictStamp OfDict(PyObject* d) {
+    DictStamp st;
+    if (d != nullptr && PyDict_Check(d)) {
+      st.dict = d;
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+      st.version = reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
+#endif
+    }
+    return st;
+  }
+  static DictStamp Of(PyObject* module) {
+    return module != nullptr && PyModule_Check(module) ? OfDict(PyModule_GetDict(module)) : DictStamp{};
+  }
+  bool SameDict(PyObject* d) const {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    const DictStamp now = OfDict(d);
+    return dict != nullptr && now.dict == dict && now.version == version;
+#else
+    (void)d;
+    return false;
+#endif
+  }
+  bool Same(PyObject* module) const {
+    return module != nullptr && PyModule_Check(module) && SameDict(PyModule_GetDict(module));
+  }
+};
+
+
 bool g_shortcuts = true;
+uint64_t g_call = 1;  // BeginCall's counter
 
 bool SlowIsInstance(py::handle value, PyObject* cls) {
   const int r = PyObject_IsInstance(value.ptr(), cls);
@@ -28,8 +66,9 @@ bool IsSubtype(py::handle value, PyObject* cls) {
   return PyType_IsSubtype(Py_TYPE(value.ptr()), reinterpret_cast<PyTypeObject*>(cls)) != 0;
 }
 
-#ifdef GUARDPOLICY_TYPE_LOOKUP
 PyObject* InternedName(const char* s) { return PyUnicode_InternFromString(s); }
+
+#ifdef GUARDPOLICY_TYPE_LOOKUP
 
 // type(cls).__instancecheck__ is type.__instancecheck__ (found through the type cache).
 bool PlainInstanceCheck(PyObject* cls) {
@@ -56,32 +95,19 @@ class _ParameterMeta(type):
         return super().__instancecheck__(instance)
 )";
 
-// Whether `fn` is that function: the same bytecode, names, constants and free variables,
-// its `super()` cell holding `meta`, and `Parameter`, `torch`, `isinstance`, `getattr` and
-// `super` naming what they name in torch.
-bool IsTorchParameterCheck(PyObject* fn, PyObject* meta, PyObject* parameter) {
+// `fn`'s code is that function's: the same bytecode, names, constants and free variables.
+bool SameCodeAsTorchCheck(PyObject* fn) {
   try {
-    if (!PyFunction_Check(fn)) return false;
-    py::dict scope;
-    py::exec(kTorchParameterCheck, scope);
-    py::object ref = scope["_ParameterMeta"].attr("__dict__")["__instancecheck__"].attr("__code__");
-    py::handle f(fn);
-    py::object code = f.attr("__code__");
-    for (const char* attr : {"co_code", "co_names", "co_consts", "co_freevars", "co_argcount", "co_kwonlyargcount"}) {
-      if (!code.attr(attr).equal(ref.attr(attr))) return false;
+    static PyObject* ref = nullptr;  // the reference code object (held)
+    if (ref == nullptr) {
+      py::dict scope;
+      py::exec(kTorchParameterCheck, scope);
+      ref = py::object(scope["_ParameterMeta"].attr("__dict__")["__instancecheck__"].attr("__code__")).release().ptr();
     }
-    py::tuple closure = f.attr("__closure__");
-    if (closure.size() != 1 || closure[0].attr("cell_contents").ptr() != meta) return false;
-    py::dict globals = f.attr("__globals__");
-    py::module_ torch = py::module_::import("torch"), builtins = py::module_::import("builtins");
-    if (!globals.contains("Parameter") || py::object(globals["Parameter"]).ptr() != parameter) return false;
-    if (!globals.contains("torch") || py::object(globals["torch"]).ptr() != torch.ptr()) return false;
-    py::dict fn_builtins = f.attr("__builtins__");
-    for (const char* name : {"isinstance", "getattr", "super"}) {
-      if (globals.contains(name) || !fn_builtins.contains(name) ||
-          py::object(fn_builtins[name]).ptr() != py::object(builtins.attr(name)).ptr()) {
-        return false;
-      }
+    py::object code = py::handle(fn).attr("__code__");
+    py::handle r(ref);
+    for (const char* attr : {"co_code", "co_names", "co_consts", "co_freevars", "co_argcount", "co_kwonlyargcount"}) {
+      if (!code.attr(attr).equal(r.attr(attr))) return false;
     }
     return true;
   } catch (py::error_already_set&) {
@@ -89,22 +115,92 @@ bool IsTorchParameterCheck(PyObject* fn, PyObject* meta, PyObject* parameter) {
   }
 }
 
-// type(torch.nn.Parameter).__instancecheck__ is torch's own (IsTorchParameterCheck),
-// remembered per function and code object (assigning `__code__` is noticed).
+// `name` is the interpreter's own builtin function of that name (a C function of the
+// builtins module), not a replacement.
+bool IsOriginalBuiltin(PyObject* obj, const char* name) {
+  if (obj == nullptr || !PyCFunction_Check(obj)) return false;
+  const auto* f = reinterpret_cast<PyCFunctionObject*>(obj);
+  return std::strcmp(f->m_ml->ml_name, name) == 0 && f->m_self != nullptr && PyModule_Check(f->m_self) &&
+         std::strcmp(PyModule_GetName(f->m_self), "builtins") == 0;
+}
+
+// What the code relies on around it: its `super()` cell holds `meta`, and `Parameter`,
+// `torch`, `isinstance`, `getattr` and `super` name what they name in torch.
+bool TorchCheckEnvironment(PyObject* fn, PyObject* meta, PyObject* parameter) {
+  static PyObject* const k_parameter = InternedName("Parameter");
+  static PyObject* const k_torch = InternedName("torch");
+  static PyObject* const k_names[3] = {InternedName("isinstance"), InternedName("getattr"), InternedName("super")};
+  PyObject* closure = PyFunction_GetClosure(fn);
+  if (closure == nullptr || !PyTuple_Check(closure) || PyTuple_GET_SIZE(closure) != 1 ||
+      PyCell_GET(PyTuple_GET_ITEM(closure, 0)) != meta) {
+    return false;
+  }
+  PyObject* globals = PyFunction_GetGlobals(fn);
+  if (!PyDict_CheckExact(globals)) return false;
+  PyObject* torch = PyImport_GetModule(k_torch);  // new reference or nullptr
+  const bool names_ok = PyDict_GetItemWithError(globals, k_parameter) == parameter && torch != nullptr &&
+                        PyDict_GetItemWithError(globals, k_torch) == torch;
+  Py_XDECREF(torch);
+  if (PyErr_Occurred()) PyErr_Clear();
+  if (!names_ok) return false;
+  PyObject* builtins = reinterpret_cast<PyFunctionObject*>(fn)->func_builtins;
+  if (builtins == nullptr || !PyDict_CheckExact(builtins)) return false;
+  for (int k = 0; k < 3; ++k) {
+    if (PyDict_GetItemWithError(globals, k_names[k]) != nullptr) return false;  // shadowed
+    PyObject* b = PyDict_GetItemWithError(builtins, k_names[k]);
+    const bool original = k == 2 ? b == reinterpret_cast<PyObject*>(&PySuper_Type)
+                                 : IsOriginalBuiltin(b, k == 0 ? "isinstance" : "getattr");
+    if (!original) {
+      PyErr_Clear();
+      return false;
+    }
+  }
+  return true;
+}
+
+// type(torch.nn.Parameter).__instancecheck__ is torch's own: its code compared once per
+// function and code object (a "no" is remembered too), its environment once per call.
 bool TorchParameterCheck(PyObject* parameter) {
   static PyObject* const name = InternedName("__instancecheck__");
-  static PyObject* known = nullptr;       // the function once recognized (held)
+  static PyObject* known = nullptr;       // the function last judged (held)
   static PyObject* known_code = nullptr;  // and its code object then (held)
+  static bool same_code = false;
+  static uint64_t environment_call = 0;   // the call whose environment check passed
   PyObject* check = _PyType_Lookup(Py_TYPE(parameter), name);
-  if (check == nullptr) return false;
-  if (check == known && PyFunction_Check(check) && PyFunction_GET_CODE(check) == known_code) return true;
-  if (!IsTorchParameterCheck(check, reinterpret_cast<PyObject*>(Py_TYPE(parameter)), parameter)) return false;
-  Py_XDECREF(known);
-  Py_XDECREF(known_code);
-  known = check;
-  known_code = PyFunction_GET_CODE(check);
-  Py_INCREF(known);
-  Py_INCREF(known_code);
+  if (check == nullptr || !PyFunction_Check(check)) return false;
+  if (check != known || PyFunction_GET_CODE(check) != known_code) {
+    Py_XDECREF(known);
+    Py_XDECREF(known_code);
+    known = check;
+    known_code = PyFunction_GET_CODE(check);
+    Py_INCREF(known);
+    Py_INCREF(known_code);
+    same_code = SameCodeAsTorchCheck(check);
+    environment_call = 0;
+  }
+  if (!same_code) return false;
+  if (environment_call == g_call) return true;
+  // Unchanged since the last check: its globals and builtins dicts, its `super()` cell.
+  static DictStamp globals_stamp, builtins_stamp;
+  static PyObject* cell = nullptr;  // borrowed: compared by identity only
+  static PyObject* for_parameter = nullptr;  // the class it was checked for (borrowed; Torch() holds it)
+  PyObject* closure = PyFunction_GetClosure(check);
+  PyObject* cell_now = closure != nullptr && PyTuple_Check(closure) && PyTuple_GET_SIZE(closure) == 1
+                           ? PyCell_GET(PyTuple_GET_ITEM(closure, 0)) : nullptr;
+  PyObject* builtins = reinterpret_cast<PyFunctionObject*>(check)->func_builtins;
+  if (environment_call != 0 && cell_now == cell && parameter == for_parameter &&
+      globals_stamp.SameDict(PyFunction_GetGlobals(check)) &&
+      builtins_stamp.SameDict(builtins)) {
+    environment_call = g_call;
+    return true;
+  }
+  environment_call = 0;
+  if (!TorchCheckEnvironment(check, reinterpret_cast<PyObject*>(Py_TYPE(parameter)), parameter)) return false;
+  globals_stamp = DictStamp::OfDict(PyFunction_GetGlobals(check));
+  builtins_stamp = DictStamp::OfDict(builtins);
+  cell = cell_now;
+  for_parameter = parameter;
+  environment_call = g_call;
   return true;
 }
 #endif
@@ -125,16 +221,58 @@ int FromTypes(py::handle value, PyObject* cls) {
 
 }  // namespace
 
+// `module`.`name` as its dict holds it (borrowed), or nullptr.
+static PyObject* ModuleEntry(PyObject* module, PyObject* name) {
+  if (module == nullptr || !PyModule_Check(module)) return nullptr;
+  return PyDict_GetItemWithError(PyModule_GetDict(module), name);
+}
+
 const TorchTypes& Torch() {
+  // Checked once per call (sys.modules["torch"].Tensor, .nn.Parameter, .nn.Module, by dict
+  // lookups): isinstance looks `torch.nn.Parameter` up when it runs.
   static TorchTypes types;
-  if (types.tensor == nullptr) {
-    py::module_ torch = py::module_::import("torch");
-    types.tensor = py::object(torch.attr("Tensor")).release().ptr();
-    types.parameter = py::object(torch.attr("nn").attr("Parameter")).release().ptr();
-    types.module = py::object(torch.attr("nn").attr("Module")).release().ptr();
+  static uint64_t read_in_call = 0;
+  static DictStamp torch_stamp, nn_stamp;  // the modules' dicts when last read
+  static PyObject* torch_module = nullptr;  // (held)
+  if (types.tensor != nullptr && read_in_call == g_call) return types;
+  static PyObject* const k_torch = InternedName("torch");
+  static PyObject* const k_nn = InternedName("nn");
+  static PyObject* const k_tensor = InternedName("Tensor");
+  static PyObject* const k_parameter = InternedName("Parameter");
+  static PyObject* const k_module = InternedName("Module");
+  PyObject* torch = PyImport_GetModule(k_torch);  // new reference, or nullptr when not imported
+  if (torch == nullptr && !PyErr_Occurred()) torch = PyImport_Import(k_torch);
+  if (torch == nullptr) throw py::error_already_set();
+  py::object hold = py::reinterpret_steal<py::object>(torch);
+  PyObject* nn = ModuleEntry(torch, k_nn);
+  if (types.tensor != nullptr && torch == torch_module && torch_stamp.Same(torch) && nn_stamp.Same(nn)) {
+    read_in_call = g_call;  // nothing torch's or torch.nn's dict holds has changed
+    return types;
   }
+  PyObject* fresh[3] = {ModuleEntry(torch, k_tensor), ModuleEntry(nn, k_parameter), ModuleEntry(nn, k_module)};
+  if (fresh[0] == nullptr || fresh[1] == nullptr || fresh[2] == nullptr) {  // not plain module entries
+    PyErr_Clear();
+    py::object nn_attr = hold.attr("nn");
+    fresh[0] = py::object(hold.attr("Tensor")).release().ptr();
+    fresh[1] = py::object(nn_attr.attr("Parameter")).release().ptr();
+    fresh[2] = py::object(nn_attr.attr("Module")).release().ptr();
+  } else {
+    for (PyObject* f : fresh) Py_INCREF(f);
+  }
+  Py_XDECREF(types.tensor);
+  Py_XDECREF(types.parameter);
+  Py_XDECREF(types.module);
+  types = TorchTypes{fresh[0], fresh[1], fresh[2]};
+  read_in_call = g_call;
+  Py_INCREF(torch);
+  Py_XDECREF(torch_module);
+  torch_module = torch;
+  torch_stamp = DictStamp::Of(torch);
+  nn_stamp = DictStamp::Of(nn);
   return types;
 }
+
+void BeginCall() { ++g_call; }
 
 static PyObject* TorchClass(TorchKind kind) {
   const TorchTypes& t = Torch();
@@ -147,7 +285,6 @@ static int ParameterFromTypes(py::handle value) {
   if (Py_TYPE(value.ptr()) == reinterpret_cast<PyTypeObject*>(t.parameter)) return 1;  // as isinstance
 #ifdef GUARDPOLICY_TYPE_LOOKUP
   if (g_shortcuts && PlainInstanceCheck(t.tensor) && DefaultClass(value) && TorchParameterCheck(t.parameter)) {
-    if (IsSubtype(value, t.parameter)) return 1;  // torch's check ends in type's
     if (!IsSubtype(value, t.tensor)) return 0;
     // torch: `isinstance(instance, torch.Tensor) and getattr(instance, "_is_param", False)`,
     // else type's check, which a non-Parameter type with its own __class__ fails.
@@ -159,11 +296,14 @@ static int ParameterFromTypes(py::handle value) {
     const int found = _PyObject_LookupAttr(value.ptr(), is_param, &flag);
 #endif
     if (found < 0) throw py::error_already_set();
-    if (found == 0) return 0;
+    // A Parameter subtype is one either way (torch's check ends in type's), once the
+    // `getattr` it runs first has not raised.
+    const bool subtype = IsSubtype(value, t.parameter);
+    if (found == 0) return subtype ? 1 : 0;
     const int truth = PyObject_IsTrue(flag);
     Py_DECREF(flag);
     if (truth < 0) throw py::error_already_set();
-    return truth;
+    return truth == 1 || subtype ? 1 : 0;
   }
 #endif
   return -1;

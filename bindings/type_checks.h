@@ -31,7 +31,8 @@
 
 namespace guardpolicy::python {
 
-// torch.Tensor, torch.nn.Parameter, torch.nn.Module: imported on first use, never freed.
+// torch.Tensor, torch.nn.Parameter, torch.nn.Module as `torch` names them now (read once per
+// call, see BeginCall).
 struct TorchTypes {
   PyObject* tensor = nullptr;
   PyObject* parameter = nullptr;
@@ -47,6 +48,10 @@ bool IsInstanceOf(pybind11::handle value, TorchKind kind);
 // CallIsInstance asks it (Python code may run: a metaclass check, a `__getattribute__`).
 int IsInstanceFromTypes(pybind11::handle value, TorchKind kind);
 bool CallIsInstance(pybind11::handle value, TorchKind kind);
+
+// A policy call starts: what is checked once per call (torch's classes, the environment of
+// torch's Parameter check) is checked again.
+void BeginCall();
 
 // Turns the shortcuts off (or back on) for the process: tests compare both answers.
 void SetTypeCheckShortcuts(bool enabled);

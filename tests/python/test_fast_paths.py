@@ -511,3 +511,125 @@ def test_isinstance_that_runs_python_is_asked_once_per_value_and_call():
     calls.clear()
     assert p(entries) == [True] * 6
     assert calls.count("__class__") == 2  # again once per value in a new call
+
+
+# --------------------------------------------------------------------------- second review
+
+def test_a_parameter_check_whose_environment_changes_is_followed():
+    import builtins
+
+    import torch.nn.parameter as parameter_module
+
+    meta = type(torch.nn.Parameter)
+    original = meta.__dict__["__instancecheck__"]
+    p = _policy("value.is_parameter")
+    plain = torch.zeros(1)
+    assert p([_guarded(plain)]) == [True]
+    try:
+        parameter_module.getattr = lambda obj, name, default=None: True  # read by torch's check
+        assert isinstance(plain, torch.nn.Parameter)
+        assert p([_guarded(plain)]) == [False]
+    finally:
+        del parameter_module.getattr
+    assert p([_guarded(plain)]) == [True]
+
+    real = builtins.isinstance
+
+    class Duck:
+        _is_param = True
+
+    def patched(obj, cls):
+        return True if type(obj) is Duck and cls is torch.Tensor else real(obj, cls)
+
+    try:
+        builtins.isinstance = patched
+        assert isinstance(Duck(), torch.nn.Parameter)
+        assert p([_guarded(Duck())]) == [False]
+    finally:
+        builtins.isinstance = real
+    assert p([_guarded(Duck())]) == [True]
+    assert meta.__dict__["__instancecheck__"] is original
+
+
+def test_a_parameter_subclass_whose_is_param_raises():
+    class Raising(torch.nn.Parameter):
+        @property
+        def _is_param(self):
+            raise RuntimeError("no flag")
+
+    value = Raising(torch.zeros(1))
+    with pytest.raises(RuntimeError):
+        isinstance(value, torch.nn.Parameter)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _policy("value.is_parameter")([_guarded(value)]) == [True]  # on_error keep
+    assert any("no flag" in str(w.message) for w in caught)
+
+
+def test_type_getattribute_on_a_plain_class_is_not_taken_for_type_lookup():
+    class Odd:
+        __getattribute__ = type.__getattribute__
+
+    with pytest.raises(TypeError):
+        isinstance(Odd(), torch.Tensor)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert _policy("not value.is_tensor")([_guarded(Odd())]) == [True]  # on_error keep
+    assert caught
+
+
+def test_guard_source_members_patched_in_ways_that_keep_the_class_version():
+    from torch._guards import GuardSource
+
+    p = _policy("guard_source.is_local")
+    assert p([_guarded()]) == [False]
+    fn = GuardSource.__dict__["is_local"]
+    code = fn.__code__
+    fn.__code__ = (lambda self: False).__code__
+    try:
+        assert p([_guarded()]) == [True]
+    finally:
+        fn.__code__ = code
+    assert p([_guarded()]) == [False]
+
+
+def test_torch_classes_are_read_when_the_policy_runs():
+    import torch.nn as nn
+
+    original = nn.Parameter
+
+    class NewP(torch.Tensor):
+        pass
+
+    value = torch.zeros(1).as_subclass(NewP)
+    p = _policy("value.is_parameter")
+    try:
+        nn.Parameter = NewP
+        assert p([_guarded(value)]) == [not isinstance(value, torch.nn.Parameter)] == [False]
+    finally:
+        nn.Parameter = original
+    assert p([_guarded(value)]) == [True]
+
+
+def test_a_getter_whose_globals_are_a_dict_subclass():
+    import types as pytypes
+
+    from torch._dynamo.source import LocalSource
+    from torch._guards import GuardSource
+
+    class Remap(dict):
+        def __getitem__(self, key):
+            value = super().__getitem__(key)
+            return pytypes.SimpleNamespace(GLOBAL=GuardSource.LOCAL) if key == "GuardSource" else value
+
+    scope = {}
+    exec("def f(self):\n    return GuardSource.GLOBAL\n", scope)
+    getter = pytypes.FunctionType(scope["f"].__code__, Remap(GuardSource=GuardSource, __builtins__=__builtins__))
+
+    class Remapped(LocalSource):
+        pass
+
+    Remapped.guard_source = property(getter)
+    entry = _guarded(source=Remapped("x"))
+    assert entry.orig_guard.source is GuardSource.LOCAL
+    assert _policy("guard_source == GLOBAL")([entry]) == [True]

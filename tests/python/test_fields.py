@@ -183,10 +183,9 @@ class _Source:
         return False
 
 
-def test_guard_source_predicates_are_asked_once_per_call_and_not_remembered_for_others():
-    """Predicates are asked only when a rule needs them, once per source object and call;
-    only torch's own GuardSource members are remembered across calls, so a stand-in whose
-    answer changes is asked again next call."""
+def test_guard_source_predicates_are_asked_once_per_call_and_again_next_call():
+    """Predicates are asked only when a rule needs them, once per source object and call,
+    and again in the next call (an answer that changes is seen)."""
     p = gp.load("guardpolicy 1\nunsafe policy p {\n  drop when guard_source.is_local\n}\n")
     source = _Source()
     entries = [types.SimpleNamespace(orig_guard=types.SimpleNamespace(source=source)) for _ in range(3)]
@@ -201,6 +200,6 @@ def test_torch_guard_source_predicates_match_torch_across_calls():
     from torch._guards import GuardSource
 
     p = gp.load("guardpolicy 1\nunsafe policy p {\n  drop when guard_source.is_unspecialized_nn_module\n}\n")
-    for _ in range(2):  # the second call answers from the remembered members
+    for _ in range(2):  # the same answers in a second call
         entries = [types.SimpleNamespace(orig_guard=types.SimpleNamespace(source=m)) for m in GuardSource]
         assert p(entries) == [not m.is_unspecialized_nn_module() for m in GuardSource]
