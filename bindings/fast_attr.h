@@ -35,6 +35,40 @@
 
 namespace guardpolicy::python {
 
+// A dict (or a module's) and its version tag (CPython 3.11's PEP 509 `ma_version_tag`:
+// every change to the dict changes it): "nothing in this dict changed" in two loads.
+// Elsewhere never the same, so everything is looked up again.
+struct DictStamp {
+  PyObject* dict = nullptr;  // borrowed: compared by identity only
+  uint64_t version = 0;
+  static DictStamp OfDict(PyObject* d) {
+    DictStamp st;
+    if (d != nullptr && PyDict_Check(d)) {
+      st.dict = d;
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+      st.version = reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
+#endif
+    }
+    return st;
+  }
+  static DictStamp Of(PyObject* module) {
+    return module != nullptr && PyModule_Check(module) ? OfDict(PyModule_GetDict(module)) : DictStamp{};
+  }
+  bool SameDict(PyObject* d) const {
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+    const DictStamp now = OfDict(d);
+    return dict != nullptr && now.dict == dict && now.version == version;
+#else
+    (void)d;
+    return false;
+#endif
+  }
+  bool Same(PyObject* module) const {
+    return module != nullptr && PyModule_Check(module) && SameDict(PyModule_GetDict(module));
+  }
+};
+
+
 // Whether getattr on `type`'s instances returns what a data descriptor found on `type`'s
 // MRO gives, as object.__getattribute__ does: PyObject_GenericGetAttr itself; module's and
 // type's getattr (both ask such a descriptor first); or a Python class (a metaclass too)

@@ -77,6 +77,7 @@ struct Constant {
   PyTypeObject* type = nullptr;  // the property's owner as looked up (held)
   unsigned int version = 0;
   PyObject* globals = nullptr;   // the getter's module globals (held)
+  DictStamp globals_stamp;       // ...as they were when G was looked up
   PyObject* global_name = nullptr;  // G (held)
   PyTypeObject* cls = nullptr;   // what G named (held)
   unsigned int cls_version = 0, meta_version = 0;
@@ -88,10 +89,14 @@ struct Constant {
 bool Valid(const Constant& c) {
   if (c.value == nullptr) return true;  // a remembered "no"
   if (!SameCodeObject(c.fget, c.code)) return false;
+  if (!(c.cls->tp_version_tag == c.cls_version && Py_TYPE(c.cls)->tp_version_tag == c.meta_version &&
+        c.cls_version != 0 && c.meta_version != 0)) {
+    return false;
+  }
+  if (c.globals_stamp.SameDict(c.globals)) return true;  // the globals have not changed at all
   PyObject* bound = PyDict_GetItemWithError(c.globals, c.global_name);
   if (bound == nullptr) PyErr_Clear();
-  return bound == reinterpret_cast<PyObject*>(c.cls) && c.cls->tp_version_tag == c.cls_version &&
-         Py_TYPE(c.cls)->tp_version_tag == c.meta_version && c.cls_version != 0 && c.meta_version != 0;
+  return bound == reinterpret_cast<PyObject*>(c.cls);
 }
 
 Constant Resolve(PyTypeObject* type, PyObject* name) {
@@ -120,6 +125,7 @@ Constant Resolve(PyTypeObject* type, PyObject* name) {
     PyObject* value = _PyType_Lookup(cls, names[1].ptr());
     if (value == nullptr || Py_TYPE(value)->tp_descr_get != nullptr) return c;
     c.globals = py::object(globals).release().ptr();
+    c.globals_stamp = DictStamp::OfDict(c.globals);
     c.global_name = py::object(names[0]).release().ptr();
     Py_INCREF(bound);
     c.cls = cls;

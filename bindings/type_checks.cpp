@@ -19,39 +19,6 @@ namespace py = pybind11;
 
 namespace {
 
-// A module's dict and its version tag (CPython 3.11's PEP 509 `ma_version_tag`: every change
-// to the dict changes it): "nothing in this module changed" in two loads. Elsewhere never
-// the same, so everything is looked up again.
-struct DictStamp {
-  PyObject* dict = nullptr;  // borrowed: compared by identity only
-  uint64_t version = 0;
-  static DictStamp OfDict(PyObject* d) {
-    DictStamp st;
-    if (d != nullptr && PyDict_Check(d)) {
-      st.dict = d;
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-      st.version = reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
-#endif
-    }
-    return st;
-  }
-  static DictStamp Of(PyObject* module) {
-    return module != nullptr && PyModule_Check(module) ? OfDict(PyModule_GetDict(module)) : DictStamp{};
-  }
-  bool SameDict(PyObject* d) const {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    const DictStamp now = OfDict(d);
-    return dict != nullptr && now.dict == dict && now.version == version;
-#else
-    (void)d;
-    return false;
-#endif
-  }
-  bool Same(PyObject* module) const {
-    return module != nullptr && PyModule_Check(module) && SameDict(PyModule_GetDict(module));
-  }
-};
-
 
 bool g_shortcuts = true;
 uint64_t g_call = 1;  // BeginCall's counter
@@ -240,6 +207,12 @@ const TorchTypes& Torch() {
   static PyObject* const k_tensor = InternedName("Tensor");
   static PyObject* const k_parameter = InternedName("Parameter");
   static PyObject* const k_module = InternedName("Module");
+  static DictStamp modules_stamp;  // sys.modules when torch was last found there
+  if (types.tensor != nullptr && modules_stamp.SameDict(PyImport_GetModuleDict()) && torch_stamp.Same(torch_module) &&
+      nn_stamp.dict != nullptr && nn_stamp.SameDict(nn_stamp.dict)) {
+    read_in_call = g_call;  // no import since, and nothing in torch's or torch.nn's dict changed
+    return types;
+  }
   PyObject* torch = PyImport_GetModule(k_torch);  // new reference, or nullptr when not imported
   if (torch == nullptr && !PyErr_Occurred()) torch = PyImport_Import(k_torch);
   if (torch == nullptr) throw py::error_already_set();
@@ -269,6 +242,7 @@ const TorchTypes& Torch() {
   torch_module = torch;
   torch_stamp = DictStamp::Of(torch);
   nn_stamp = DictStamp::Of(nn);
+  modules_stamp = DictStamp::OfDict(PyImport_GetModuleDict());
   return types;
 }
 
