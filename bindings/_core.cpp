@@ -245,7 +245,7 @@ class PyPolicy {
     EntryExtractor& extractor = *owned;
     extractor.SetMappings(from_mappings);
     extractor.ExpectEntries(n);
-    LazyEntryView lazy(extractor, prog.fields.size());
+    LazyEntryView lazy(extractor);
     const bool raise = strict || policy_->on_error() == guardpolicy::OnError::kRaise;
     std::string first_failure;
     size_t failures = 0;

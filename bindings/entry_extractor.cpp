@@ -364,7 +364,7 @@ py::object& EntryExtractor::OrigGuard(py::handle entry) {
 // itself a constant property on root sources (GlobalSource: GuardSource.GLOBAL).
 py::object EntryExtractor::GuardSource(py::handle entry) {
   py::object& guard = OrigGuard(entry);
-  if (IsAttributeChainProperty(0, Py_TYPE(guard.ptr()), "source", "originating_source", "guard_source")) {
+  if (IsAttributeChainProperty(Py_TYPE(guard.ptr()), "source", "originating_source", "guard_source")) {
     py::object source = GetAttr(guard, kAttrOriginatingSource);
     // A root source's guard_source is a property returning a GuardSource member.
     if (PyObject* member = ConstantPropertyValue(Py_TYPE(source.ptr()), Interned(kAttrGuardSource))) {

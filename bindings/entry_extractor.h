@@ -179,7 +179,7 @@ bool ReadsInline(py::handle obj, std::string_view attr);
 class LazyEntryView {
  public:
   // A program reads at most 64 distinct fields (the schema has 22).
-  LazyEntryView(EntryExtractor& extractor, size_t /*slots*/) : extractor_(extractor) {}
+  explicit LazyEntryView(EntryExtractor& extractor) : extractor_(extractor) {}
 
   void Reset(py::handle entry, size_t index = 0) {
     entry_ = entry;

@@ -8,7 +8,7 @@
 namespace guardpolicy::python {
 namespace {
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#ifdef GUARDPOLICY_CPYTHON_LAYOUT
 // The head of CPython 3.11's PyDictKeysObject and its unicode entries
 // (Include/internal/pycore_dict.h, 3.11), for the one read Fill needs: the index of a name
 // in a type's shared keys (what _PyDictKeys_StringLookup, not exported, returns).
@@ -57,7 +57,7 @@ Py_ssize_t InlineIndex(PyTypeObject* type, PyObject* name, Py_ssize_t slot_bit, 
 }  // namespace
 
 bool DataDescriptorsWin(PyTypeObject* type) {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+#ifdef GUARDPOLICY_CPYTHON_TYPE_LOOKUP
   const getattrofunc get = type->tp_getattro;
   if (get == PyObject_GenericGetAttr || get == PyModule_Type.tp_getattro || get == PyType_Type.tp_getattro) return true;
   static PyObject* const getattribute = PyUnicode_InternFromString("__getattribute__");
@@ -73,7 +73,7 @@ bool DataDescriptorsWin(PyTypeObject* type) {
 }
 
 AttrCache::Slot* AttrCache::SlotFor(PyObject* obj) {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#ifdef GUARDPOLICY_CPYTHON_LAYOUT
   PyTypeObject* t = Py_TYPE(obj);
   Slot* slot = &slots_[SlotIndex(t)];
   if (slot->type == t && slot->version == t->tp_version_tag && t->tp_version_tag != 0) return slot;
@@ -90,7 +90,7 @@ AttrCache::Slot* AttrCache::SlotFor(PyObject* obj) {
 }
 
 void AttrCache::Verify(Slot& slot, PyObject* obj, PyObject* generic) const {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#ifdef GUARDPOLICY_CPYTHON_LAYOUT
   // Another thread may have taken the slot while the generic read ran.
   if (slot.type != Py_TYPE(obj) || slot.pending < 0 || slot.version != Py_TYPE(obj)->tp_version_tag) return;
   PyObject* read = Read(obj, slot.pending, name_);
@@ -111,11 +111,7 @@ PyObject* AttrCache::GetSlow(PyObject* obj) {
 
 int AttrCache::GetOptionalSlow(PyObject* obj, PyObject** out) {
   Slot* slot = SlotFor(obj);
-#if PY_VERSION_HEX >= 0x030D0000
-  const int found = PyObject_GetOptionalAttr(obj, name_, out);
-#else
-  const int found = _PyObject_LookupAttr(obj, name_, out);
-#endif
+  const int found = LookupOptionalAttr(obj, name_, out);
   if (slot != nullptr && found == 1) Verify(*slot, obj, *out);
   return found;
 }

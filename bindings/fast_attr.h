@@ -33,7 +33,27 @@
 #include <cstddef>
 #include <cstdint>
 
+// The CPython versions whose internals these fast paths rely on: the object layout of
+// inline values and PEP 509 dict versions (3.11), and _PyType_Lookup (3.11-3.13). Elsewhere
+// every read takes the generic path.
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#define GUARDPOLICY_CPYTHON_LAYOUT 1
+#endif
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+#define GUARDPOLICY_CPYTHON_TYPE_LOOKUP 1
+#endif
+
 namespace guardpolicy::python {
+
+// getattr(obj, name) when it exists: 1 with a new reference in *out; 0 when it does not (no
+// exception); -1 with a Python exception set. PyObject_GetOptionalAttr, by its 3.11 name.
+inline int LookupOptionalAttr(PyObject* obj, PyObject* name, PyObject** out) {
+#if PY_VERSION_HEX >= 0x030D0000
+  return PyObject_GetOptionalAttr(obj, name, out);
+#else
+  return _PyObject_LookupAttr(obj, name, out);
+#endif
+}
 
 // A dict (or a module's) and its version tag (CPython 3.11's PEP 509 `ma_version_tag`:
 // every change to the dict changes it): "nothing in this dict changed" in two loads.
@@ -45,7 +65,7 @@ struct DictStamp {
     DictStamp st;
     if (d != nullptr && PyDict_Check(d)) {
       st.dict = d;
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#ifdef GUARDPOLICY_CPYTHON_LAYOUT
       st.version = reinterpret_cast<PyDictObject*>(d)->ma_version_tag;
 #endif
     }
@@ -55,7 +75,7 @@ struct DictStamp {
     return module != nullptr && PyModule_Check(module) ? OfDict(PyModule_GetDict(module)) : DictStamp{};
   }
   bool SameDict(PyObject* d) const {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#ifdef GUARDPOLICY_CPYTHON_LAYOUT
     const DictStamp now = OfDict(d);
     return dict != nullptr && now.dict == dict && now.version == version;
 #else
@@ -112,7 +132,7 @@ class AttrCache {
   // The inline read, borrowed (valid while obj keeps the attribute), or nullptr (no
   // exception) when only the generic path can answer. It does not fill the cache.
   [[gnu::always_inline]] PyObject* Peek(PyObject* obj) const {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
+#ifdef GUARDPOLICY_CPYTHON_LAYOUT
     PyTypeObject* t = Py_TYPE(obj);
     if (!enabled_) return nullptr;
     const Slot& s = slots_[SlotIndex(t)];
@@ -130,7 +150,6 @@ class AttrCache {
   // Turns the inline path off (or back on) for every cache in the process: tests compare
   // both paths.
   static void SetEnabled(bool enabled) { enabled_ = enabled; }
-  static bool enabled() { return enabled_; }
 
  private:
   // The attribute at `index` (see Slot), borrowed, or nullptr when it is not set there.

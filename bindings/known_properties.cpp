@@ -154,10 +154,9 @@ void Release(Constant& c) {
 
 }  // namespace
 
-bool IsAttributeChainProperty(int site, PyTypeObject* type, const char* name, const char* first, const char* second) {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
-  static Known known[kPropertySites];
-  Known& k = known[site];
+bool IsAttributeChainProperty(PyTypeObject* type, const char* name, const char* first, const char* second) {
+#ifdef GUARDPOLICY_CPYTHON_TYPE_LOOKUP
+  static Known k;
   if (k.type == type && k.version == type->tp_version_tag && type->tp_version_tag != 0 &&
       SameCodeObject(k.fget, k.code)) {
     return k.fget != nullptr;
@@ -175,13 +174,13 @@ bool IsAttributeChainProperty(int site, PyTypeObject* type, const char* name, co
   }
   return k.fget != nullptr;
 #else
-  (void)site, (void)type, (void)name, (void)first, (void)second;
+  (void)type, (void)name, (void)first, (void)second;
   return false;
 #endif
 }
 
 PyObject* ConstantPropertyValue(PyTypeObject* type, PyObject* name) {
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
+#ifdef GUARDPOLICY_CPYTHON_TYPE_LOOKUP
   // One name per process in practice ("guard_source"), and a few dozen source types: one
   // entry per type (the type is held, so its address stays its own), forgotten past kMax.
   constexpr size_t kMax = 512;

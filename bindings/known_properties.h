@@ -18,10 +18,8 @@
 namespace guardpolicy::python {
 
 // Whether `type`.`name` is a property whose getter is `return self.<first>.<second>`.
-// `name`, `first` and `second` are identifiers; the same (name, first, second) must be
-// passed for a given `site` (one small cache per site: 0 <= site < kPropertySites).
-inline constexpr int kPropertySites = 1;
-bool IsAttributeChainProperty(int site, PyTypeObject* type, const char* name, const char* first, const char* second);
+// Remembers one (type, answer); the extractor asks it about one property (Guard.source).
+bool IsAttributeChainProperty(PyTypeObject* type, const char* name, const char* first, const char* second);
 
 // The value of `type`.`name` when that is a property whose getter is exactly
 // `def f(self): return G.A` (bytecode, names and constants as compiled here), where G is a

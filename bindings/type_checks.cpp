@@ -13,9 +13,6 @@
 namespace guardpolicy::python {
 namespace py = pybind11;
 
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030E0000
-#define GUARDPOLICY_TYPE_LOOKUP 1
-#endif
 
 namespace {
 
@@ -35,7 +32,7 @@ bool IsSubtype(py::handle value, PyObject* cls) {
 
 PyObject* InternedName(const char* s) { return PyUnicode_InternFromString(s); }
 
-#ifdef GUARDPOLICY_TYPE_LOOKUP
+#ifdef GUARDPOLICY_CPYTHON_TYPE_LOOKUP
 
 // type(cls).__instancecheck__ is type.__instancecheck__ (found through the type cache).
 bool PlainInstanceCheck(PyObject* cls) {
@@ -175,7 +172,7 @@ bool TorchParameterCheck(PyObject* parameter) {
 // isinstance(value, cls) for a class whose instance check is type's own, from the types:
 // 1, 0, or -1 when the value's __class__ may not be its type.
 int FromTypes(py::handle value, PyObject* cls) {
-#ifdef GUARDPOLICY_TYPE_LOOKUP
+#ifdef GUARDPOLICY_CPYTHON_TYPE_LOOKUP
   if (g_shortcuts && PlainInstanceCheck(cls)) {
     if (IsSubtype(value, cls)) return 1;
     if (DefaultClass(value)) return 0;
@@ -194,7 +191,14 @@ static PyObject* ModuleEntry(PyObject* module, PyObject* name) {
   return PyDict_GetItemWithError(PyModule_GetDict(module), name);
 }
 
-const TorchTypes& Torch() {
+// The classes of TorchKind.
+struct TorchTypes {
+  PyObject* tensor = nullptr;
+  PyObject* parameter = nullptr;
+  PyObject* module = nullptr;
+};
+
+static const TorchTypes& Torch() {
   // Checked once per call (sys.modules["torch"].Tensor, .nn.Parameter, .nn.Module, by dict
   // lookups): isinstance looks `torch.nn.Parameter` up when it runs.
   static TorchTypes types;
@@ -257,18 +261,14 @@ static PyObject* TorchClass(TorchKind kind) {
 static int ParameterFromTypes(py::handle value) {
   const TorchTypes& t = Torch();
   if (Py_TYPE(value.ptr()) == reinterpret_cast<PyTypeObject*>(t.parameter)) return 1;  // as isinstance
-#ifdef GUARDPOLICY_TYPE_LOOKUP
+#ifdef GUARDPOLICY_CPYTHON_TYPE_LOOKUP
   if (g_shortcuts && PlainInstanceCheck(t.tensor) && DefaultClass(value) && TorchParameterCheck(t.parameter)) {
     if (!IsSubtype(value, t.tensor)) return 0;
     // torch: `isinstance(instance, torch.Tensor) and getattr(instance, "_is_param", False)`,
     // else type's check, which a non-Parameter type with its own __class__ fails.
     static PyObject* const is_param = InternedName("_is_param");
     PyObject* flag = nullptr;
-#if PY_VERSION_HEX >= 0x030D0000
-    const int found = PyObject_GetOptionalAttr(value.ptr(), is_param, &flag);
-#else
-    const int found = _PyObject_LookupAttr(value.ptr(), is_param, &flag);
-#endif
+    const int found = LookupOptionalAttr(value.ptr(), is_param, &flag);
     if (found < 0) throw py::error_already_set();
     // A Parameter subtype is one either way (torch's check ends in type's), once the
     // `getattr` it runs first has not raised.
@@ -288,11 +288,6 @@ int IsInstanceFromTypes(py::handle value, TorchKind kind) {
 }
 
 bool CallIsInstance(py::handle value, TorchKind kind) { return SlowIsInstance(value, TorchClass(kind)); }
-
-bool IsInstanceOf(py::handle value, TorchKind kind) {
-  const int r = IsInstanceFromTypes(value, kind);
-  return r >= 0 ? r == 1 : CallIsInstance(value, kind);
-}
 
 void SetTypeCheckShortcuts(bool enabled) { g_shortcuts = enabled; }
 

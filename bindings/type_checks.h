@@ -31,21 +31,13 @@
 
 namespace guardpolicy::python {
 
-// torch.Tensor, torch.nn.Parameter, torch.nn.Module as `torch` names them now (read once per
-// call, see BeginCall).
-struct TorchTypes {
-  PyObject* tensor = nullptr;
-  PyObject* parameter = nullptr;
-  PyObject* module = nullptr;
-};
-const TorchTypes& Torch();
-
+// torch.Tensor, torch.nn.Parameter, torch.nn.Module, as `torch` names them when the check
+// runs (looked up once per call, see BeginCall).
 enum class TorchKind { kTensor, kParameter, kModule };
 
-// isinstance(value, torch.Tensor / torch.nn.Parameter / torch.nn.Module).
-bool IsInstanceOf(pybind11::handle value, TorchKind kind);
-// The same answer from the types alone (1 or 0), or -1 when only isinstance can tell; then
-// CallIsInstance asks it (Python code may run: a metaclass check, a `__getattribute__`).
+// isinstance(value, class of `kind`) from the types alone (1 or 0), or -1 when only
+// isinstance can tell; then CallIsInstance asks it (Python code may run: a metaclass check,
+// a `__getattribute__`; its exception propagates as pybind11::error_already_set).
 int IsInstanceFromTypes(pybind11::handle value, TorchKind kind);
 bool CallIsInstance(pybind11::handle value, TorchKind kind);
 

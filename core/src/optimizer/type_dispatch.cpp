@@ -45,7 +45,7 @@ bool Specialize(Program& p, int32_t slot, int members, const std::vector<uint64_
   for (size_t k = 0; k < live.size(); ++k) {
     for (int32_t pc = begin[k]; pc < end[k]; ++pc) {
       const Instruction& ins = p.code[pc];
-      if (ins.op == Opcode::kDispatch || ins.op == Opcode::kCall) return false;
+      if (ins.op == Opcode::kDispatch) return false;  // a table inside a span is not re-targeted
       const int32_t* t = JumpTarget(ins);
       if (t == nullptr) continue;
       const bool inside = *t < end[k] && span_of[*t] == static_cast<int32_t>(k);
