@@ -19,10 +19,13 @@ using checker_internal::ExprChecker;
 
 class PolicyChecker {
  public:
+  // `uses_unchecked`: a same-file policy this one uses had errors (or is on a cycle), so
+  // its rules cannot be analyzed or compiled.
   PolicyChecker(Module& module, PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
-                const CompileOptions& options, Diagnostics& diags)
+                const CompileOptions& options, Diagnostics& diags, bool uses_unchecked)
       : module_(module), policy_(policy), schema_(schema), resolver_(resolver),
-        options_(options), diags_(diags), exprs_(schema, policy, options, diags) {}
+        options_(options), diags_(diags), exprs_(schema, policy, options, diags),
+        uses_unchecked_(uses_unchecked) {}
 
   void Run() {
     CheckParams();
@@ -189,9 +192,11 @@ class PolicyChecker {
 
   void CheckUnsafe() {
     if (diags_.HasErrors()) return;  // analysis needs a well-typed policy
-    AnalysisResult analysis = AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
-    policy_.unreachable_rules = std::move(analysis.unreachable);
-    policy_.rule_type_masks = std::move(analysis.rule_type_masks);
+    if (!uses_unchecked_) {          // ... and well-typed policies under its `use`s
+      AnalysisResult analysis = AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
+      policy_.unreachable_rules = std::move(analysis.unreachable);
+      policy_.rule_type_masks = std::move(analysis.rule_type_masks);
+    }
     const bool can_drop = CanDrop(policy_, resolver_);
     if (policy_.stance && !policy_.is_unsafe) {
       diags_.Error(codes::kDropsWithoutUnsafe, policy_.stance->range,
@@ -218,6 +223,7 @@ class PolicyChecker {
   const CompileOptions& options_;
   Diagnostics& diags_;
   ExprChecker exprs_;
+  bool uses_unchecked_ = false;
 };
 
 // A literal that is exactly `false` can never fire.
@@ -258,6 +264,25 @@ void CheckUseCycles(const Module& module, Diagnostics& diags) {
   for (const PolicyDecl& p : module.policies) {
     if (marks[&p] == Mark::kNone) visit(p);
   }
+}
+
+// The policies of `module`, each after the same-file policies it uses (depth first; on a
+// cycle, reported by CheckUseCycles, the policy reached again comes later).
+std::vector<PolicyDecl*> UsesFirst(Module& module) {
+  std::vector<PolicyDecl*> order;
+  std::set<const PolicyDecl*> seen;
+  std::function<void(PolicyDecl&)> visit = [&](PolicyDecl& p) {
+    if (!seen.insert(&p).second) return;
+    for (const Item& item : p.items) {
+      if (item.kind != Item::Kind::kUse) continue;
+      for (PolicyDecl& target : module.policies) {
+        if (target.name == item.use.target) visit(target);
+      }
+    }
+    order.push_back(&p);
+  };
+  for (PolicyDecl& p : module.policies) visit(p);
+  return order;
 }
 
 void CheckTests(const Module& module, const Schema& schema, Diagnostics& diags) {
@@ -326,11 +351,27 @@ Diagnostics Check(Module& module, const Schema& schema, PolicyResolver& resolver
   Diagnostics diags;
   CheckDuplicatePolicies(module, diags);
   CheckUseCycles(module, diags);
+  // Each policy is checked after the same-file policies it uses: its `use` arguments are
+  // checked against their parameter types, and its analysis compiles their rules. The
+  // diagnostics still come in declaration order.
+  std::map<const PolicyDecl*, Diagnostics> policy_diags;
+  std::set<const PolicyDecl*> failed;  // errors of its own or in a policy it uses
+  for (PolicyDecl* policy : UsesFirst(module)) {
+    bool uses_unchecked = false;
+    for (const Item& item : policy->items) {
+      if (item.kind != Item::Kind::kUse) continue;
+      const PolicyDecl* target = module.FindPolicy(item.use.target);
+      if (target != nullptr && target != policy) {
+        uses_unchecked |= failed.count(target) > 0 || !policy_diags.count(target);
+      }
+    }
+    Diagnostics& own = policy_diags[policy];
+    PolicyChecker(module, *policy, schema, resolver, options, own, uses_unchecked).Run();
+    if (uses_unchecked || own.HasErrors()) failed.insert(policy);
+  }
   int rule_count = 0;
-  for (PolicyDecl& policy : module.policies) {
-    Diagnostics policy_diags;
-    PolicyChecker(module, policy, schema, resolver, options, policy_diags).Run();
-    diags.Append(policy_diags);
+  for (const PolicyDecl& policy : module.policies) {
+    diags.Append(policy_diags[&policy]);
     rule_count += static_cast<int>(policy.items.size());
   }
   if (rule_count > options.max_rules) {
