@@ -54,6 +54,41 @@ TEST(Checker, UnknownGuardTypeIsAWarningBecauseTheEnumIsOpen) {
   ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kUnknownGuardType});
   EXPECT_EQ(d.items()[0].severity, Severity::kWarning);
   EXPECT_FALSE(d.HasErrors());
+  // A new name is no misspelling of a torch name (it once suggested `COW_TENSOR_MATCH`).
+  EXPECT_EQ(d.items()[0].help, "third-party guard types are allowed; check the spelling");
+}
+
+TEST(Checker, MisspeltGuardTypeIsAnErrorWhereverItIsWritten) {
+  // Edit distance <= 2 from a GuardType torch 2.13 knows: the rule would never fire.
+  auto d = LintText("unsafe policy p(t: GuardType = \"ID_MACTH\") {\n"
+                    "  drop when guard_type == TENSOR_MACH or guard_type == t\n"
+                    "  use keep_tensor_guards\n}\n"
+                    "test p { expect drop { guard_type: \"SHAPE_EVN\" } }\n");
+  ASSERT_EQ(Codes(d), (std::vector<std::string>{codes::kUnknownEnumLiteral, codes::kUnknownEnumLiteral,
+                                                codes::kUnknownEnumLiteral}))
+      << RenderText(d);
+  EXPECT_EQ(d.items()[0].message, "unknown GuardType `ID_MACTH`");
+  EXPECT_EQ(d.items()[0].help, "did you mean `ID_MATCH`?");
+  EXPECT_EQ(d.items()[1].message, "unknown GuardType `TENSOR_MACH`");
+  EXPECT_EQ(d.items()[1].help, "did you mean `TENSOR_MATCH`?");
+  EXPECT_EQ(d.items()[1].range.ToString(), "test.gpol:3:27");
+  EXPECT_EQ(d.items()[2].help, "did you mean `SHAPE_ENV`?");
+  // Distance 3 is a new name: a warning.
+  auto far = LintText("unsafe policy p {\n  drop when guard_type == TENSOR_MA\n}\n");
+  ASSERT_EQ(Codes(far), std::vector<std::string>{codes::kUnknownGuardType});
+  // At load time too.
+  Loader loader = testing::MakeLoader();
+  Literal value;
+  value.kind = Literal::Kind::kString;
+  value.str = "GLOBAL_STATES";
+  try {
+    loader.Load(Src("guardpolicy 1\nunsafe policy p(t: GuardType = \"ID_MATCH\") { drop when guard_type == t }\n"),
+                "p", {{"t", value}});
+    FAIL() << "a misspelt GuardType parameter value loaded";
+  } catch (const PolicyError& e) {
+    ASSERT_EQ(testing::ErrorCodes(e.diagnostics()), std::vector<std::string>{codes::kParamValue});
+    EXPECT_EQ(e.diagnostics().items()[0].help, "did you mean `GLOBAL_STATE`?");
+  }
 }
 
 TEST(Checker, TypeMismatches) {

@@ -273,3 +273,17 @@ def test_closed_enum_parameter_value_must_be_a_member():
     with pytest.raises(gp.PolicyError) as info:
         gp.load(ENUM_PARAMS, s="NOWHERE")
     assert [d.code for d in info.value.diagnostics if d.severity == "error"] == ["GP4002"]
+
+
+def test_misspelt_guard_type_is_an_error_and_a_new_one_a_warning():
+    """Issue 17 item 11: `TENSOR_MACH` (2 edits from TENSOR_MATCH) would never fire."""
+    diags = gp.lint("guardpolicy 1\nunsafe policy p {\n  drop when guard_type == TENSOR_MACH\n}\n")
+    assert [(d.severity, d.code, d.message, d.help) for d in diags] == [
+        ("error", "GP2002", "unknown GuardType `TENSOR_MACH`", "did you mean `TENSOR_MATCH`?")]
+    new = gp.lint("guardpolicy 1\nunsafe policy p {\n  drop when guard_type == _spyre_TENSOR_MATCH\n}\n")
+    assert [(d.severity, d.code, d.help) for d in new] == [
+        ("warning", "GP2012", "third-party guard types are allowed; check the spelling")]
+    with pytest.raises(gp.PolicyError) as info:
+        gp.load(ENUM_PARAMS, t="TENSOR_MACH")
+    errors = [d for d in info.value.diagnostics if d.severity == "error"]
+    assert [(d.code, d.help) for d in errors] == [("GP4002", "did you mean `TENSOR_MATCH`?")]

@@ -35,7 +35,7 @@ MEANING = {
     "GP1003": "A string uses an escape other than `\\\\ \\\" \\n \\t \\r`.",
     "GP1004": "An integer literal does not fit in 64 bits.",
     "GP2001": "A name is neither a parameter nor a schema field (see docs/schema.md).",
-    "GP2002": "A name is not a member of a closed enum such as `GuardSource`.",
+    "GP2002": "A name is not a member of a closed enum such as `GuardSource`, or is a misspelt `GuardType` (within edit distance 2 of a name torch 2.13 knows).",
     "GP2003": "Operand types do not fit the operator, or the two sides differ.",
     "GP2004": "A condition, or an operand of `and`/`or`/`not`, is not bool.",
     "GP2005": "`use` (or a `test`) names a policy that is neither in the file nor in policies/std.",
@@ -45,7 +45,7 @@ MEANING = {
     "GP2009": "A `matches` or `glob` pattern is not valid RE2 (RE2's message is included), or is too long.",
     "GP2010": "`config` names a knob the schema does not declare, or gives it the wrong type.",
     "GP2011": "`stance` names a stance the schema does not declare, or fewer than 1 warm-up call.",
-    "GP2012": "(warning) A `GuardType` name unknown to torch 2.13; allowed, since the enum is open.",
+    "GP2012": "(warning) A `GuardType` name unknown to torch 2.13 and more than 2 edits from every known one; allowed, since the enum is open.",
     "GP2013": "`default`, `doc`, `stance`, `on_error` or one `config` knob is given twice.",
     "GP2014": "`on_error` takes `keep`, `drop` or `raise`.",
     "GP2015": "A `test` expectation names an unknown field, or one tests cannot set.",
@@ -62,7 +62,7 @@ MEANING = {
     "GP3009": "(warning) The policy drops every guard.",
     "GP3010": "(warning) A parameter is never used by the policy's rules.",
     "GP4001": "At load time: no policy, several policies and no `policy=`, or an unknown `policy=` name.",
-    "GP4002": "At load time: an unknown parameter, a value of the wrong type, or a parameter with no default and no value.",
+    "GP4002": "At load time: an unknown parameter, a value of the wrong type (or a misspelt `GuardType`), or a parameter with no default and no value.",
 }
 
 FIX = {
@@ -77,7 +77,7 @@ FIX = {
     "GP1003": "Escape a backslash as `\\\\` (regexes: `\\\\[` for a literal `[`).",
     "GP1004": "Use a value between -2^63 and 2^63-1.",
     "GP2001": "Use the suggested field, or one from docs/schema.md.",
-    "GP2002": "Use the suggested member; GuardSource members are listed in docs/schema.md.",
+    "GP2002": "Use the suggested member; GuardSource and GuardType members are listed in docs/schema.md.",
     "GP2003": "Compare values of one type; ordering (`<` ...) is for ints; use `contains` on sets.",
     "GP2004": "Compare the value to something (`name == \"x\"`) or use a bool field.",
     "GP2005": "Use the suggested name, define the policy in this file, or add it to policies/std.",

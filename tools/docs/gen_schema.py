@@ -40,7 +40,7 @@ def render() -> str:
         lines.append(f"| `{name}` | {f['type']} | {doc} | `{f['from']}` | {f.get('since', '')} |")
     lines += ["", "## Enums", ""]
     for name, e in data["enums"].items():
-        kind = "open: other names are allowed, with warning GP2012" if e.get("open") else "closed"
+        kind = "open: other names are allowed, with warning GP2012; one within edit distance 2 of a member is error GP2002" if e.get("open") else "closed"
         lines += [f"### {name} ({kind})", "", " ".join(str(e.get("doc", "")).split()), "",
                   ", ".join(f"`{m}`" for m in e["members"]), ""]
     lines += ["## Config knobs (`config KNOB = VALUE`)", "", "| knob | type | meaning |", "|---|---|---|"]

@@ -80,25 +80,45 @@ Type ExprChecker::CheckPathValue(Expr& e) {
   return e.type = Type::Error();
 }
 
+std::string NearMiss(std::string_view name, const EnumInfo& info) {
+  if (!info.open || info.Find(name) >= 0) return {};
+  std::string best;
+  int best_distance = kNearMissDistance + 1;
+  for (const std::string& m : info.members) {
+    const int dist = EditDistance(name, m);
+    if (dist < best_distance) best_distance = dist, best = m;
+  }
+  return best;
+}
+
+bool ExprChecker::CheckEnumName(std::string_view name, const EnumInfo& info, const SourceRange& where) {
+  if (info.Find(name) >= 0) return true;
+  if (!info.open) {
+    const std::string best = ClosestMatch(name, info.members);
+    diags_.Error(codes::kUnknownEnumLiteral, where, fmt::format("unknown {} `{}`", info.name, name),
+                 best.empty() ? fmt::format("see the {} members in docs/schema.md", info.name)
+                              : fmt::format("did you mean `{}`?", best));
+    return false;
+  }
+  // Open: a new name is allowed, but one a typo away from a known member is that typo (the
+  // rule would silently never fire).
+  if (const std::string best = NearMiss(name, info); !best.empty()) {
+    diags_.Error(codes::kUnknownEnumLiteral, where, fmt::format("unknown {} `{}`", info.name, name),
+                 fmt::format("did you mean `{}`?", best));
+    return false;
+  }
+  diags_.Warning(codes::kUnknownGuardType, where,
+                 fmt::format("`{}` is not a {} known to torch 2.13", name, info.name),
+                 "third-party guard types are allowed; check the spelling");
+  return true;
+}
+
 // `e` names a member of enum `enum_index`: a bare identifier or a string literal.
 Type ExprChecker::ResolveEnumLiteral(Expr& e, int enum_index) {
   const EnumInfo& info = schema_.enums()[enum_index];
   const std::string& name = e.kind == ExprKind::kPath ? e.path : e.literal.str;
+  if (!CheckEnumName(name, info, e.range)) return e.type = Type::Error();
   const int ordinal = info.Find(name);
-  if (ordinal < 0 && info.open) {
-    const std::string best = ClosestMatch(name, info.members);
-    diags_.Warning(codes::kUnknownGuardType, e.range,
-                   fmt::format("`{}` is not a {} known to torch 2.13", name, info.name),
-                   best.empty() ? "third-party guard types are allowed; check the spelling"
-                                : fmt::format("did you mean `{}`?", best));
-  } else if (ordinal < 0) {
-    const std::string best = ClosestMatch(name, info.members);
-    diags_.Error(codes::kUnknownEnumLiteral, e.range,
-                 fmt::format("unknown {} `{}`", info.name, name),
-                 best.empty() ? fmt::format("see the {} members in docs/schema.md", info.name)
-                              : fmt::format("did you mean `{}`?", best));
-    return e.type = Type::Error();
-  }
   e.resolved = {Resolution::Kind::kEnumLiteral, ordinal};
   if (e.kind == ExprKind::kLiteral) e.literal.str = name;
   return e.type = Type::Enum(enum_index);
@@ -286,6 +306,7 @@ bool ExprChecker::CheckLiteral(const Literal& lit, const Type& expected, const S
     case TypeKind::kEnum: {
       const EnumInfo& info = schema_.enums()[expected.enum_index];
       ok = lit.kind == Literal::Kind::kString && (info.open || info.Find(lit.str) >= 0);
+      if (ok && info.open) return CheckEnumName(lit.str, info, where);
       break;
     }
     default: break;

@@ -24,6 +24,8 @@ class ExprChecker {
  private:
   Type CheckPathValue(Expr& e);
   std::optional<Type> TryResolveValue(Expr& e);
+  // A member name of `info` written at `where`; false (an error reported) when refused.
+  bool CheckEnumName(std::string_view name, const EnumInfo& info, const SourceRange& where);
   Type ResolveEnumLiteral(Expr& e, int enum_index);
   Type CheckOperandAgainst(Expr& e, const Type& other);
   Type CheckCompare(Expr& e);
@@ -40,6 +42,12 @@ class ExprChecker {
   const CompileOptions& options_;
   Diagnostics& diags_;
 };
+
+// Names of an open enum (GuardType) this close to a member are taken for a misspelling.
+inline constexpr int kNearMissDistance = 2;
+// The member of open enum `info` within kNearMissDistance of `name`, which is not a member;
+// "" when there is none (or `info` is closed).
+std::string NearMiss(std::string_view name, const EnumInfo& info);
 
 // "^...$" RE2 syntax for a glob (`*`, `?`, `[...]`); used by the checker and compiler.
 std::string GlobToRegex(std::string_view glob);

@@ -392,6 +392,12 @@ ParamValues BindParams(const PolicyDecl& policy, const Schema& schema, const Par
     }
     if (p.type.kind == TypeKind::kEnum) {
       const EnumInfo& e = schema.enums()[p.type.enum_index];
+      if (const std::string near = checker_internal::NearMiss(value.str, e); !near.empty()) {
+        diags.Error(codes::kParamValue, p.range,
+                    fmt::format("`{}` is not a {} known to torch 2.13 (parameter `{}`)", value.str, e.name, name),
+                    fmt::format("did you mean `{}`?", near));
+        continue;
+      }
       if (!e.open && e.Find(value.str) < 0) {
         const std::string best = ClosestMatch(value.str, e.members);
         diags.Error(codes::kParamValue, p.range,
