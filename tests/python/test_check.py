@@ -57,3 +57,17 @@ def test_check_reports_bad_snapshots(tmp_path):
     r = subprocess.run([str(CLI), "check", str(gp.std_policy_path("skip_all_guards")), "--guards",
                         str(tmp_path / "missing.json")], capture_output=True, text=True)
     assert r.returncode == 2
+
+
+def test_check_refuses_a_snapshot_outside_the_schema(tmp_path, mlp_model):
+    """Issue 17 item 12: a guard_source that is no GuardSource member, in a real capture."""
+    snapshot = capture(mlp_model.fn, *mlp_model.args)
+    frames = snapshot.to_dict()["frames"]
+    frames[0]["entries"][2]["guard_source"] = "NOPE"
+    bad = tmp_path / "bad.json"
+    gp.capture.Snapshot(frames=frames, torch=snapshot.torch, schema_version=snapshot.schema_version).to_json(bad)
+    r = subprocess.run([str(CLI), "check", str(gp.std_policy_path("skip_guard_on_globals")), "--guards", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 2
+    assert "frame 0 entry 2: field `guard_source` is `NOPE`, not a GuardSource member" in r.stderr
+    assert r.stdout == ""

@@ -4,9 +4,11 @@
 // A snapshot is {"torch": version, "schema_version": N, "frames": [{"frame": i, "code":
 // name, "compile_id": "0/0", "entries": [row, ...]}, ...]}; bench data files carry "rows"
 // at the top level instead of "frames". A row maps every schema field to a JSON value:
-// bool, int, string, enum member name, or a list of names for a set. Absent fields read
-// as false, 0, "", no enum member, the empty set.
-// Errors: LoadSnapshot throws PolicyError (GP0001) naming the file and the JSON problem.
+// bool, int, string, enum member name (of a closed enum, one of its members; of an open
+// one, any name), or a list of names for a set. Absent fields read as false, 0, "", no enum
+// member, the empty set.
+// Errors: LoadSnapshot throws PolicyError (GP0001) naming the file, the frame and entry
+// index ("frame 0 entry 3: ...") and the problem.
 #pragma once
 
 #include <memory>

@@ -30,6 +30,14 @@ struct RowError : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A closed enum (GuardSource) holds only its members; an open one (GuardType) any name.
+void CheckMember(const std::string& name, const EnumInfo& info, const FieldInfo& f) {
+  if (info.open || info.Find(name) >= 0) return;
+  const std::string best = ClosestMatch(name, info.members);
+  throw RowError(fmt::format("field `{}` is `{}`, not a {} member{}", f.name, name, info.name,
+                             best.empty() ? "" : fmt::format(" (did you mean `{}`?)", best)));
+}
+
 // One field's JSON value, checked against its schema type (no silent conversions).
 Value FieldValue(const json& x, const FieldInfo& f, const Schema& schema, Snapshot& snap) {
   const Type& type = f.type;
@@ -48,7 +56,9 @@ Value FieldValue(const json& x, const FieldInfo& f, const Schema& schema, Snapsh
     case TypeKind::kEnum: {
       need(x.is_string(), "a member name");
       const std::string name = x.get<std::string>();
-      return Value{schema.enums()[type.enum_index].Find(name), 0, snap.Keep(name)};
+      const EnumInfo& info = schema.enums()[type.enum_index];
+      CheckMember(name, info, f);
+      return Value{info.Find(name), 0, snap.Keep(name)};
     }
     case TypeKind::kEnumSet: {
       need(x.is_array(), "a list of member names");
@@ -57,6 +67,7 @@ Value FieldValue(const json& x, const FieldInfo& f, const Schema& schema, Snapsh
       for (const auto& m : x) {
         if (!m.is_string()) throw RowError(fmt::format("field `{}` must hold member names", f.name));
         const std::string name = m.get<std::string>();
+        CheckMember(name, schema.enums()[type.enum_index], f);
         const int k = schema.enums()[type.enum_index].Find(name);
         if (k >= 0) set.bits |= uint64_t{1} << k;
         else unknown += std::string(kSetSeparator) + name;
@@ -90,14 +101,15 @@ FieldValues Row(const json& row, const Schema& schema, Snapshot& snap) {
   return v;
 }
 
-// Every row of `rows`, naming the one that is wrong.
-void Rows(const json& rows, const std::string& where, const Schema& schema, Snapshot& snap, SnapshotFrame& frame) {
+// Every row of `rows`, naming the one that is wrong by its index: "frame 0 entry 3".
+void Rows(const json& rows, const std::string& where, const char* noun, const Schema& schema, Snapshot& snap,
+          SnapshotFrame& frame) {
   if (!rows.is_array()) throw RowError(where + " must be a list of rows");
   for (size_t i = 0; i < rows.size(); ++i) {
     try {
       frame.entries.push_back(Row(rows[i], schema, snap));
     } catch (const RowError& e) {
-      throw RowError(fmt::format("{} row {}: {}", where, i, e.what()));
+      throw RowError(fmt::format("{} {} {}: {}", where, noun, i, e.what()));
     }
   }
 }
@@ -159,7 +171,7 @@ Snapshot ParseSnapshot(const std::string& json_text, const Schema& schema, const
     }
     if (doc.contains("rows")) {
       SnapshotFrame frame;
-      Rows(doc.at("rows"), "`rows`", schema, snap, frame);
+      Rows(doc.at("rows"), "`rows`", "row", schema, snap, frame);
       snap.frames.push_back(std::move(frame));
     } else if (doc.contains("frames") && doc.at("frames").is_array()) {
       const json& frames = doc.at("frames");
@@ -169,7 +181,7 @@ Snapshot ParseSnapshot(const std::string& json_text, const Schema& schema, const
         SnapshotFrame frame;
         frame.code = f.value("code", "");
         frame.compile_id = f.value("compile_id", "");
-        Rows(f.at("entries"), fmt::format("frame {}", i), schema, snap, frame);
+        Rows(f.at("entries"), fmt::format("frame {}", i), "entry", schema, snap, frame);
         snap.frames.push_back(std::move(frame));
       }
     } else {
