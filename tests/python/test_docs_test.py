@@ -56,7 +56,7 @@ GOOD = """\
     drop when is_global
     '''
 
-    <!-- docs-test: expect GP3009 GP4001; load policy=nope -->
+    <!-- docs-test: expect GP3008 GP3009 GP4001; load policy=nope -->
     '''gpol
     guardpolicy 1
     unsafe policy p { default drop }

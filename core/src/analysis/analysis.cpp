@@ -203,17 +203,16 @@ class Analyzer {
 
   // One warning per drop site (a drop rule, a `use`, or `default drop`) and risk.
   void CheckRisks() {
-    FormulaPtr kept = analysis::Const(!(policy_.EffectiveDefault() == Decision::kDrop));
-    if (policy_.EffectiveDefault() == Decision::kDrop) kept = analysis::Const(false);
+    // Entries kept: reaching a keep rule, or the default when it keeps.
+    FormulaPtr kept = analysis::Const(false);
     for (size_t i = 0; i < rules_.size(); ++i) {
       if (rules_[i].rule->decision == Decision::kKeep) kept = analysis::Or(kept, Reach(i));
     }
     if (policy_.EffectiveDefault() == Decision::kKeep) kept = analysis::Or(kept, ReachDefault());
-    if (!Sat(kept)) {
+    if (!Sat(kept)) {  // said once; the specific risks below still name what goes stale
       diags_.Warning(codes::kDropsEverything, policy_.name_range,
                      fmt::format("policy `{}` drops every guard", policy_.name),
                      "the compiled code then runs whatever changes: shapes, dtypes, globals, modules, grad mode");
-      return;
     }
     std::vector<std::pair<SourceRange, FormulaPtr>> sites;
     for (size_t i = 0; i < rules_.size(); ++i) {

@@ -165,6 +165,11 @@ FormulaPtr Vocabulary::Axioms() {
   facts = And(facts, Or(Not(GuardTypeIs("TENSOR_MATCH")), Atom("value.is_tensor")));
   facts = And(facts, Or(Not(Atom("value.is_parameter")), Atom("value.is_tensor")));
   facts = And(facts, Or(Not(Atom("value.is_tensor")), Atom("has_value")));
+  // A module is no tensor, nor is a value of a built-in class (builtins.NoneType, ...).
+  facts = And(facts, Or(Not(Atom("value.is_module")), Not(Atom("value.is_tensor"))));
+  for (const int atom : builtin_type_atoms_) {
+    facts = And(facts, Or(Not(Make({Formula::Kind::kAtom, false, atom, 0, {}})), Not(Atom("value.is_tensor"))));
+  }
   return facts;
 }
 
@@ -232,7 +237,37 @@ FormulaPtr Vocabulary::FromExpr(const Expr& e, const std::map<std::string, Liter
     }
     default: break;
   }
-  return Atom(Key(e, bound));
+  FormulaPtr atom = Atom(Key(e, bound));
+  if (OnlyBuiltinTypes(e, bound)) builtin_type_atoms_.insert(atom->var);
+  return atom;
+}
+
+// `value.type == "builtins.X"`, `value.type in {"builtins.X", ...}` or `value.type
+// startswith "builtins."`: the value's class is a Python built-in, so it is no tensor.
+bool Vocabulary::OnlyBuiltinTypes(const Expr& e, const std::map<std::string, Literal, std::less<>>& bound) const {
+  const bool eq = e.kind == ExprKind::kCompare && e.op == BinaryOp::kEq;
+  const bool in = e.kind == ExprKind::kIn && !e.negated;
+  const bool prefix = e.kind == ExprKind::kStringOp && e.op == BinaryOp::kStartsWith;
+  if (!(eq || in || prefix) || e.kids.size() < 2) return false;
+  const Expr& lhs = *e.kids[0];
+  if (lhs.kind != ExprKind::kPath || lhs.resolved.kind != Resolution::Kind::kField || lhs.path != "value.type") {
+    return false;
+  }
+  for (size_t i = 1; i < e.kids.size(); ++i) {
+    const Expr& k = *e.kids[i];
+    std::string_view text;
+    if (k.kind == ExprKind::kLiteral && k.literal.kind == Literal::Kind::kString) {
+      text = k.literal.str;
+    } else if (k.kind == ExprKind::kPath && k.resolved.kind == Resolution::Kind::kParam) {
+      auto it = bound.find(k.path);
+      if (it == bound.end() || it->second.kind != Literal::Kind::kString) return false;
+      text = it->second.str;
+    } else {
+      return false;
+    }
+    if (!text.starts_with("builtins.")) return false;
+  }
+  return true;
 }
 
 std::optional<bool> Vocabulary::Satisfiable(const FormulaPtr& f) {

@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,8 @@ class Vocabulary {
   // guard_type is none of the schema's members (a third-party guard type).
   FormulaPtr GuardTypeOther();
   FormulaPtr BoolField(const std::string& field);
-  // Facts torch guarantees about real entries (ambient guards are not global, ...).
+  // Facts torch guarantees about real entries (ambient guards are not global, ...), over
+  // the atoms of the conditions built so far (build them first).
   FormulaPtr Axioms();
 
   // Some assignment satisfies `f`: true, false, or nullopt when the budget (shared by all
@@ -72,6 +74,7 @@ class Vocabulary {
   FormulaPtr Atom(const std::string& key);
   FormulaPtr EnumLeaf(const Expr& e, const std::map<std::string, Literal, std::less<>>& bound);
   std::string Key(const Expr& e, const std::map<std::string, Literal, std::less<>>& bound) const;
+  bool OnlyBuiltinTypes(const Expr& e, const std::map<std::string, Literal, std::less<>>& bound) const;
   int MemberIndex(int enum_index, std::string_view name) const;
   // `field == name` for a name outside the schema's members (open enums).
   FormulaPtr UnknownMember(int var, std::string_view field, std::string_view name);
@@ -79,6 +82,7 @@ class Vocabulary {
   const Schema& schema_;
   std::vector<EnumVar> enum_vars_;
   std::map<std::string, int> atoms_;
+  std::set<int> builtin_type_atoms_;  // atoms that hold only for values of built-in classes
   int64_t budget_ = 2000000;
   bool exact_guard_source_ = true;
 };
