@@ -2,6 +2,7 @@
 #include "guardpolicy/plugin.h"
 
 #include <dlfcn.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 #include <re2/re2.h>
 
+#include "guardpolicy/file_io.h"
 #include "guardpolicy/source.h"
 
 namespace guardpolicy {
@@ -88,6 +90,13 @@ std::shared_ptr<const Plugin> Plugin::Load(const std::string& path_in, const std
   // A file, never a name for the dynamic linker's search ("libz.so.1" would find the
   // system's library): a bare file name is relative to the working directory.
   const std::string path = path_in.find('/') == std::string::npos ? "./" + path_in : path_in;
+  // dlopen would block forever on a FIFO and read a device: only a regular file is loaded
+  // (a missing one is dlopen's to report).
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    const std::string kind = NonRegularKind(st.st_mode);
+    throw PluginError(fmt::format("{}: cannot load the plugin: it is {}, not a regular file", path, kind));
+  }
   // RTLD_LOCAL: plugins do not see each other's symbols.
   void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (library == nullptr) {

@@ -38,17 +38,17 @@ int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werr
 // `guardpolicy disasm FILE|OUT.gpolc [--policy NAME] [-O0|-O1]`: the bytecode listing.
 int RunDisasm(const Context& ctx, const std::string& file, const std::string& policy);
 // `guardpolicy compile FILE [-o OUT.gpolc] [--policy NAME] [-O0|-O1]`: writes the artifact
-// (default: FILE with the extension .gpolc), atomically.
+// (default: FILE with the extension .gpolc) through WriteFileReplacing (file_io.h): never
+// over the input, a read-only file or anything but a regular file (exit 2 then).
 int RunCompile(const Context& ctx, const std::string& file, const std::string& policy, std::string out);
-// Replaces `path` by `bytes` through a temporary file and a rename; "" or the reason.
-std::string WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 // `guardpolicy test FILE...`: runs the files' `test` blocks; prints one line per failing
 // expectation and "N passed, M failed".
 int RunTest(const Context& ctx, const std::vector<std::string>& files);
 
-// `guardpolicy fmt [--check] FILE...`: rewrites files in the canonical layout (atomically);
-// with --check changes nothing and exits 1 if any file would change.
+// `guardpolicy fmt [--check] FILE...`: rewrites files in the canonical layout (atomically,
+// WriteFileReplacing: a read-only file is reported, exit 2, and left alone); with --check
+// changes nothing and exits 1 if any file would change.
 int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check);
 
 // `guardpolicy check POLICY --guards SNAPSHOT [--explain]`: decisions on recorded guards

@@ -1,11 +1,13 @@
 // disasm.cpp: `guardpolicy disasm FILE [--policy NAME]`: the compiled bytecode listing.
 #include "context.h"
 #include "cli.h"
+#include <cerrno>
 #include <filesystem>
 
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/diagnostic.h"
+#include "guardpolicy/file_io.h"
 
 namespace guardpolicy::cli {
 
@@ -24,9 +26,14 @@ int RunCompile(const Context& ctx, const std::string& file, const std::string& p
   try {
     auto compiled = loader->Load(SourceFileFromPath(file), policy, {});
     if (out.empty()) out = std::filesystem::path(file).replace_extension(".gpolc").string();
-    const std::string error = WriteFileAtomically(out, SerializePolicy(*compiled, loader->schema()));
-    if (!error.empty()) {
-      *ctx.err << "guardpolicy: cannot write `" << out << "`: " << error << "\n";
+    // Never over what this run reads: the policy, its plugins, its schema.
+    std::vector<std::string> inputs = ctx.plugins;
+    inputs.push_back(file);
+    if (!ctx.schema_path.empty()) inputs.push_back(ctx.schema_path);
+    const WriteResult written = WriteFileReplacing(out, SerializePolicy(*compiled, loader->schema()), inputs);
+    if (!written.ok()) {
+      *ctx.err << "guardpolicy: cannot write `" << out << "`: " << written.error << "; nothing was written\n";
+      if (written.err_no == EEXIST) *ctx.err << "  = help: choose another output path with -o\n";
       return kExitUsage;
     }
     *ctx.out << "wrote " << out << " (policy `" << compiled->name() << "`, " << compiled->program().code.size()

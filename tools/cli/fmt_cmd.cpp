@@ -5,6 +5,7 @@
 
 #include "cli.h"
 #include "context.h"
+#include "guardpolicy/file_io.h"
 #include "guardpolicy/formatter.h"
 
 namespace guardpolicy::cli {
@@ -32,9 +33,9 @@ int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check
       *ctx.out << "would reformat " << path << "\n";
       continue;
     }
-    const std::string error = WriteFileAtomically(path, *r.text);
-    if (!error.empty()) {
-      *ctx.err << fmt::format("guardpolicy: cannot rewrite `{}`: {}\n", path, error);
+    const WriteResult written = WriteFileReplacing(path, *r.text);
+    if (!written.ok()) {
+      *ctx.err << fmt::format("guardpolicy: cannot rewrite `{}`: {}; it was left as it was\n", path, written.error);
       rc = kExitUsage;
     }
   }

@@ -1,4 +1,4 @@
-// options.h: every limit of the front end in one place.
+// options.h: every limit of the front end in one place (and how its caller names a choice).
 //
 // Exceeding a limit is a diagnostic (GP0002, GP0003, GP0005), never a crash or a hang.
 #pragma once
@@ -17,6 +17,9 @@ struct CompileOptions {
   int max_analyzed_rules = 256;       // policies with more rules (after `use`) skip analysis
   int analysis_budget = 2000000;      // search nodes for all analysis questions of a policy
   int opt_level = 1;                  // 0: bytecode as generated; 1: every optimizer pass
+  // How the user picks one policy of a file, for GP4001's help: Python's keyword by
+  // default; the command line sets "--policy NAME".
+  const char* policy_option = "policy=...";
 };
 
 }  // namespace guardpolicy

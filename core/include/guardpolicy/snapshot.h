@@ -11,12 +11,14 @@
 // index ("frame 0 entry 3: ...") and the problem.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <map>
 #include <string>
 #include <vector>
 
 #include "guardpolicy/bytecode.h"
+#include "guardpolicy/file_io.h"
 #include "guardpolicy/schema.h"
 
 namespace guardpolicy {
@@ -51,7 +53,16 @@ class Snapshot {
 };
 
 // Parses snapshot JSON text; `origin` names it in errors.
+// The most JSON a snapshot may hold, as stored or once inflated from gzip: 128 MiB, ten
+// times the 14,520 rows of bench/data (12 MB). Past it LoadSnapshot refuses the file.
+inline constexpr size_t kMaxSnapshotBytes = size_t{128} << 20;
+
 Snapshot ParseSnapshot(const std::string& json_text, const Schema& schema, const std::string& origin);
+// The JSON text of the snapshot file `path`, inflated when it is gzip data (by its magic
+// bytes); refuses a non-regular file and more than kMaxSnapshotBytes, stored or inflated.
+// Python's Snapshot.from_json reads through it too.
+ReadResult ReadSnapshotFile(const std::string& path);
+// ReadSnapshotFile, then ParseSnapshot; throws PolicyError (GP0001) naming `path`.
 Snapshot LoadSnapshot(const std::string& path, const Schema& schema);
 
 }  // namespace guardpolicy

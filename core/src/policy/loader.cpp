@@ -50,7 +50,8 @@ LintResult Loader::Lint(SourceFilePtr file) {
 
 namespace {
 
-const PolicyDecl* SelectPolicy(const Module& module, const std::string& name, Diagnostics& diags) {
+const PolicyDecl* SelectPolicy(const Module& module, const std::string& name, const char* option,
+                               Diagnostics& diags) {
   const SourceRange whole{module.file, 0, 0};
   if (!name.empty()) {
     if (const PolicyDecl* p = module.FindPolicy(name)) return p;
@@ -68,7 +69,7 @@ const PolicyDecl* SelectPolicy(const Module& module, const std::string& name, Di
     std::string names;
     for (const PolicyDecl& p : module.policies) names += (names.empty() ? "`" : ", `") + p.name + "`";
     diags.Error(codes::kPolicySelection, whole, "the file declares several policies",
-                fmt::format("choose one with policy=...: {}", names));
+                fmt::format("choose one with {}: {}", option, names));
   }
   return nullptr;
 }
@@ -80,7 +81,7 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
   LintResult lint = Lint(std::move(file));
   Diagnostics& diags = lint.diagnostics;
   if (!lint.module || diags.HasErrors()) throw PolicyError(std::move(diags));
-  const PolicyDecl* decl = SelectPolicy(*lint.module, name, diags);
+  const PolicyDecl* decl = SelectPolicy(*lint.module, name, options_.policy_option, diags);
   if (decl == nullptr) throw PolicyError(std::move(diags));
   Program program = Compile(*decl, *lint.module, *schema_, *this, params, diags, options_);
   if (diags.HasErrors()) throw PolicyError(std::move(diags));

@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 
@@ -12,6 +13,7 @@
 
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/diagnostic.h"
+#include "guardpolicy/file_io.h"
 #include "guardpolicy/policy.h"
 
 namespace guardpolicy {
@@ -114,24 +116,36 @@ void Rows(const json& rows, const std::string& where, const char* noun, const Sc
   }
 }
 
-std::string Gunzip(const std::string& in, const std::string& origin) {
+// Inflates a .json.gz, producing no more than kMaxSnapshotBytes (a small file can
+// inflate a thousandfold: stop there, not when memory runs out).
+ReadResult Gunzip(const std::string& in) {
+  ReadResult r;
+  auto fail = [&r](int err_no, std::string why) {
+    r.text.clear();
+    r.err_no = err_no;
+    r.error = std::move(why);
+    return std::move(r);
+  };
   z_stream zs{};
-  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) Bad(origin, "cannot start gzip decoding");
+  if (inflateInit2(&zs, 16 + MAX_WBITS) != Z_OK) return fail(ENOMEM, "cannot start gzip decoding");
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(in.data()));
   zs.avail_in = static_cast<uInt>(in.size());
-  std::string out;
   char buf[1 << 16];
   int rc = Z_OK;
   while (rc == Z_OK) {
     zs.next_out = reinterpret_cast<Bytef*>(buf);
     zs.avail_out = sizeof buf;
     rc = inflate(&zs, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - zs.avail_out);
-    if (out.size() > (size_t{1} << 30)) rc = Z_MEM_ERROR;
+    const size_t n = sizeof buf - zs.avail_out;
+    if (r.text.size() + n > kMaxSnapshotBytes) {
+      inflateEnd(&zs);
+      return fail(EFBIG, fmt::format("inflates to over {} bytes, the limit for a snapshot", kMaxSnapshotBytes));
+    }
+    r.text.append(buf, n);
   }
   inflateEnd(&zs);
-  if (rc != Z_STREAM_END) Bad(origin, "corrupt gzip data");
-  return out;
+  if (rc != Z_STREAM_END) return fail(EINVAL, "corrupt gzip data");
+  return r;
 }
 
 }  // namespace
@@ -195,17 +209,20 @@ Snapshot ParseSnapshot(const std::string& json_text, const Schema& schema, const
   return snap;
 }
 
+ReadResult ReadSnapshotFile(const std::string& path) {
+  ReadResult file = ReadRegularFile(path, kMaxSnapshotBytes);
+  const std::string& bytes = file.text;
+  if (!file.error.empty() || bytes.size() < 2 || static_cast<unsigned char>(bytes[0]) != 0x1f ||
+      static_cast<unsigned char>(bytes[1]) != 0x8b) {
+    return file;
+  }
+  return Gunzip(bytes);  // a .json.gz, as `capture -o x.json.gz` writes it
+}
+
 Snapshot LoadSnapshot(const std::string& path, const Schema& schema) {
-  std::string bytes;
-  try {
-    bytes = SourceFileFromPath(path, CompileOptions{.max_source_bytes = size_t{1} << 30})->text();
-  } catch (const PolicyError& e) {
-    Bad(path, e.diagnostics().items().empty() ? "unreadable" : e.diagnostics().items()[0].message);
-  }
-  if (bytes.size() >= 2 && static_cast<unsigned char>(bytes[0]) == 0x1f && static_cast<unsigned char>(bytes[1]) == 0x8b) {
-    bytes = Gunzip(bytes, path);  // a .json.gz as `capture -o x.json.gz` writes it
-  }
-  return ParseSnapshot(bytes, schema, path);
+  ReadResult file = ReadSnapshotFile(path);
+  if (!file.error.empty()) Bad(path, file.error);
+  return ParseSnapshot(file.text, schema, path);
 }
 
 }  // namespace guardpolicy

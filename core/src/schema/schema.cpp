@@ -1,10 +1,8 @@
 // schema.cpp: reading policies/schema/guard_entry.yaml with yaml-cpp.
 #include "guardpolicy/schema.h"
 
+#include "guardpolicy/file_io.h"
 #include "guardpolicy/plugin.h"
-
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>
@@ -13,6 +11,7 @@ namespace guardpolicy {
 namespace {
 
 constexpr size_t kMaxEnumMembers = 64;  // enum sets are 64-bit masks
+constexpr size_t kMaxSchemaBytes = size_t{1} << 20;  // the shipped schema is about 10 KB
 
 [[noreturn]] void Fail(const std::string& origin, const YAML::Node& node, const std::string& what) {
   const YAML::Mark mark = node.Mark();
@@ -168,11 +167,9 @@ Schema Schema::FromYaml(const std::string& yaml_text, const std::string& origin)
 }
 
 Schema Schema::FromFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw SchemaError(path + ": cannot open schema file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  Schema schema = FromYaml(text.str(), path);
+  ReadResult file = ReadRegularFile(path, kMaxSchemaBytes);
+  if (!file.error.empty()) throw SchemaError(path + ": cannot read the schema file: " + file.error);
+  Schema schema = FromYaml(file.text, path);
   // torch's built-in filters (`builtin.*`) read core fields; a reduced schema without them
   // simply has no built-ins.
   try {
