@@ -14,6 +14,7 @@
 #include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
 #include "fast_attr.h"
+#include "files.h"
 #include "type_checks.h"
 #include "guardpolicy/filter_module.h"
 #include "guardpolicy/parser.h"
@@ -500,6 +501,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("policy"), py::arg("params"), py::arg("data_dir"));
   m.def("lint", &Lint, py::arg("text"), py::arg("path"), py::arg("from_file"), py::arg("data_dir"));
   m.def("run_cli", &RunCli, py::arg("args"), py::arg("data_dir"));
+  BindFiles(m);
   m.def(
       "_set_fast_paths",
       [](bool enabled) {

@@ -287,3 +287,21 @@ def test_misspelt_guard_type_is_an_error_and_a_new_one_a_warning():
         gp.load(ENUM_PARAMS, t="TENSOR_MACH")
     errors = [d for d in info.value.diagnostics if d.severity == "error"]
     assert [(d.code, d.help) for d in errors] == [("GP4002", "did you mean `TENSOR_MATCH`?")]
+
+
+# A wrong argument type is a TypeError in the API's words, never pybind11's listing of the
+# native signature ("incompatible function arguments ... (text: str, path: bytes, ...)").
+@pytest.mark.parametrize("call, message", [
+    (lambda p: gp.load(p, policy=3), "policy must be a str, not int"),
+    (lambda p: gp.load(p, policy=["good"]), "policy must be a str, not list"),
+    (lambda p: gp.load_plugin(gp.example_plugin_path("names"), config=5), "config must be a str, not int"),
+    (lambda p: gp.filter(7), "name must be a str, not int"),
+    (lambda p: gp.load_std(None), "name must be a str, not NoneType"),
+    (lambda p: gp.example_plugin_path(1), "name must be a str, not int"),
+])
+def test_wrong_argument_types_are_plain_type_errors(tmp_path, call, message):
+    path = tmp_path / "good.gpol"
+    path.write_text(GOOD)
+    with pytest.raises(TypeError) as info:
+        call(path)
+    assert str(info.value) == message

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _core
-from .errors import Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning
+from .errors import Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning, require_str
 from .policy import Explanation, Policy, RuleRef
 from .registry import (  # noqa: A004 - guardpolicy.filter, as designed
     EXAMPLE_PLUGINS,
@@ -95,11 +95,14 @@ def load(path_or_source: str | os.PathLike, *, policy: str | None = None, **para
     including a missing or unreadable file.
     """
     text, path, from_file = _source_args(path_or_source)
+    if policy is not None:
+        require_str(policy, "policy")
     return Policy(_core.load(text, os.fsencode(path), from_file, policy or "", params, str(DATA_DIR)))
 
 
 def std_policy_path(name: str) -> Path:
     """Path of a standard policy file, e.g. ``std_policy_path("skip_all_guards")``."""
+    require_str(name, "name")
     if name not in STD_POLICIES:
         raise KeyError(f"no standard policy {name!r}; known: {', '.join(STD_POLICIES)}")
     return DATA_DIR / "std" / f"{name}.gpol"

@@ -154,3 +154,18 @@ def lint(text: str, path: bytes, from_file: bool, data_dir: str) -> list[_Diagno
 def run_cli(args: Sequence[bytes], data_dir: bytes) -> int:
     """Runs the C++ ``guardpolicy`` command line with ``args`` (without the program name),
     writing to ``sys.stdout``/``sys.stderr``; returns the exit code (0, 1 or 2)."""
+
+def write_file(path: bytes, data: bytes, inputs: Sequence[bytes]) -> None:
+    """Replaces the file ``path`` by ``data`` atomically (a temporary file beside it, then a
+    rename), as ``guardpolicy compile`` and ``fmt`` write (core/include/guardpolicy/file_io.h).
+    Raises ``OSError(errno, reason, path)`` and leaves ``path`` untouched when it is not a
+    regular file, is read-only or is one of ``inputs``, or when writing fails."""
+
+def check_output_path(path: bytes, inputs: Sequence[bytes]) -> None:
+    """Raises the ``OSError`` that ``write_file(path, ..., inputs)`` would raise for the
+    target itself, writing nothing (for jobs that should refuse before they start)."""
+
+def read_snapshot_file(path: bytes) -> bytes:
+    """The JSON bytes of a guard snapshot file, inflated when it is gzip data. Raises
+    ``OSError`` for a missing or non-regular file, corrupt gzip data, or more than 128 MiB
+    stored or inflated (``EFBIG``)."""

@@ -53,6 +53,7 @@ from collections import Counter
 from typing import Any, Callable
 
 from . import STD_POLICIES, load, load_std
+from ._files import refuse_bad_outputs, write_file
 
 #: The audit models ``--model`` accepts.
 MODEL_NAMES = ("mlp", "gpt2")
@@ -831,6 +832,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
+    refuse_bad_outputs(parser, [args.json], args.policy or [])
 
     models = list(dict.fromkeys(args.model or MODEL_NAMES))
     changes = CHANGES
@@ -910,9 +912,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{bullet}{line}")
     report["keep_all_violations"] = {"guardpolicy_bugs": bugs, "torch_unguarded": gaps}
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2)
-            f.write("\n")
+        write_file(args.json, json.dumps(report, indent=2) + "\n")
     return 1 if bugs else 0
 
 

@@ -85,6 +85,7 @@ import argparse
 import contextlib
 import gc
 import inspect
+import io
 import json
 import math
 import os
@@ -97,6 +98,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import STD_POLICIES, PolicyError, load, load_std
+from ._files import refuse_bad_outputs, write_file
 from ._models import DEMO_MODELS, MODEL_NAMES, build, load_script, output_tensor
 from .policy import Policy
 
@@ -852,8 +854,10 @@ def write_plot(path: str, report: dict[str, Any]) -> None:
         ax.legend(handles=handles + ax.get_legend_handles_labels()[0], fontsize=7,
                   loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.tight_layout()
-    fig.savefig(path, dpi=100, format="png")
+    png = io.BytesIO()
+    fig.savefig(png, dpi=100, format="png")
     plt.close(fig)
+    write_file(path, png.getvalue())
 
 
 # --------------------------------------------------------------------------- command line
@@ -943,6 +947,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m guardpolicy bench
     argv = sys.argv[1:] if argv is None else list(argv)
     parser = build_parser(prog)
     args = parser.parse_args(argv)
+    refuse_bad_outputs(parser, [args.json, args.plot], [*args.policy, *(args.model or [])])
     models = _resolve_models(parser, args.model or list(DEMO_MODELS))
     policies = _load_policies(parser, args.policy)
 
@@ -1002,9 +1007,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m guardpolicy bench
     report["wall_s"] = elapsed
     print(f"total {elapsed:.1f} s")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as f:
-            json.dump(report, f, indent=2, ensure_ascii=False)
-            f.write("\n")
+        write_file(args.json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
         print(f"wrote {args.json}")
     if args.plot:
         write_plot(args.plot, report)

@@ -217,21 +217,26 @@ class Snapshot:
         return cls(frames=data["frames"], torch=str(data.get("torch", "")),
                    schema_version=int(data.get("schema_version", 0)))
 
-    def to_json(self, path: str | os.PathLike) -> None:
-        """Writes the snapshot as JSON (gzip-compressed when ``path`` ends in ``.gz``)."""
+    def to_json(self, path: str | os.PathLike, *, inputs: tuple = ()) -> None:
+        """Writes the snapshot as JSON (gzip-compressed when ``path`` ends in ``.gz``),
+        atomically; refuses (``OSError``) a FIFO, a device, a read-only file or one of
+        ``inputs``, leaving it as it was."""
+        from ._files import write_file
+
         path = os.fspath(path)
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "wt", encoding="utf-8") as f:
-            json.dump(self.to_dict(), f, separators=(",", ":"))
-            f.write("\n")
+        data = (json.dumps(self.to_dict(), separators=(",", ":")) + "\n").encode("utf-8")
+        if path.endswith(".gz"):
+            data = gzip.compress(data, mtime=0)
+        write_file(path, data, inputs=inputs)
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "Snapshot":
-        """Reads a snapshot written by ``to_json``."""
-        path = os.fspath(path)
-        opener = gzip.open if path.endswith(".gz") else open
-        with opener(path, "rt", encoding="utf-8") as f:
-            return cls.from_dict(json.load(f))
+        """Reads a snapshot written by ``to_json`` (gzip data is recognized by its magic).
+        Raises ``OSError`` for a missing or non-regular file and for more than 128 MiB of
+        JSON, stored or inflated (the limit ``guardpolicy check`` applies)."""
+        from . import _core
+
+        return cls.from_dict(json.loads(_core.read_snapshot_file(os.fsencode(path))))
 
     def summary(self) -> str:
         return f"{len(self.frames)} frames, {self.entry_count} entries"
@@ -445,6 +450,11 @@ def main(argv: list[str] | None = None) -> int:
     if is_script and not os.path.isfile(ns.target):
         parser.error(f"no such script: {ns.target} (give SCRIPT.py or module:function)")
 
+    from ._files import refuse_bad_outputs
+
+    inputs = (ns.target,) if is_script else ()
+    refuse_bad_outputs(parser, [ns.output], inputs)  # before the script: its guards would be lost
+
     import torch._dynamo
 
     torch._dynamo.reset()
@@ -455,12 +465,12 @@ def main(argv: list[str] | None = None) -> int:
         except BaseException:
             # keep what was recorded before the failure, then let it propagate
             snapshot = recorder.snapshot()
-            snapshot.to_json(ns.output)
+            snapshot.to_json(ns.output, inputs=inputs)
             print(f"captured {snapshot.summary()} from {ns.target} (which raised) -> {ns.output}",
                   file=sys.stderr)
             raise
     snapshot = recorder.snapshot()
-    snapshot.to_json(ns.output)
+    snapshot.to_json(ns.output, inputs=inputs)
     print(f"captured {snapshot.summary()} from {ns.target} -> {ns.output}")
     if status:
         print(f"{ns.target} exited with status {status}", file=sys.stderr)

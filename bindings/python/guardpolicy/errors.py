@@ -45,6 +45,13 @@ class PluginError(Exception):
     ``on_error raise``. The message names the plugin's file and the reason."""
 
 
+def require_str(value: object, what: str) -> None:
+    """A TypeError in the API's own words for a non-str argument (not the native module's
+    signature listing)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{what} must be a str, not {type(value).__name__}")
+
+
 class PolicyRuntimeWarning(RuntimeWarning):
     """A policy could not read a guard entry inside guard_filter_fn and fell back to on_error."""
 

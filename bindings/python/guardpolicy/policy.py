@@ -132,23 +132,14 @@ class Policy:
 
     def save(self, path) -> None:
         """Writes the compiled policy as a ``.gpolc`` artifact (what ``guardpolicy compile``
-        writes); ``guardpolicy.load(path)`` reads it back, verified."""
-        import os
-        import tempfile
+        writes, through the same code: atomically, never over a FIFO, a device, a read-only
+        file or the policy's own source); ``guardpolicy.load(path)`` reads it back, verified.
+        Raises ``OSError`` (``PermissionError``, ``FileExistsError``, ...) and leaves
+        ``path`` as it was when it may not be written."""
+        from ._files import write_file
 
-        data = self._compiled.serialize()
-        directory = os.path.dirname(os.fspath(path)) or "."
-        fd, tmp = tempfile.mkstemp(dir=directory, suffix=".gpolc.tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(data)
-            umask = os.umask(0)
-            os.umask(umask)
-            os.chmod(tmp, 0o666 & ~umask)  # like any new file, not mkstemp's 0600
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
+        # The source is named only if it is a file ("<string>" is none: no file is the same).
+        write_file(path, self._compiled.serialize(), inputs=[self.source_file] if self.source_file else [])
 
     def disassemble(self) -> str:
         """The bytecode listing (same as ``guardpolicy disasm``)."""

@@ -25,6 +25,7 @@ import os
 from typing import Any
 
 from . import _core
+from .errors import require_str
 from .policy import Policy
 
 
@@ -80,6 +81,7 @@ EXAMPLE_PLUGINS = ("modinfo", "names")
 def example_plugin_path(name: str) -> str:
     """Path of an example plugin shared library shipped in the package, e.g.
     ``gp.load_plugin(gp.example_plugin_path("names"))``. Raises KeyError for other names."""
+    require_str(name, "name")
     if name not in EXAMPLE_PLUGINS:
         raise KeyError(f"no example plugin {name!r}; known: {', '.join(EXAMPLE_PLUGINS)}")
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "plugins", f"libgp_{name}.so")
@@ -94,6 +96,7 @@ def load_plugin(path: str | os.PathLike, *, config: str = "") -> PluginInfo:
     point, an ABI this guardpolicy does not support, an invalid or clashing declaration,
     ``init`` failed); nothing is loaded then and the process goes on.
     """
+    require_str(config, "config")
     return PluginInfo(**_plugin_fields(_core.load_plugin(os.fsencode(path), config, _data_dir())))
 
 
@@ -123,4 +126,5 @@ def filter(name: str, **params: Any) -> Policy:  # noqa: A001 - guardpolicy.filt
     the closest known name), GP4002 or GP2006 for a bad parameter, ``TypeError`` for a
     parameter value that is not bool, int or str.
     """
+    require_str(name, "name")
     return Policy(_core.get_filter(name, params, _data_dir()))
