@@ -57,6 +57,30 @@ TEST(Cli, WarningsPassUnlessWerror) {
   EXPECT_EQ(RunCli({"lint", "--werror", path}).rc, cli::kExitFindings);
 }
 
+TEST(Cli, SeveralPoliciesNeedTheCommandLinesOption) {
+  // Python says `policy=...`; the command line's own spelling is --policy (issue 17, item 15).
+  const std::string path = WriteTemp("two.gpol", "guardpolicy 1\npolicy a { keep when is_global }\n"
+                                                 "policy b { keep when is_global }\n");
+  const auto r = RunCli({"compile", path});
+  EXPECT_EQ(r.rc, cli::kExitFindings);
+  EXPECT_NE(r.err.find("= help: choose one with --policy NAME: `a`, `b`"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("policy=..."), std::string::npos) << r.err;
+}
+
+TEST(Cli, PythonToolsPointAtPythonM) {
+  for (const std::string tool : {"capture", "bench", "audit", "demo"}) {
+    const auto r = RunCli({tool, "--help"});
+    EXPECT_EQ(r.rc, cli::kExitUsage);
+    EXPECT_EQ(r.err, "guardpolicy: `" + tool + "` is a Python tool (it needs torch): run `python -m guardpolicy " +
+                         tool + "`\n");
+  }
+  const auto help = RunCli({"--help"});
+  EXPECT_NE(help.out.find("Python subcommands (need torch; run them as `python -m guardpolicy SUBCOMMAND`):\n"
+                          "  capture "),
+            std::string::npos)
+      << help.out;
+}
+
 TEST(Cli, UsageAndIoErrorsExitTwo) {
   EXPECT_EQ(RunCli({}).rc, cli::kExitUsage);
   EXPECT_NE(RunCli({"bogus"}).err.find("unknown subcommand `bogus`"), std::string::npos);

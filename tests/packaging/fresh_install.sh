@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # A plain `pip install .` of this checkout into a new virtual environment (build isolation,
 # a fresh build directory), then, with that environment only:
-#   - `guardpolicy lint policies/std/*.gpol` exits 0, `python -m guardpolicy --help` works;
+#   - `guardpolicy` is the C++ executable (not a Python console script), reads the schema and
+#     std policies installed beside it (<venv>/share/guardpolicy, the same bytes as the
+#     package's data) and never the checkout's; `guardpolicy lint policies/std/*.gpol` exits
+#     0; `guardpolicy capture` points at `python -m guardpolicy`, whose --help works;
 #   - the README's examples run (tools/docs/docs_test.py README.md);
 #   - the wheel carries the std policies, the schema, the example plugins, the .pyi stubs
 #     and the Pygments lexer entry point.
@@ -37,8 +40,24 @@ eps = [e.value for e in md.entry_points(group="pygments.lexers") if e.name == "g
 assert eps == ["guardpolicy.pygments_lexer:GuardPolicyLexer"], eps
 print("package ok:", here)
 PY
-"$tmp/venv/bin/guardpolicy" lint "$root"/policies/std/*.gpol
+
+echo "== the guardpolicy command"
+exe="$tmp/venv/bin/guardpolicy"
+[ "$(head -c 4 "$exe" | od -An -c | tr -d ' ')" = '177ELF' ] || { echo "$exe is not an ELF executable"; exit 1; }
+pkg_data=$("$venv_py" -c 'import guardpolicy as gp; print(gp.DATA_DIR)')
+diff -r "$pkg_data" "$tmp/venv/share/guardpolicy"
+"$exe" lint "$root"/policies/std/*.gpol
+# Without its installed data the command fails, naming them: it never falls back to the checkout.
+mv "$tmp/venv/share/guardpolicy" "$tmp/share.moved"
+if "$exe" lint "$root"/policies/std/skip_all_guards.gpol 2>"$tmp/err.txt"; then
+  echo "the installed guardpolicy ran without its data (read the checkout?)"; exit 1
+fi
+grep -qF "$tmp/venv/share/guardpolicy/schema/guard_entry.yaml" "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
+mv "$tmp/share.moved" "$tmp/venv/share/guardpolicy"
+if "$exe" capture x.py -o x.json 2>"$tmp/err.txt"; then echo "guardpolicy capture ran"; exit 1; fi
+grep -qF 'run `python -m guardpolicy capture`' "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
 "$venv_py" -m guardpolicy --help >/dev/null
+"$venv_py" -m guardpolicy capture --help >/dev/null
 
 echo "== the README's examples"
 "$venv_py" "$root/tools/docs/docs_test.py" "$root/README.md"

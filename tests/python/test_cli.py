@@ -1,7 +1,9 @@
-"""The ``guardpolicy`` console script: ``lint`` exit codes and diagnostics."""
+"""The installed ``guardpolicy`` command (the C++ executable): ``lint`` exit codes and
+diagnostics, its data, and the Python tools behind ``python -m guardpolicy``."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -112,7 +114,7 @@ def test_disasm_std_policy():
 
 
 @pytest.mark.parametrize("command", [[str(CLI)], [sys.executable, "-m", "guardpolicy"]],
-                         ids=["console-script", "python-m"])
+                         ids=["executable", "python-m"])
 def test_help_lists_every_subcommand(command):
     from guardpolicy.cli import PYTHON_TOOLS
 
@@ -123,3 +125,30 @@ def test_help_lists_every_subcommand(command):
     assert "Python subcommands" in proc.stdout
     sub = subprocess.run([*command, "lint", "--help"], capture_output=True, text=True, timeout=120)
     assert sub.returncode == 0 and "Python subcommands" not in sub.stdout
+
+
+def test_installed_command_is_the_cpp_executable_with_the_installed_data(tmp_path):
+    """Not a Python console script (issue 17, item 18): an ELF executable, reading the schema
+    and std policies installed beside it (<prefix>/share/guardpolicy), not a checkout's."""
+    assert CLI.read_bytes()[:4] == b"\x7fELF"
+    share = Path(sys.prefix) / "share" / "guardpolicy"
+    for rel in ["schema/guard_entry.yaml", *(f"std/{n}.gpol" for n in gp.STD_POLICIES)]:
+        assert (share / rel).read_bytes() == (gp.DATA_DIR / rel).read_bytes(), rel
+    # `use` of a std policy resolves in the installed data, from any working directory.
+    (tmp_path / "u.gpol").write_text("guardpolicy 1\nunsafe policy u { use skip_guard_on_globals }\n")
+    env = {k: v for k, v in os.environ.items() if k != "GUARDPOLICY_DATA_DIR"}
+    r = subprocess.run([str(CLI), "test", "u.gpol"], cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "0 passed, 0 failed\n"
+
+
+@pytest.mark.parametrize("tool", ["capture", "bench", "audit", "demo"])
+def test_python_tools_are_named_by_the_executable(tool):
+    proc = run(tool, "--help")
+    assert proc.returncode == 2
+    assert proc.stderr == f"guardpolicy: `{tool}` is a Python tool (it needs torch): run `python -m guardpolicy {tool}`\n"
+    via_python = subprocess.run([sys.executable, "-m", "guardpolicy", tool, "--help"], capture_output=True,
+                                text=True, timeout=120)
+    assert via_python.returncode == 0, via_python.stderr
+    assert via_python.stdout.startswith(f"usage: python -m guardpolicy {tool}")

@@ -3,32 +3,70 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "context.h"
 
 namespace guardpolicy::cli {
 namespace {
 
-// --data-dir, else $GUARDPOLICY_DATA_DIR, else <prefix>/share/guardpolicy beside an
-// installed executable (<prefix>/bin/guardpolicy), else the source tree's policies/.
+// --data-dir, else $GUARDPOLICY_DATA_DIR, else <prefix>/share/guardpolicy beside the
+// executable (<prefix>/bin/guardpolicy: `cmake --install`, or the wheel, whose data go to
+// the environment's share/guardpolicy). Only the executable in the build tree falls back
+// to the source tree's policies/: an installed one never reads a checkout.
 std::string DefaultDataDir(const std::string& given) {
   if (!given.empty()) return given;
   if (const char* env = std::getenv("GUARDPOLICY_DATA_DIR"); env && *env) return env;
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    const std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "guardpolicy";
-    if (std::filesystem::is_regular_file(installed / "schema" / "guard_entry.yaml", ec)) return installed.string();
+  if (ec) return GUARDPOLICY_SOURCE_DATA_DIR;
+  const std::filesystem::path installed = exe.parent_path().parent_path() / "share" / "guardpolicy";
+  if (std::filesystem::is_regular_file(installed / "schema" / "guard_entry.yaml", ec)) return installed.string();
+  if (exe.parent_path() == std::filesystem::path(GUARDPOLICY_BUILD_TREE_BIN_DIR)) return GUARDPOLICY_SOURCE_DATA_DIR;
+  return installed.string();  // missing: the error names where the data should be
+}
+
+// Subcommands implemented in Python (bindings/python/guardpolicy/cli.py: PYTHON_TOOLS), with
+// their one-line help; this executable only points at them.
+constexpr std::pair<const char*, const char*> kPythonTools[] = {
+    {"capture", "record the guards torch.compile offers while a script runs"},
+    {"bench", "time eager, no filter, each policy and torch's filters on models"},
+    {"audit", "change one piece of state at a time: recompiled, unaffected or stale"},
+    {"demo", "bench on the two demo models (what `make demo` runs)"},
+};
+
+std::string PythonToolsHelp() {
+  std::string text = "Python subcommands (need torch; run them as `python -m guardpolicy SUBCOMMAND`):\n";
+  for (const auto& [name, help] : kPythonTools) text += fmt::format("  {:<28}{}\n", name, help);
+  return text;
+}
+
+// The first word that is not an option (or --data-dir's value): the subcommand, or "".
+std::string FirstSubcommand(const std::vector<std::string>& args) {
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--data-dir") {
+      ++i;
+    } else if (args[i].rfind('-', 0) != 0) {
+      return args[i];
+    }
   }
-  return GUARDPOLICY_SOURCE_DATA_DIR;
+  return {};
 }
 
 }  // namespace
 
 int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
         const std::string& data_dir) {
+  const std::string sub = FirstSubcommand(args);
+  for (const auto& [name, help] : kPythonTools) {
+    if (sub == name) {
+      err << fmt::format("guardpolicy: `{0}` is a Python tool (it needs torch): run `python -m guardpolicy {0}`\n", name);
+      return kExitUsage;
+    }
+  }
   CLI::App app{"guardpolicy: guard-filter policies for torch.compile", "guardpolicy"};
   app.require_subcommand(1);
   app.fallthrough();  // --data-dir may also follow the subcommand
@@ -95,6 +133,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     app.parse(argv_rev);
   } catch (const CLI::CallForHelp&) {
     out << app.help();
+    if (app.get_subcommands().empty()) out << PythonToolsHelp();  // the top level's help only
     return kExitClean;
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();

@@ -1,4 +1,5 @@
-"""``python -m guardpolicy``: the same command as the ``guardpolicy`` console script."""
+"""``python -m guardpolicy``: the C++ subcommands of the ``guardpolicy`` command, plus the
+Python tools (``capture``, ``bench``, ``audit``, ``demo``)."""
 
 from __future__ import annotations
 
