@@ -96,7 +96,7 @@ fuzz: sanitize-build
 	@for fz in $(FUZZERS); do \
 	  mkdir -p $(SAN_DIR)/fuzz-$$fz/corpus; \
 	  seeds="policies/std tests/corpus/accept tests/corpus/reject tests/fuzz/seeds"; \
-	  [ $$fz = artifact_fuzzer ] && seeds=$(SAN_DIR)/seeds/artifact; \
+	  [ $$fz = artifact_fuzzer ] && seeds="$(SAN_DIR)/seeds/artifact tests/fuzz/seeds/artifact"; \
 	  echo "== $$fz for $(FUZZ_SECONDS) s"; \
 	  if ! ASAN_OPTIONS=detect_leaks=1 $(SAN_DIR)/tests/fuzz/$$fz -max_total_time=$(FUZZ_SECONDS) -rss_limit_mb=2048 \
 	    -artifact_prefix=$(SAN_DIR)/fuzz-$$fz/ -print_final_stats=1 $(SAN_DIR)/fuzz-$$fz/corpus $$seeds \

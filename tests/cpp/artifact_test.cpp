@@ -6,6 +6,7 @@
 
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/fnv1a.h"
 #include "test_util.h"
 
 namespace guardpolicy {
@@ -105,11 +106,7 @@ TEST(Artifact, ChecksummedCorruptionsAreDecodedSafely) {
       std::string bad = good;
       bad[i] = static_cast<char>(bad[i] ^ mask);
       // Recompute the checksum (FNV-1a 64 over the payload) at header bytes 28..35.
-      uint64_t h = 1469598103934665603ULL;
-      for (size_t k = kHeader; k < bad.size(); ++k) {
-        h ^= static_cast<unsigned char>(bad[k]);
-        h *= 1099511628211ULL;
-      }
+      const uint64_t h = guardpolicy::Fnv1a64(std::string_view(bad).substr(kHeader));
       for (int k = 0; k < 8; ++k) bad[28 + k] = static_cast<char>((h >> (8 * k)) & 0xff);
       LoadOrRefuse(bad, refused, accepted);
     }
@@ -126,7 +123,8 @@ TEST(Artifact, WrongVersionWrongSchemaAndNotAnArtifact) {
     DeserializePolicy(v1, *testing::TestSchema(), "v1.gpolc");
     FAIL();
   } catch (const PolicyError& e) {
-    EXPECT_NE(std::string(e.what()).find("format version 1, this guardpolicy reads version 2"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("format version 1 is older than this guardpolicy's 3: recompile it from its source"),
+              std::string::npos);
   }
   const Schema other = Schema::FromYaml("fields:\n  name:\n    type: string\n    doc: d\n    from: f\n", "o");
   try {
@@ -147,6 +145,71 @@ TEST(Artifact, LoadFileAcceptsArtifactsAndRefusesParameters) {
   Literal lit;
   EXPECT_THROW(loader.LoadFile(path, "", {{"config_prefix", lit}}), PolicyError);
   EXPECT_THROW(loader.LoadFile(path, "other", {}), PolicyError);
+}
+
+// Issue 17 item 7: the checksum and the schema hash are the published FNV-1a-64.
+TEST(Artifact, ChecksumIsThePublishedFnv1a64) {
+  // Test vectors of draft-eastlake-fnv (FNV-1a, 64 bits).
+  EXPECT_EQ(Fnv1a64(""), 0xcbf29ce484222325ULL);
+  EXPECT_EQ(Fnv1a64("a"), 0xaf63dc4c8601ec8cULL);
+  EXPECT_EQ(Fnv1a64("foobar"), 0x85944171f73967e8ULL);
+  // The header's checksum, recomputed here with the published constants, not the code's.
+  const std::string bytes = ServingBytes();
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t k = 36; k < bytes.size(); ++k) {
+    h ^= static_cast<unsigned char>(bytes[k]);
+    h *= 0x100000001b3ULL;
+  }
+  uint64_t header = 0;
+  for (int k = 0; k < 8; ++k) header |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[28 + k])) << (8 * k);
+  EXPECT_EQ(header, h);
+  EXPECT_EQ(static_cast<unsigned char>(bytes[8]), 3) << "format version";
+}
+
+// An artifact of format version 2 (the one with the mistyped FNV basis) says to recompile.
+TEST(Artifact, OlderFormatSaysToRecompile) {
+  std::string v2 = ServingBytes();
+  v2[8] = 2;
+  try {
+    DeserializePolicy(v2, *testing::TestSchema(), "old.gpolc");
+    FAIL() << "a version 2 artifact was loaded";
+  } catch (const PolicyError& e) {
+    ASSERT_EQ(e.diagnostics().size(), 1u);
+    const Diagnostic& d = e.diagnostics().items()[0];
+    EXPECT_EQ(d.code, codes::kBadArtifact);
+    EXPECT_EQ(d.message, "cannot load compiled policy `old.gpolc`: format version 2 is older than this guardpolicy's 3: "
+                         "recompile it from its source");
+    EXPECT_EQ(d.help, "recompile it with `guardpolicy compile`");
+  }
+}
+
+// Issue 17 item 6: a .gpolc cut inside its magic (or empty) is a refused artifact (GP0006),
+// not policy source with a NUL byte (GP0004).
+TEST(Artifact, TruncatedInsideTheMagicIsARefusedArtifact) {
+  const std::string good = ServingBytes();
+  Loader loader = testing::MakeLoader();
+  for (size_t n = 0; n < 36; ++n) {
+    SCOPED_TRACE(n);
+    const std::string path = ::testing::TempDir() + "cut.gpolc";
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << good.substr(0, n);
+    try {
+      loader.LoadFile(path, "", {});
+      FAIL() << "a truncated artifact was loaded";
+    } catch (const PolicyError& e) {
+      ASSERT_EQ(e.diagnostics().size(), 1u) << e.what();
+      EXPECT_EQ(e.diagnostics().items()[0].code, codes::kBadArtifact) << e.what();
+      EXPECT_NE(e.diagnostics().items()[0].message.find("truncated: " + std::to_string(n) + " bytes"), std::string::npos)
+          << e.what();
+    }
+  }
+  // By content alone (any name): the magic's first five bytes make an artifact.
+  EXPECT_TRUE(LooksLikeArtifact(good.substr(0, 5), "x.gpol"));
+  EXPECT_TRUE(LooksLikeArtifact(good.substr(0, 6), ""));
+  EXPECT_FALSE(LooksLikeArtifact(good.substr(0, 4), "x.gpol"));
+  EXPECT_TRUE(LooksLikeArtifact(good.substr(0, 4), "x.gpolc"));
+  EXPECT_TRUE(LooksLikeArtifact("", "x.gpolc"));
+  EXPECT_FALSE(LooksLikeArtifact("", "x.gpol"));
+  EXPECT_FALSE(LooksLikeArtifact("guardpolicy 1\n", "x.gpolc"));
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // corpus_test.cpp: the accept/reject tables in tests/corpus as golden files.
 //   reject/GPxxxx_*.gpol -> exact lint output in *.expected (and the named code appears);
+//   reject/GP0006_*.gpolc -> the refusal of a bad artifact, the same way;
 //   accept/*.gpol        -> lints clean; each policy's disassembly in *.disasm.
 // GUARDPOLICY_UPDATE_GOLDENS=1 rewrites the goldens from the current output.
 #include <gtest/gtest.h>
@@ -46,10 +47,12 @@ void CompareGolden(const fs::path& golden, const std::string& actual) {
   EXPECT_EQ(ReadAll(golden), actual) << golden;
 }
 
+// The cases of `dir`: policy sources, and in reject/ also `.gpolc` artifacts.
 std::vector<fs::path> Sources(const char* dir) {
   std::vector<fs::path> out;
   for (const auto& e : fs::directory_iterator(kCorpus / dir)) {
-    if (e.path().extension() == ".gpol") out.push_back(e.path());
+    const fs::path ext = e.path().extension();
+    if (ext == ".gpol" || (ext == ".gpolc" && std::string(dir) == "reject")) out.push_back(e.path());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -110,7 +113,7 @@ Diagnostics RejectDiagnostics(const fs::path& p) {
   Loader loader(testing::TestSchema(), testing::kDataDir + "/std", o.compile);
   try {
     SourceFilePtr file = SourceFileFromPath(p.string(), o.compile);
-    if (LooksLikeArtifact(file->text())) {
+    if (LooksLikeArtifact(file->text(), p.string())) {
       loader.LoadFile(p.string(), o.policy, o.params);
       return {};
     }

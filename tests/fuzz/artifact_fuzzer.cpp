@@ -6,17 +6,14 @@
 
 #include "fuzz_common.h"
 #include "guardpolicy/artifact.h"
+#include "guardpolicy/fnv1a.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   constexpr size_t kHeader = 36;
   if ((data[0] & 1) && bytes.size() >= kHeader) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t k = kHeader; k < bytes.size(); ++k) {
-      h ^= static_cast<unsigned char>(bytes[k]);
-      h *= 1099511628211ULL;
-    }
+    const uint64_t h = guardpolicy::Fnv1a64(std::string_view(bytes).substr(kHeader));
     for (int k = 0; k < 8; ++k) bytes[28 + k] = static_cast<char>((h >> (8 * k)) & 0xff);
   }
   try {

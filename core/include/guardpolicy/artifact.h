@@ -11,12 +11,15 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "guardpolicy/policy.h"
 
 namespace guardpolicy {
 
-inline constexpr uint32_t kArtifactFormatVersion = 2;
+// 3: the checksum and schema hash use FNV-1a-64's published offset basis (version 2 had a
+// digit missing from it). 2: plugin functions and filter slots.
+inline constexpr uint32_t kArtifactFormatVersion = 3;
 
 std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema);
 
@@ -24,7 +27,10 @@ std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema);
 std::shared_ptr<const CompiledPolicy> DeserializePolicy(const std::string& bytes, const Schema& schema,
                                                         const std::string& origin);
 
-// True when `bytes` starts with the .gpolc magic.
-bool LooksLikeArtifact(const std::string& bytes);
+// True when the file `path` holding `bytes` is to be read as a .gpolc: it starts with the
+// magic's name `GPOLC` (no policy source does), or `path` ends with `.gpolc` and `bytes` is a
+// part of the magic (a file cut inside it, or empty). Loading such a file refuses it with
+// GP0006 when it is not a whole, valid artifact.
+bool LooksLikeArtifact(std::string_view bytes, std::string_view path = {});
 
 }  // namespace guardpolicy

@@ -8,23 +8,16 @@
 #include <fmt/format.h>
 
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/fnv1a.h"
 #include "guardpolicy/verifier.h"
 
 namespace guardpolicy {
 namespace {
 
 constexpr char kMagic[8] = {'G', 'P', 'O', 'L', 'C', '\0', '\r', '\n'};
+constexpr size_t kMagicNameSize = 5;  // "GPOLC": no policy source starts so
 constexpr size_t kHeaderSize = 8 + 4 + 8 + 8 + 8;
 constexpr uint32_t kMaxCount = 1u << 20;  // any table longer than this is corrupt
-
-uint64_t Fnv1a(std::string_view bytes) {
-  uint64_t h = 1469598103934665603ULL;
-  for (const char c : bytes) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ULL;
-  }
-  return h;
-}
 
 class Writer {
  public:
@@ -311,8 +304,10 @@ Program ReadProgram(Reader& r, const Schema& schema) {
 
 }  // namespace
 
-bool LooksLikeArtifact(const std::string& bytes) {
-  return bytes.size() >= sizeof(kMagic) && std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) == 0;
+bool LooksLikeArtifact(std::string_view bytes, std::string_view path) {
+  const std::string_view magic(kMagic, sizeof(kMagic));
+  if (bytes.starts_with(magic.substr(0, kMagicNameSize))) return true;
+  return magic.starts_with(bytes) && path.ends_with(".gpolc");  // cut inside the magic, or empty
 }
 
 std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema) {
@@ -324,20 +319,27 @@ std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema) 
   out.Int<uint32_t>(kArtifactFormatVersion);
   out.Int<uint64_t>(schema.Hash());
   out.Int<uint64_t>(payload.bytes().size());
-  out.Int<uint64_t>(Fnv1a(payload.bytes()));
+  out.Int<uint64_t>(Fnv1a64(payload.bytes()));
   out.bytes() += payload.bytes();
   return out.bytes();
 }
 
 std::shared_ptr<const CompiledPolicy> DeserializePolicy(const std::string& bytes, const Schema& schema,
                                                         const std::string& origin) {
-  if (!LooksLikeArtifact(bytes)) Refuse(origin, "not a .gpolc file (bad magic)");
-  if (bytes.size() < kHeaderSize) Refuse(origin, "truncated header");
+  const std::string_view magic(kMagic, sizeof(kMagic));
+  if (bytes.size() < kHeaderSize && (magic.starts_with(bytes) || bytes.starts_with(magic))) {
+    Refuse(origin, fmt::format("truncated: {} bytes, shorter than the {}-byte header", bytes.size(), kHeaderSize));
+  }
+  if (!std::string_view(bytes).starts_with(magic)) Refuse(origin, "not a .gpolc file (bad magic)");
   Reader header(std::string_view(bytes).substr(sizeof(kMagic), kHeaderSize - sizeof(kMagic)));
   const auto version = header.Int<uint32_t>();
   const auto schema_hash = header.Int<uint64_t>();
   const auto size = header.Int<uint64_t>();
   const auto checksum = header.Int<uint64_t>();
+  if (version < kArtifactFormatVersion) {
+    Refuse(origin, fmt::format("format version {} is older than this guardpolicy's {}: recompile it from its source",
+                               version, kArtifactFormatVersion));
+  }
   if (version != kArtifactFormatVersion) {
     Refuse(origin, fmt::format("format version {}, this guardpolicy reads version {}", version, kArtifactFormatVersion));
   }
@@ -346,7 +348,7 @@ std::shared_ptr<const CompiledPolicy> DeserializePolicy(const std::string& bytes
   if (payload.size() != size) {
     Refuse(origin, fmt::format("payload is {} bytes, the header says {}", payload.size(), size));
   }
-  if (Fnv1a(payload) != checksum) Refuse(origin, "checksum mismatch (the file is corrupted)");
+  if (Fnv1a64(payload) != checksum) Refuse(origin, "checksum mismatch (the file is corrupted)");
   std::string name;
   PolicyMeta meta;
   Program program;

@@ -122,7 +122,7 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
 std::shared_ptr<const CompiledPolicy> Loader::LoadFile(const std::string& path, const std::string& name,
                                                        const ParamValues& params) {
   SourceFilePtr file = SourceFileFromPath(path, options_);
-  if (!LooksLikeArtifact(file->text())) return Load(std::move(file), name, params);
+  if (!LooksLikeArtifact(file->text(), path)) return Load(std::move(file), name, params);
   auto policy = DeserializePolicy(file->text(), *schema_, path);
   Diagnostics diags;
   if (!params.empty()) {

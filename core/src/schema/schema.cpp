@@ -2,6 +2,7 @@
 #include "guardpolicy/schema.h"
 
 #include "guardpolicy/file_io.h"
+#include "guardpolicy/fnv1a.h"
 #include "guardpolicy/plugin.h"
 
 #include <fmt/format.h>
@@ -29,14 +30,9 @@ std::string Scalar(const YAML::Node& node, const char* key, const std::string& o
   return v.as<std::string>();
 }
 
-void Mix(uint64_t& h, std::string_view s) {
-  for (const char c : s) {
-    h ^= static_cast<unsigned char>(c);
-    h *= 1099511628211ULL;
-  }
-  h ^= 0xff;
-  h *= 1099511628211ULL;
-}
+// One declaration's name into the schema hash, then 0xff (a byte no UTF-8 name has) so
+// that ("ab", "c") and ("a", "bc") differ.
+void Mix(uint64_t& h, std::string_view s) { h = Fnv1a64("\xff", Fnv1a64(s, h)); }
 
 }  // namespace
 
@@ -119,7 +115,7 @@ Schema Schema::FromYaml(const std::string& yaml_text, const std::string& origin)
   }
   if (!root.IsMap()) throw SchemaError(origin + ": the schema must be a YAML mapping");
   Schema s;
-  uint64_t h = 1469598103934665603ULL;
+  uint64_t h = kFnv1a64OffsetBasis;
   for (const auto& kv : root["enums"]) {
     EnumInfo info;
     info.name = kv.first.as<std::string>();
