@@ -15,7 +15,7 @@
 #include "guardpolicy/policy.h"
 #include "guardpolicy/snapshot.h"
 #include "guardpolicy/vm.h"
-#include "../../core/src/checker/expr_checker.h"
+#include "../../core/src/checker/glob.h"
 
 namespace guardpolicy::testing {
 
@@ -121,7 +121,7 @@ class ReferenceInterpreter {
       case BinaryOp::kStartsWith: return B(a.s.substr(0, b.s.size()) == b.s);
       case BinaryOp::kEndsWith: return B(a.s.size() >= b.s.size() && a.s.substr(a.s.size() - b.s.size()) == b.s);
       case BinaryOp::kMatches: return B(RE2::PartialMatch(a.s, Regex(std::string(b.s))));
-      default: return B(RE2::FullMatch(a.s, Regex(checker_internal::GlobToRegex(b.s))));
+      default: return B(RE2::FullMatch(a.s, Regex(checker_internal::GlobToRegex(b.s).regex)));
     }
   }
 

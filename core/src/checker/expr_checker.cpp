@@ -1,41 +1,17 @@
 // expr_checker.cpp: resolving paths and typing expressions.
 #include "expr_checker.h"
 
+#include <algorithm>
+#include <cctype>
+
 #include <fmt/format.h>
 #include <re2/re2.h>
 
+#include "glob.h"
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/display_text.h"
 
 namespace guardpolicy::checker_internal {
-
-std::string GlobToRegex(std::string_view glob) {
-  std::string re = "^";
-  for (size_t i = 0; i < glob.size(); ++i) {
-    const char c = glob[i];
-    if (c == '*') {
-      re += ".*";
-    } else if (c == '?') {
-      re += '.';
-    } else if (c == '[' && glob.find(']', i + 1) != std::string_view::npos) {
-      const size_t close = glob.find(']', i + 1);
-      std::string_view cls = glob.substr(i + 1, close - i - 1);
-      re += '[';
-      if (!cls.empty() && cls[0] == '!') {
-        re += '^';
-        cls.remove_prefix(1);
-      }
-      for (const char k : cls) {
-        if (k == '\\' || k == '[' || k == ']' || k == '^') re += '\\';
-        re += k;
-      }
-      re += ']';
-      i = close;
-    } else {
-      re += RE2::QuoteMeta(std::string_view(&glob[i], 1));
-    }
-  }
-  return re + "$";
-}
 
 std::string RegexError(const std::string& pattern, int max_bytes) {
   if (static_cast<int>(pattern.size()) > max_bytes) {
@@ -45,6 +21,29 @@ std::string RegexError(const std::string& pattern, int max_bytes) {
   opts.set_log_errors(false);
   RE2 re(pattern, opts);
   return re.ok() ? std::string() : re.error();
+}
+
+std::string PatternError(std::string_view text, BinaryOp op, int max_bytes, std::string* regex) {
+  if (op != BinaryOp::kGlob) {
+    *regex = std::string(text);
+    const std::string err = RegexError(*regex, max_bytes);
+    return err.empty() ? err : "invalid pattern: " + err;
+  }
+  GlobRegex glob = GlobToRegex(text);
+  *regex = glob.regex;
+  if (!glob.error.empty()) return "invalid glob pattern: " + glob.error;
+  if (static_cast<int>(glob.regex.size()) > max_bytes) {
+    return fmt::format("glob pattern of {} bytes is too long: it makes a {}-byte regex, over the limit of {}", text.size(),
+                       glob.regex.size(), max_bytes);
+  }
+  // The translation only writes valid RE2: a failure here is ours, and the generated regex
+  // is not the user's text, so it is not quoted.
+  return RegexError(glob.regex, max_bytes).empty() ? std::string() : "invalid glob pattern";
+}
+
+const char* PatternHelp(BinaryOp op) {
+  return op == BinaryOp::kGlob ? "globs use `*`, `?`, `[abc]`, `[!abc]` and ranges `[a-z]`; a `]` first in a class is a member"
+                               : "patterns use RE2 syntax (no backreferences or lookaround)";
 }
 
 void ExprChecker::Mismatch(const Expr& e, const std::string& what) {
@@ -182,12 +181,9 @@ Type ExprChecker::CheckIn(Expr& e) {
 
 void ExprChecker::CheckPattern(const Expr& pattern, BinaryOp op) {
   if (pattern.kind != ExprKind::kLiteral) return;  // a parameter: checked when bound
-  const std::string re = op == BinaryOp::kGlob ? GlobToRegex(pattern.literal.str) : pattern.literal.str;
-  const std::string err = RegexError(re, options_.max_regex_bytes);
-  if (!err.empty()) {
-    diags_.Error(codes::kBadRegex, pattern.range, fmt::format("invalid pattern: {}", err),
-                 "patterns use RE2 syntax (no backreferences or lookaround)");
-  }
+  std::string regex;
+  const std::string err = PatternError(pattern.literal.str, op, options_.max_regex_bytes, &regex);
+  if (!err.empty()) diags_.Error(codes::kBadRegex, pattern.range, err, PatternHelp(op));
 }
 
 Type ExprChecker::CheckStringOp(Expr& e) {

@@ -49,9 +49,13 @@ inline constexpr int kNearMissDistance = 2;
 // "" when there is none (or `info` is closed).
 std::string NearMiss(std::string_view name, const EnumInfo& info);
 
-// "^...$" RE2 syntax for a glob (`*`, `?`, `[...]`); used by the checker and compiler.
-std::string GlobToRegex(std::string_view glob);
 // "" when `pattern` is a valid RE2 pattern within `max_bytes`, else RE2's message.
 std::string RegexError(const std::string& pattern, int max_bytes);
+// The RE2 source of a `matches` (`op` kMatches) or `glob` pattern in `*regex`, and "" or the
+// GP2009 message (a glob's problem in glob terms: the generated regex is never quoted).
+// Used by the checker (literal patterns) and the compiler (bound parameters).
+std::string PatternError(std::string_view text, BinaryOp op, int max_bytes, std::string* regex);
+// The GP2009 help for `op`.
+const char* PatternHelp(BinaryOp op);
 
 }  // namespace guardpolicy::checker_internal

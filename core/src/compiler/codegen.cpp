@@ -306,11 +306,8 @@ class CodeGen {
       auto it = bound_->find(pattern.path);
       text = it == bound_->end() ? "" : it->second.str;
     }
-    if (op == BinaryOp::kGlob) text = checker_internal::GlobToRegex(text);
-    const std::string err = checker_internal::RegexError(text, options_.max_regex_bytes);
-    if (!err.empty()) {
-      diags_.Error(codes::kBadRegex, pattern.range, fmt::format("invalid pattern: {}", err));
-    }
+    const std::string err = checker_internal::PatternError(text, op, options_.max_regex_bytes, &text);
+    if (!err.empty()) diags_.Error(codes::kBadRegex, pattern.range, err, checker_internal::PatternHelp(op));
     auto it = std::find(prog_.regexes.begin(), prog_.regexes.end(), text);
     if (it != prog_.regexes.end()) return static_cast<int32_t>(it - prog_.regexes.begin());
     prog_.regexes.push_back(text);
