@@ -1,7 +1,7 @@
 // source.h: policy source text and positions in it.
 //
 // A SourceFile owns the bytes of one policy file (or an in-memory source) and maps byte
-// offsets to 1-based line and column numbers. A SourceRange is a half-open byte range
+// offsets to 1-based line and column numbers. A line ends at `\n`, `\r\n` or a lone `\r`. A SourceRange is a half-open byte range
 // [begin, end) into one SourceFile. Both are immutable after construction and safe to
 // share between threads.
 #pragma once

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "guardpolicy/display_text.h"
+
 #include <fmt/format.h>
 
 namespace guardpolicy {
@@ -38,35 +40,47 @@ bool Diagnostics::HasErrors() const {
 
 namespace {
 
-// `line` with each byte of a malformed UTF-8 sequence shown as `?` (same width in bytes).
-std::string Printable(std::string_view line) {
-  std::string out(line);
-  for (size_t i = 0; i < out.size();) {
-    const size_t n = Utf8SequenceLength(line, i);
-    if (n == 0) {
-      out[i++] = '?';
-    } else {
-      i += n;
-    }
-  }
-  return out;
-}
+// Characters of a source line shown around the caret, at most: a longer line is cut to a
+// window (the start of the range kKeepBefore characters in), marked with `...`.
+constexpr size_t kMaxSnippetChars = 160;
+constexpr size_t kKeepBefore = 60;
 
-// The source line and a caret line under [begin, end) clipped to that line.
+// The source line and a caret line under [begin, end) clipped to that line. Characters a
+// terminal hides are escaped (display_text.h), and the caret moves with them.
 std::string RenderSnippet(const SourceRange& r) {
   const LineCol lc = r.start();
   const std::string_view line = r.file->Line(lc.line);
   const uint32_t line_begin = r.file->Offset(lc.line, 0);
-  const uint32_t line_end = line_begin + static_cast<uint32_t>(line.size());
-  const uint32_t end = std::clamp(r.end, r.begin + 1, std::max(line_end, r.begin + 1));
+  const size_t begin = std::min<size_t>(r.begin - line_begin, line.size());
+  const size_t end = std::max(begin + 1, std::min<size_t>(r.end > r.begin ? r.end - line_begin : 0, line.size()));
+  std::vector<size_t> starts;  // byte offset of each character of the line
+  for (size_t i = 0; i < line.size(); i += std::max<size_t>(1, Utf8SequenceLength(line, i))) starts.push_back(i);
+  const size_t first_char = std::lower_bound(starts.begin(), starts.end(), begin) - starts.begin();
+  size_t from = 0, to = starts.size();
+  if (starts.size() > kMaxSnippetChars) {
+    from = first_char > kKeepBefore ? first_char - kKeepBefore : 0;
+    to = std::min(starts.size(), from + kMaxSnippetChars);
+  }
+  std::string text = from > 0 ? "..." : "";
+  std::string caret(text.size(), ' ');
+  for (size_t k = from; k < to; ++k) {
+    const size_t at = starts[k];
+    const size_t next = k + 1 < starts.size() ? starts[k + 1] : line.size();
+    const std::string shown = DisplayChar(line.substr(at, next - at), /*keep_tab=*/true);
+    text += shown;
+    const bool escaped = IsInvisible(line.substr(at, next - at)) && shown != "\t";
+    const size_t width = escaped ? shown.size() : 1;  // an escape is ASCII; one column a character
+    if (at < begin) {
+      caret += shown == "\t" ? std::string("\t") : std::string(width, ' ');
+    } else if (at < end) {
+      caret.append(width, '^');
+    }
+  }
+  if (caret.find('^') == std::string::npos) caret += '^';  // an empty line, or the range starts at its end
+  if (to < starts.size()) text += "...";
   const std::string gutter = std::to_string(lc.line);
   const std::string pad(gutter.size(), ' ');
-  std::string caret(static_cast<size_t>(lc.col - 1), ' ');
-  for (size_t i = 0; i < caret.size() && i < line.size(); ++i) {
-    if (line[i] == '\t') caret[i] = '\t';
-  }
-  caret.append(std::max<uint32_t>(1, end - r.begin), '^');
-  return fmt::format("  {} | {}\n  {} | {}\n", gutter, Printable(line), pad, caret);
+  return fmt::format("  {} | {}\n  {} | {}\n", gutter, text, pad, caret);
 }
 
 }  // namespace

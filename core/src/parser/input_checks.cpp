@@ -49,10 +49,10 @@ bool CheckNesting(const SourceFilePtr& file, int max_depth, Diagnostics& diags) 
       continue;
     }
     if (c != ' ' && c != '\t' && c != '\n' && c != '\r' && c != '(') nots = 0;
-    if (c == '#') {
-      while (i < s.size() && s[i] != '\n') ++i;
+    if (c == '#') {  // comments and strings end at `\r` or `\n`, as the lexer's do
+      while (i < s.size() && s[i] != '\n' && s[i] != '\r') ++i;
     } else if (c == '"') {
-      for (++i; i < s.size() && s[i] != '"' && s[i] != '\n'; ++i) {
+      for (++i; i < s.size() && s[i] != '"' && s[i] != '\n' && s[i] != '\r'; ++i) {
         if (s[i] == '\\') ++i;
       }
     } else if (c == '(' || c == '{') {

@@ -8,8 +8,11 @@ namespace guardpolicy {
 SourceFile::SourceFile(std::string path, std::string text)
     : path_(std::move(path)), text_(std::move(text)) {
   line_starts_.push_back(0);
+  // Lines end at `\n`, `\r\n` or a lone `\r` (the lexer's whitespace and comment rules
+  // take all three).
   for (uint32_t i = 0; i < text_.size(); ++i) {
-    if (text_[i] == '\n') line_starts_.push_back(i + 1);
+    const bool lone_cr = text_[i] == '\r' && (i + 1 == text_.size() || text_[i + 1] != '\n');
+    if (text_[i] == '\n' || lone_cr) line_starts_.push_back(i + 1);
   }
 }
 
