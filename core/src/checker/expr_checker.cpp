@@ -307,12 +307,33 @@ bool ExprChecker::CheckLiteral(const Literal& lit, const Type& expected, const S
     }
     default: break;
   }
-  if (!ok && !expected.is_error()) {
-    static constexpr const char* kLiteralKinds[] = {"string", "int", "bool"};
+  if (ok || expected.is_error()) return ok;
+  static constexpr const char* kLiteralKinds[] = {"string", "int", "bool"};
+  if (expected.kind == TypeKind::kEnum) {
+    // An enum value is written as its member's name in a string (docs/language.md).
+    const EnumInfo& info = schema_.enums()[expected.enum_index];
+    const std::string example = info.members.empty() ? "NAME" : info.members.front();
+    if (lit.kind != Literal::Kind::kString) {
+      diags_.Error(codes::kBadParameter, where,
+                   fmt::format("expected a {} member's name in a string, found {}", info.name,
+                               kLiteralKinds[static_cast<int>(lit.kind)]),
+                   fmt::format("write the member as a string, e.g. \"{}\"", example));
+      return ok;
+    }
+    std::string best = ClosestMatch(lit.str, info.members);
+    for (const std::string& m : info.members) {  // members are upper case; "local" means LOCAL
+      const auto same = [](char a, char b) { return std::toupper(static_cast<unsigned char>(a)) == b; };
+      if (std::equal(lit.str.begin(), lit.str.end(), m.begin(), m.end(), same)) best = m;
+    }
     diags_.Error(codes::kBadParameter, where,
-                 fmt::format("expected {} value, found {}", WithArticle(schema_.TypeName(expected)),
-                             kLiteralKinds[static_cast<int>(lit.kind)]));
+                 fmt::format("`{}` is not a {} member", ShortDisplay(lit.str), info.name),
+                 best.empty() ? fmt::format("see the {} members in docs/schema.md", info.name)
+                              : fmt::format("did you mean \"{}\"?", best));
+    return ok;
   }
+  diags_.Error(codes::kBadParameter, where,
+               fmt::format("expected {} value, found {}", WithArticle(schema_.TypeName(expected)),
+                           kLiteralKinds[static_cast<int>(lit.kind)]));
   return ok;
 }
 
