@@ -209,3 +209,45 @@ TEST(BadInput, FmtThroughASymlinkRewritesTheTargetAndKeepsTheLink) {
 
 }  // namespace
 }  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+// Issue 17 item 13: `fmt` reports a file with errors (a type error too) and leaves it alone.
+TEST(Cli, FmtLeavesAFileWithATypeErrorAlone) {
+  const std::string text = "guardpolicy 1\npolicy   p {\n  keep when name == 3\n}\n";
+  const std::string path = WriteTemp("type_error.gpol", text);
+  auto r = RunCli({"fmt", path});
+  EXPECT_EQ(r.rc, cli::kExitFindings);
+  EXPECT_NE(r.err.find("error[GP2003]"), std::string::npos) << r.err;
+  std::ifstream in(path);
+  std::stringstream now;
+  now << in.rdbuf();
+  EXPECT_EQ(now.str(), text);
+  auto check = RunCli({"fmt", "--check", path});
+  EXPECT_EQ(check.rc, cli::kExitFindings);
+  EXPECT_EQ(check.out, "");
+  // Fixed, it is formatted.
+  std::ofstream(path) << "guardpolicy 1\npolicy   p {\n  keep when name == \"x\"\n}\n";
+  EXPECT_EQ(RunCli({"fmt", path}).rc, cli::kExitClean);
+}
+
+// Issue 17 item 6: a .gpolc cut inside its magic, or empty, is a refused artifact (exit 2).
+TEST(Cli, TruncatedArtifactIsRefusedNotReadAsSource) {
+  for (const std::string bytes : {std::string("GPOLC\0\r", 7), std::string("GPO"), std::string()}) {
+    const std::string path = WriteTemp("cut.gpolc", bytes);
+    for (const char* cmd : {"disasm", "check"}) {
+      std::vector<std::string> args = {cmd, path};
+      if (std::string(cmd) == "check") args = {cmd, path, "--guards", path};
+      auto r = RunCli(args);
+      EXPECT_EQ(r.rc, cli::kExitUsage) << cmd << " " << bytes.size() << r.err;
+      EXPECT_NE(r.err.find("error[GP0006]: cannot load compiled policy `" + path + "`: truncated: " +
+                           std::to_string(bytes.size()) + " bytes"),
+                std::string::npos)
+          << r.err;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace guardpolicy

@@ -116,3 +116,100 @@ TEST(Format, CarriageReturnEndsAComment) {
 
 }  // namespace
 }  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+// Issue 17 item 13: comments beside parameters, set members and test fields stay beside
+// them (the list is laid out one item a line); a comment anywhere else inside a construct
+// keeps the construct as written. Every comment stays where it was.
+TEST(Format, CommentsOnParametersStayOnTheirParameter) {
+  const std::string src =
+      "guardpolicy 1\n"
+      "policy p(\n"
+      "  a: bool = true,   # the first\n"
+      "  # about b\n"
+      "  b: int = 3        # the second\n"
+      ") {\n"
+      "  keep when a and source.depth > b\n"
+      "}\n";
+  const std::string want =
+      "guardpolicy 1\n"
+      "\n"
+      "policy p(\n"
+      "  a: bool = true,  # the first\n"
+      "  # about b\n"
+      "  b: int = 3,  # the second\n"
+      ") {\n"
+      "  keep when a and source.depth > b\n"
+      "}\n";
+  EXPECT_EQ(Formatted(src), want);
+  EXPECT_EQ(Formatted(want), want);
+}
+
+TEST(Format, CommentsOnSetMembersStayOnTheirMember) {
+  const std::string src =
+      "guardpolicy 1\n"
+      "unsafe policy p {\n"
+      "  drop when guard_type in {ID_MATCH,   # modules\n"
+      "      TYPE_MATCH,  # classes\n"
+      "      # and the last\n"
+      "      DICT_VERSION} and not is_global  # why\n"
+      "  default keep\n"
+      "}\n"
+      "test p {\n"
+      "  expect drop {\n"
+      "    guard_type: \"ID_MATCH\",  # a module\n"
+      "    name: \"self.fc\"\n"
+      "  }\n"
+      "}\n";
+  const std::string want =
+      "guardpolicy 1\n"
+      "\n"
+      "unsafe policy p {\n"
+      "  drop when guard_type in {\n"
+      "    ID_MATCH,  # modules\n"
+      "    TYPE_MATCH,  # classes\n"
+      "    # and the last\n"
+      "    DICT_VERSION,\n"
+      "  } and not is_global  # why\n"
+      "  default keep\n"
+      "}\n"
+      "\n"
+      "test p {\n"
+      "  expect drop {\n"
+      "    guard_type: \"ID_MATCH\",  # a module\n"
+      "    name: \"self.fc\",\n"
+      "  }\n"
+      "}\n";
+  EXPECT_EQ(Formatted(src), want);
+  EXPECT_EQ(Formatted(want), want);
+  // The same policy: formatting never changes meaning.
+  Loader loader = testing::MakeLoader();
+  EXPECT_EQ(Meaning(loader.Load(testing::Src(src), "p", {})->program()),
+            Meaning(loader.Load(testing::Src(want), "p", {})->program()));
+}
+
+TEST(Format, ACommentInsideAConditionKeepsTheRuleAsWritten) {
+  const std::string src =
+      "guardpolicy 1\n"
+      "\n"
+      "unsafe policy p {\n"
+      "  drop when is_global and  # globals\n"
+      "      name startswith \"G\"   \n"
+      "  default keep\n"
+      "}\n";
+  const std::string want =
+      "guardpolicy 1\n"
+      "\n"
+      "unsafe policy p {\n"
+      "  drop when is_global and  # globals\n"
+      "      name startswith \"G\"\n"
+      "  default keep\n"
+      "}\n";
+  EXPECT_EQ(Formatted(src), want);
+  EXPECT_EQ(Formatted(want), want);
+}
+
+}  // namespace
+}  // namespace guardpolicy

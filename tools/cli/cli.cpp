@@ -111,6 +111,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   CLI::App* fmt_cmd = app.add_subcommand("fmt", "rewrite policy files in the canonical layout");
   fmt_cmd->add_option("files", fmt_files, "policy files")->required();
   fmt_cmd->add_flag("--check", fmt_check, "change nothing; exit 1 if a file is not formatted");
+  fmt_cmd->add_option("--schema", ctx.schema_path, "schema YAML (default: the built-in schema)");
 
   std::string check_file, check_policy, check_guards;
   bool check_explain = false;
@@ -123,7 +124,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   CLI::App* filters = app.add_subcommand("filters", "list every filter by name: built-in, std, plugin");
 
   // Plugins extend the schema (fields, functions, filters) for every command that checks.
-  for (CLI::App* sub : {lint, disasm, compile, test, check, filters}) {
+  for (CLI::App* sub : {lint, fmt_cmd, disasm, compile, test, check, filters}) {
     sub->add_option("--plugin", ctx.plugins, "plugin shared library to load (repeatable)")
         ->allow_extra_args(false);  // one path per --plugin; later words are files
   }

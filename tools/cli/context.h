@@ -46,9 +46,11 @@ int RunCompile(const Context& ctx, const std::string& file, const std::string& p
 // expectation and "N passed, M failed".
 int RunTest(const Context& ctx, const std::vector<std::string>& files);
 
-// `guardpolicy fmt [--check] FILE...`: rewrites files in the canonical layout (atomically,
-// WriteFileReplacing: a read-only file is reported, exit 2, and left alone); with --check
-// changes nothing and exits 1 if any file would change.
+// `guardpolicy fmt [--check] [--schema YAML] [--plugin PATH]... FILE...`: rewrites files in
+// the canonical layout (atomically, WriteFileReplacing: a read-only file is reported, exit 2,
+// and left alone); a file with errors (syntax, names, types, as `lint` finds them) is
+// reported and left alone (exit 1); with --check changes nothing and exits 1 if any file
+// would change.
 int RunFmt(const Context& ctx, const std::vector<std::string>& files, bool check);
 
 // `guardpolicy check POLICY --guards SNAPSHOT [--explain]`: decisions on recorded guards

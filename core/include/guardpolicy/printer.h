@@ -5,6 +5,7 @@
 // `and`, `or` (tightest first).
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 
@@ -13,7 +14,12 @@
 namespace guardpolicy {
 
 std::string PrintLiteral(const Literal& lit);
-// `bound` (may be null) replaces parameter names with their bound literal.
-std::string PrintExpr(const Expr& e, const std::map<std::string, Literal, std::less<>>* bound = nullptr);
+// The text of the set `{...}` of an `in` expression, or "" for the canonical one-line
+// `{a, b}` (the formatter lays out sets with comments one member a line).
+using SetPrinter = std::function<std::string(const Expr& in_expr)>;
+// `bound` (may be null) replaces parameter names with their bound literal; `sets` (may be
+// null) prints the sets of `in` expressions.
+std::string PrintExpr(const Expr& e, const std::map<std::string, Literal, std::less<>>* bound = nullptr,
+                      const SetPrinter* sets = nullptr);
 
 }  // namespace guardpolicy

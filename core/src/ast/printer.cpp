@@ -21,7 +21,8 @@ int Precedence(const Expr& e) {
 
 class Printer {
  public:
-  explicit Printer(const std::map<std::string, Literal, std::less<>>* bound) : bound_(bound) {}
+  Printer(const std::map<std::string, Literal, std::less<>>* bound, const SetPrinter* sets)
+      : bound_(bound), sets_(sets) {}
 
   std::string Print(const Expr& e) {
     switch (e.kind) {
@@ -39,7 +40,9 @@ class Printer {
       case ExprKind::kStringOp:
         return Operand(*e.kids[0], 4, true) + " " + BinaryOpName(e.op) + " " + Operand(*e.kids[1], 4, true);
       case ExprKind::kIn: {
-        std::string out = Operand(*e.kids[0], 4, true) + (e.negated ? " not in {" : " in {");
+        const std::string head = Operand(*e.kids[0], 4, true) + (e.negated ? " not in " : " in ");
+        if (std::string set = sets_ ? (*sets_)(e) : ""; !set.empty()) return head + set;
+        std::string out = head + "{";
         for (size_t i = 1; i < e.kids.size(); ++i) out += (i > 1 ? ", " : "") + Print(*e.kids[i]);
         return out + "}";
       }
@@ -66,6 +69,7 @@ class Printer {
   }
 
   const std::map<std::string, Literal, std::less<>>* bound_;
+  const SetPrinter* sets_;
 };
 
 }  // namespace
@@ -79,8 +83,9 @@ std::string PrintLiteral(const Literal& lit) {
   return "?";
 }
 
-std::string PrintExpr(const Expr& e, const std::map<std::string, Literal, std::less<>>* bound) {
-  return Printer(bound).Print(e);
+std::string PrintExpr(const Expr& e, const std::map<std::string, Literal, std::less<>>* bound,
+                      const SetPrinter* sets) {
+  return Printer(bound, sets).Print(e);
 }
 
 }  // namespace guardpolicy
