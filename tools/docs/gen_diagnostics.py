@@ -29,8 +29,8 @@ MEANING = {
     "GP0003": "Parentheses or braces nest deeper than `CompileOptions::max_depth` (64).",
     "GP0004": "The source is not UTF-8, or holds a NUL byte.",
     "GP0005": "More rules than `CompileOptions::max_rules` (4096), counted after `use` expansion.",
-    "GP0006": "A compiled policy (`.gpolc`) was refused: bad magic, another format version, another schema, wrong size, bad checksum, malformed tables, or bytecode the verifier rejects.",
-    "GP1001": "The parser rejected a token; the message says what it expected.",
+    "GP0006": "A compiled policy (`.gpolc`) was refused: bad magic, a truncated file (also one cut inside the magic, or an empty `*.gpolc`), another format version (an older one says to recompile), another schema, wrong size, bad checksum, malformed tables, or bytecode the verifier rejects.",
+    "GP1001": "The parser rejected a token; the message says what it expected. Mistakes from other languages are named: single-quoted strings, `=` for `==`, `&&` `||` `!` for `and` `or` `not`, an unterminated string, a bare enum member after `=`, an invisible character (shown escaped, e.g. `\\u00a0`).",
     "GP1002": "The header names a language version other than 1.",
     "GP1003": "A string uses an escape other than `\\\\ \\\" \\n \\t \\r`.",
     "GP1004": "An integer literal does not fit in 64 bits.",
@@ -39,10 +39,10 @@ MEANING = {
     "GP2003": "Operand types do not fit the operator, or the two sides differ.",
     "GP2004": "A condition, or an operand of `and`/`or`/`not`, is not bool.",
     "GP2005": "`use` (or a `test`) names a policy that is neither in the file nor in policies/std.",
-    "GP2006": "A parameter has an unknown type, a default or argument of the wrong type, or `use` passes an unknown parameter.",
+    "GP2006": "A parameter has an unknown type, a default or argument of the wrong type (an enum value is a member's name in a string, `\"LOCAL\"`), or `use` passes an unknown parameter.",
     "GP2007": "Two policies in one file have the same name.",
     "GP2008": "`use` chains loop back to a policy that is being expanded.",
-    "GP2009": "A `matches` or `glob` pattern is not valid RE2 (RE2's message is included), or is too long.",
+    "GP2009": "A `matches` pattern is not valid RE2 (RE2's message is included), a `glob` has a reversed range (`[z-a]`), or a pattern is too long.",
     "GP2010": "`config` names a knob the schema does not declare, or gives it the wrong type.",
     "GP2011": "`stance` names a stance the schema does not declare, or fewer than 1 warm-up call.",
     "GP2012": "(warning) A `GuardType` name unknown to torch 2.13 and more than 2 edits from every known one; allowed, since the enum is open.",
@@ -84,7 +84,7 @@ FIX = {
     "GP2006": "Use bool, int, string, GuardType or GuardSource, a default of that type, and the used policy's parameter names.",
     "GP2007": "Rename one of the policies.",
     "GP2008": "Break the loop: move the shared rules into a third policy that both use.",
-    "GP2009": "Use RE2 syntax: no backreferences, lookaround or named groups `(?<..>)` (write `(?P<..>)`).",
+    "GP2009": "Use RE2 syntax: no backreferences, lookaround or named groups `(?<..>)` (write `(?P<..>)`); in a glob, write ranges low to high.",
     "GP2010": "Use a knob from the schema's `config:` section with a value of its type.",
     "GP2011": "Write `stance skip_guard_eval_unsafe after N calls` with N of at least 1.",
     "GP2012": "Check the spelling; keep it if it is a third-party guard type.",
@@ -106,6 +106,11 @@ FIX = {
     "GP4001": "Pass `policy=\"name\"` to `guardpolicy.load` (or `--policy NAME`) with a name the file declares.",
     "GP4002": "Pass only declared parameters, with values of their types (closed enums: a member name).",
 }
+
+
+# Carriage returns, control characters (but tab and newline) and no-break spaces: shown
+# as the file's bytes, not as a code block.
+HIDDEN = re.compile("[\\r\\x00-\\x08\\x0b-\\x1f\\x7f\\u00a0]")
 
 
 def docs_test_annotation(src: Path) -> str:
@@ -156,13 +161,17 @@ def render() -> str:
     for code in codes:
         lines += [f"## {code}", "", MEANING.get(code, "(undocumented)"), "",
                   f"**Fix:** {FIX.get(code, '(undocumented)')}", ""]
-        for src in sorted(REJECT.glob(f"{code}_*.gpol")):
+        for src in sorted([*REJECT.glob(f"{code}_*.gpol"), *REJECT.glob(f"{code}_*.gpolc")]):
             expected = src.with_suffix(".expected")
             options = src.with_suffix(".options")
             if src.is_dir():
                 lines += [f"`{src.name}` is a directory."]
-            elif src.read_bytes().startswith(b"GPOLC\0"):
-                lines += [f"`{src.name}` is a `.gpolc` header: `{src.read_bytes()!r}`.", ""]
+            elif src.read_bytes().startswith(b"GPOLC\0") or src.suffix == ".gpolc":
+                raw = src.read_bytes()
+                shown = f"`{raw!r}`" if len(raw) <= 36 else f"a header `{raw[:36]!r}`, then the payload"
+                lines += [f"`{src.name}` is a `.gpolc` file of {len(raw)} bytes: {shown}.", ""]
+            elif HIDDEN.search(src.read_bytes().decode("utf-8", "replace")):
+                lines += [f"`{src.name}` holds characters a page cannot show: `{src.read_bytes()!r}`.", ""]
             else:
                 text = src.read_bytes().decode("utf-8", "replace")
                 lines += [docs_test_annotation(src), "```gpol", text.rstrip("\n"), "```", ""]
