@@ -30,6 +30,11 @@ LEXICALLY_BAD = {
     "reject/GP1001_stray_character.gpol",  # a `$` between two operands
     "reject/GP0004_fuzz_invalid_lead_byte.gpol",  # bytes that are not UTF-8 (decoded as U+FFFD)
     "reject/GP0006_unknown_artifact_version.gpol",  # a .gpolc header: NUL bytes
+    "reject/GP1001_c_style_and.gpol",  # `&&`
+    "reject/GP1001_control_character.gpol",  # a BEL
+    "reject/GP1001_no_break_space.gpol",  # U+00A0
+    "reject/GP1001_single_quoted_string.gpol",  # 'self.fc'
+    "reject/GP1001_unterminated_string.gpol",  # a `"` with no end on its line
 }
 
 
