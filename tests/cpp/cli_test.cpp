@@ -251,3 +251,31 @@ TEST(Cli, TruncatedArtifactIsRefusedNotReadAsSource) {
 
 }  // namespace
 }  // namespace guardpolicy
+
+namespace guardpolicy {
+namespace {
+
+// Sibling of issue 17 item 6: a whole .gpolc given to a command that reads source is named
+// for what it is (GP0006, exit 2), not reported as source with a NUL byte (GP0004).
+TEST(Cli, CommandsThatReadSourceNameACompiledPolicy) {
+  const std::string artifact = ::testing::TempDir() + "globals.gpolc";
+  ASSERT_EQ(RunCli({"compile", testing::kDataDir + "/std/skip_guard_on_globals.gpol", "-o", artifact}).rc, 0);
+  std::ifstream in(artifact, std::ios::binary);
+  std::stringstream before;
+  before << in.rdbuf();
+  for (const char* cmd : {"lint", "test", "fmt", "compile"}) {
+    auto r = RunCli({cmd, artifact});
+    EXPECT_EQ(r.rc, cli::kExitUsage) << cmd;
+    EXPECT_EQ(r.err, "error[GP0006]: `" + artifact + "` is a compiled policy (.gpolc), not policy source\n"
+                     "  = help: lint, fmt, test and compile read the .gpol source; disasm, check and "
+                     "guardpolicy.load read a .gpolc\n")
+        << cmd;
+  }
+  std::ifstream again(artifact, std::ios::binary);
+  std::stringstream after;
+  after << again.rdbuf();
+  EXPECT_EQ(after.str(), before.str());
+}
+
+}  // namespace
+}  // namespace guardpolicy

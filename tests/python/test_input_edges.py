@@ -93,3 +93,11 @@ def test_parser_says_strings_use_double_quotes():
     diags = gp.lint("guardpolicy 1\npolicy p {\n  keep when name == 'x'\n}\n")
     assert [(d.code, d.message, d.help) for d in diags] == [
         ("GP1001", "strings use double quotes, not `'`", 'write "x"')]
+
+
+def test_lint_of_a_compiled_policy_says_what_it_is(tmp_path):
+    path = tmp_path / "globals.gpolc"
+    gp.load_std("skip_guard_on_globals").save(path)
+    diags = gp.lint(path)
+    assert [(d.code, d.message) for d in diags] == [
+        ("GP0006", f"`{path}` is a compiled policy (.gpolc), not policy source")]

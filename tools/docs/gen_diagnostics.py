@@ -29,7 +29,7 @@ MEANING = {
     "GP0003": "Parentheses or braces nest deeper than `CompileOptions::max_depth` (64).",
     "GP0004": "The source is not UTF-8, or holds a NUL byte.",
     "GP0005": "More rules than `CompileOptions::max_rules` (4096), counted after `use` expansion.",
-    "GP0006": "A compiled policy (`.gpolc`) was refused: bad magic, a truncated file (also one cut inside the magic, or an empty `*.gpolc`), another format version (an older one says to recompile), another schema, wrong size, bad checksum, malformed tables, or bytecode the verifier rejects.",
+    "GP0006": "A compiled policy (`.gpolc`) was refused: bad magic, a truncated file (also one cut inside the magic, or an empty `*.gpolc`), another format version (an older one says to recompile), another schema, wrong size, bad checksum, malformed tables, or bytecode the verifier rejects; or an artifact was given to a command that reads source (`lint`, `fmt`, `test`, `compile`).",
     "GP1001": "The parser rejected a token; the message says what it expected. Mistakes from other languages are named: single-quoted strings, `=` for `==`, `&&` `||` `!` for `and` `or` `not`, an unterminated string, a bare enum member after `=`, an invisible character (shown escaped, e.g. `\\u00a0`).",
     "GP1002": "The header names a language version other than 1.",
     "GP1003": "A string uses an escape other than `\\\\ \\\" \\n \\t \\r`.",

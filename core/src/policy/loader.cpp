@@ -34,6 +34,15 @@ Loader::~Loader() = default;
 
 LintResult Loader::Lint(SourceFilePtr file) {
   LintResult result;
+  // A compiled policy given where source is read (lint, fmt, test, compile): its bytes are
+  // no source to complain about (a NUL byte, GP0004); say what it is.
+  if (LooksLikeArtifact(file->text(), file->path())) {
+    result.diagnostics.Error(codes::kBadArtifact, {},
+                             fmt::format("`{}` is a compiled policy (.gpolc), not policy source", file->path()),
+                             "lint, fmt, test and compile read the .gpol source; disasm, check and "
+                             "guardpolicy.load read a .gpolc");
+    return result;
+  }
   ParseResult parsed = Parse(std::move(file), options_);
   result.diagnostics = std::move(parsed.diagnostics);
   result.module = std::move(parsed.module);
