@@ -470,7 +470,7 @@ PYBIND11_MODULE(_core, m) {
         if (!s) return py::none();
         return py::make_tuple(s->stance, s->after_calls);
       })
-      .def("disassemble", [](const PyPolicy& p) { return Disassemble(p.policy().program()); })
+      .def("disassemble", [](const PyPolicy& p) { return Disassemble(p.policy().program(), *p.schema()); })
       .def("serialize", [](const PyPolicy& p) {
         return py::bytes(SerializePolicy(p.policy(), *p.schema()));
       });

@@ -41,7 +41,8 @@ TEST(Artifact, RoundTripKeepsDisassemblyAndMetadataForEveryPolicy) {
     for (const PolicyDecl& decl : lint.module->policies) {
       auto compiled = loader.Load(file, decl.name, {});
       auto loaded = RoundTrip(*compiled, *testing::PluginSchema());
-      EXPECT_EQ(Disassemble(loaded->program()), Disassemble(compiled->program())) << path;
+      EXPECT_EQ(Disassemble(loaded->program(), loader.schema()), Disassemble(compiled->program(), loader.schema()))
+          << path;
       EXPECT_EQ(loaded->name(), compiled->name());
       EXPECT_EQ(loaded->is_unsafe(), compiled->is_unsafe());
       EXPECT_EQ(loaded->doc(), compiled->doc());

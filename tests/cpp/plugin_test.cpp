@@ -181,7 +181,7 @@ TEST(PluginArtifacts, CompiledPoliciesNeedTheirPluginsLoaded) {
                             "p", {});
   const std::string bytes = SerializePolicy(*policy, *schema);
   auto again = DeserializePolicy(bytes, *schema, "p.gpolc");
-  EXPECT_EQ(Disassemble(again->program()), Disassemble(policy->program()));
+  EXPECT_EQ(Disassemble(again->program(), *schema), Disassemble(policy->program(), *schema));
   try {
     (void)DeserializePolicy(bytes, *TestSchema(), "p.gpolc");
     FAIL();

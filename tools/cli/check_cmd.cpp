@@ -12,10 +12,10 @@
 namespace guardpolicy::cli {
 namespace {
 
+// The deciding rule as disasm and Python's RuleRef print it: "policy at file:line".
 std::string RuleText(const Program& p, const Outcome& o) {
-  if (o.rule < 0) return fmt::format("default ({}:{})", p.default_file, p.default_line);
-  const RuleInfo& r = p.rules[o.rule];
-  return fmt::format("rule {} of `{}` ({}:{})", o.rule, r.policy, r.file, r.line);
+  if (o.rule < 0) return fmt::format("default at {}:{}", p.default_file, p.default_line);
+  return RuleLabel(p.rules[o.rule]);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace guardpolicy::cli {
 int RunDisasm(const Context& ctx, const std::string& file, const std::string& policy) {
   std::unique_ptr<Loader> loader = ctx.MakeLoader();
   try {
-    *ctx.out << Disassemble(loader->LoadFile(file, policy, {})->program());
+    *ctx.out << Disassemble(loader->LoadFile(file, policy, {})->program(), loader->schema());
     return kExitClean;
   } catch (const PolicyError& e) {
     return ReportLoadError(ctx, e);

@@ -191,7 +191,12 @@ struct Program {
   std::string Bind(const Schema& schema);
 };
 
-// Human-readable listing: one instruction per line with operands resolved, rule sources.
-std::string Disassemble(const Program& program);
+// Human-readable listing: one instruction per line with operands resolved (enum members
+// by name, from `schema`, the one the program was compiled against), rule sources.
+std::string Disassemble(const Program& program, const Schema& schema);
+
+// Where a rule was written, as disasm, `check --explain` and Python's RuleRef print it:
+// "policy at file:line".
+std::string RuleLabel(const RuleInfo& rule);
 
 }  // namespace guardpolicy
