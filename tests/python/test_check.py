@@ -71,3 +71,22 @@ def test_check_refuses_a_snapshot_outside_the_schema(tmp_path, mlp_model):
     assert r.returncode == 2
     assert "frame 0 entry 2: field `guard_source` is `NOPE`, not a GuardSource member" in r.stderr
     assert r.stdout == ""
+
+
+def test_check_explain_names_rules_as_python_does(tmp_path, mlp_model):
+    """Issue 17 item 17: one format, `policy at file:line`, in `check --explain` and RuleRef."""
+    snapshot = capture(mlp_model.fn, *mlp_model.args)
+    path = tmp_path / "mlp.json"
+    snapshot.to_json(path)
+    source = gp.std_policy_path("skip_guard_on_all_nn_modules")
+    explained = gp.load(source).explain(snapshot.rows())
+    r = subprocess.run([str(CLI), "check", str(source), "--guards", str(path), "--explain"],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("  ")]
+    assert len(lines) == len(explained)
+    assert any(e.rule for e in explained) and any(e.rule is None for e in explained)
+    for line, e in zip(lines, explained):
+        want = str(e.rule) if e.rule else f"default at {source}:7"
+        assert line.endswith(" " + want), (line, want)
+    assert str(next(e.rule for e in explained if e.rule)) == f"skip_guard_on_all_nn_modules at {source}:6"

@@ -134,3 +134,22 @@ def test_explain_compiled_names_the_deciding_rule_per_guard():
     assert any(e.keep and e.rule is None for e in guards)  # the default
     with pytest.raises(TypeError):
         gp.explain(lambda x: x)
+
+
+def test_explain_says_which_frame_each_list_belongs_to():
+    """Issue 17 item 17: each frame's explanations name the compiled function and file:line."""
+    compiled = gp.compile(fn_with_break, gp.load(SERVING), backend="eager")
+    compiled(torch.ones(2))
+    first, resume = gp.explain(compiled)[:2]
+    code = fn_with_break.__code__
+    assert (first.frame.function, first.frame.file, first.frame.line) == ("fn_with_break", code.co_filename,
+                                                                           code.co_firstlineno)
+    assert first.frame.compile_id == "0/0"
+    assert str(first.frame) == f"fn_with_break at {code.co_filename}:{code.co_firstlineno} [0/0]"
+    # The frame Dynamo resumes in after the graph break is a function of its own.
+    assert resume.frame.function.startswith("torch_dynamo_resume_in_fn_with_break")
+    assert resume.frame.file == code.co_filename and resume.frame.line > code.co_firstlineno
+    assert resume.frame.compile_id == "1/0"
+    # Still a list of Explanation per guard, as before.
+    assert isinstance(first, list) and first and all(isinstance(e, gp.Explanation) for e in first)
+    assert first == compiled.explanations[0] and first is not compiled.explanations[0]

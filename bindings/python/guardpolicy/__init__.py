@@ -15,6 +15,7 @@ from typing import Any
 
 from . import _core
 from .errors import Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning, require_str
+from .frames import CompiledFrame, FrameExplanations
 from .policy import Explanation, Policy, RuleRef
 from .registry import (  # noqa: A004 - guardpolicy.filter, as designed
     EXAMPLE_PLUGINS,
@@ -32,9 +33,11 @@ from .runtime import PolicyCompiled, compile, explain  # noqa: A004 - guardpolic
 __all__ = [
     "DATA_DIR",
     "EXAMPLE_PLUGINS",
+    "CompiledFrame",
     "Diagnostic",
     "Explanation",
     "FilterInfo",
+    "FrameExplanations",
     "FilterParam",
     "PluginError",
     "PluginInfo",

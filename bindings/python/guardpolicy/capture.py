@@ -29,6 +29,8 @@ import re
 import sys
 from typing import Any, Callable, Iterator
 
+from .frames import compiled_frame
+
 #: Schema fields, in schema order: the keys of every row.
 FIELDS = (
     "name",
@@ -243,33 +245,10 @@ class Snapshot:
 
 
 def _compiled_frame_info() -> tuple[str, str]:
-    """(co_name of the code being compiled, compile id) for the filter call in progress:
-    the ``f_code`` argument of torch's ``CheckFunctionManager.__init__`` a few frames up,
-    and ``CompileContext.current_compile_id()``; "" where unknown."""
-    code_name = ""
-    try:
-        frame = sys._getframe(2)
-        for _ in range(8):
-            if frame is None:
-                break
-            code = frame.f_code
-            if code.co_name == "__init__" and "f_code" in code.co_varnames:
-                f_code = frame.f_locals.get("f_code")
-                code_name = getattr(f_code, "co_name", "") or ""
-                break
-            frame = frame.f_back
-        del frame
-    except Exception:  # introspection only: never fail a compile over a label
-        code_name = ""
-    compile_id = ""
-    try:
-        from torch._guards import CompileContext
-
-        cid = CompileContext.current_compile_id()
-        compile_id = "" if cid is None else str(cid)
-    except Exception:
-        compile_id = ""
-    return code_name if isinstance(code_name, str) else "", compile_id
+    """(co_name of the code being compiled, compile id) for the filter call in progress;
+    "" where unknown (see ``frames.compiled_frame``)."""
+    frame = compiled_frame()
+    return frame.function, frame.compile_id
 
 
 class Recorder:

@@ -22,6 +22,7 @@ import warnings
 from typing import Any, Callable
 
 from .errors import PolicyRuntimeWarning
+from .frames import FrameExplanations, compiled_frame
 from .policy import Policy
 
 _INDUCTOR = "inductor"
@@ -58,8 +59,9 @@ class PolicyCompiled:
     policy's config knobs and stance; every other attribute is the compiled object's.
 
     ``calls``: calls made; ``compiles``: frames compiled (one per ``guard_filter_fn`` call);
-    ``explanations``: per compiled frame, the decision and deciding rule of every guard
-    (``guardpolicy.explain(compiled)``; strings only, no reference to live objects);
+    ``explanations``: per compiled frame, a ``FrameExplanations``: the decision and deciding
+    rule of every guard, and ``frame``, which frame (``guardpolicy.explain(compiled)``;
+    strings only, no reference to live objects);
     ``quiet_calls``: consecutive calls that compiled nothing; ``stance_active``: calls now run
     under ``skip_guard_eval_unsafe``.
     """
@@ -121,13 +123,14 @@ class PolicyCompiled:
         return f"<guardpolicy.PolicyCompiled {self._policy.name!r} of {self._compiled!r}>"
 
 
-def explain(compiled: PolicyCompiled) -> list[list]:
-    """Per frame ``compiled`` has compiled so far, per guard: an ``Explanation`` (keep or
-    drop, the deciding rule with its file:line or None for the default, the guard's name and
-    guard_type)."""
+def explain(compiled: PolicyCompiled) -> list[FrameExplanations]:
+    """Per frame ``compiled`` has compiled so far, a ``FrameExplanations``: per guard an
+    ``Explanation`` (keep or drop, the deciding rule with its file:line or None for the
+    default, the guard's name and guard_type), and ``frame``, the ``CompiledFrame``
+    (function, file:line, compile id)."""
     if not isinstance(compiled, PolicyCompiled):
         raise TypeError("explain() takes what guardpolicy.compile returned")
-    return [list(frame) for frame in compiled.explanations]
+    return [FrameExplanations(frame, frame.frame) for frame in compiled.explanations]
 
 
 def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: str | None = None,  # noqa: A001
@@ -152,7 +155,7 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
         if holder:  # compile time only: explaining costs a second pass over the entries
             with warnings.catch_warnings():  # the first pass warned already, if at all
                 warnings.simplefilter("ignore", PolicyRuntimeWarning)
-                holder[0]._record_compile(policy.explain(entries))
+                holder[0]._record_compile(FrameExplanations(policy.explain(entries), compiled_frame()))
         return decisions
 
     opts = _options_with_filter(options, mode, backend, guard_filter_fn)
