@@ -859,7 +859,7 @@ def test_cli_check_with_plugin_matches_live_decisions(tmp_path, mlp_model):
     assert proc.returncode == 0, proc.stderr
     lines = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith("  ")]
     assert [ln[0] for ln in lines] == ["keep" if k else "drop" for k in live]
-    assert any("`names.drop_deep`" in " ".join(ln) for ln in lines if ln[0] == "drop")
+    assert any(" ".join(ln).endswith(f"names.drop_deep at {SHALLOW_GUARDS}:19") for ln in lines if ln[0] == "drop")
     kept = sum(live)
     assert f"{len(live)} guards in 1 frames: {kept} kept, {len(live) - kept} dropped" in proc.stdout
 
