@@ -33,7 +33,7 @@ MODULE_KINDS = EXAMPLES / "module_kinds.gpol"
 SHALLOW_GUARDS = EXAMPLES / "shallow_guards.gpol"
 KEEP_ALL = EXAMPLES / "keep_all.gpol"
 CLI = Path(sys.executable).parent / "guardpolicy"
-# Where `make build` puts the broken plugins (tests/cpp/CMakeLists.txt); another build dir
+# Where `make build` puts the broken plugins (tests/plugins/CMakeLists.txt); another build dir
 # can be named with $GUARDPOLICY_TEST_PLUGIN_DIR.
 BAD_PLUGIN_DIR = Path(os.environ.get("GUARDPOLICY_TEST_PLUGIN_DIR", ROOT / "build" / "tests" / "plugins"))
 RECOMPILE = r"(?i)recompil"
@@ -48,7 +48,7 @@ def depth(name: str) -> int:
 
 def bad_plugin(kind: str) -> str:
     path = BAD_PLUGIN_DIR / f"{kind}.so"
-    assert path.is_file(), f"{path} is missing: the test plugins are built by `make build` (tests/cpp/CMakeLists.txt)"
+    assert path.is_file(), f"{path} is missing: the test plugins are built by `make build` (tests/plugins/CMakeLists.txt)"
     return str(path)
 
 
