@@ -1,0 +1,31 @@
+"""The schema's two torch enums against the torch this suite runs on. CI runs the suite on
+torch 2.13.0 and 2.14.1 (``make test-python-matrix``), so each is checked on both: torch 2.14
+added the guard type ``COW_TENSOR_MATCH``, and a GuardSource member torch adds must be in the
+schema's closed enum, or the binding (which maps a source to the enum by its name) would read
+it as no member, ``guard_source == NEW`` could not be written and a snapshot holding it would
+be refused."""
+
+from __future__ import annotations
+
+import torch._dynamo.guards
+import torch._guards
+import yaml
+
+import guardpolicy as gp
+
+
+def schema_enum(name: str) -> list[str]:
+    schema = yaml.safe_load((gp.DATA_DIR / "schema" / "guard_entry.yaml").read_text())
+    return schema["enums"][name]["members"]
+
+
+def test_guard_type_members_include_every_guard_builder_name_of_this_torch():
+    torch_names = set(torch._dynamo.guards.GUARD_VALUE_DISPATCH)
+    assert torch_names, "torch has no guard value dispatch table"
+    assert torch_names - set(schema_enum("GuardType")) == set()
+
+
+def test_guard_source_members_are_this_torchs_in_value_order():
+    members = sorted(torch._guards.GuardSource, key=lambda m: m.value)
+    assert schema_enum("GuardSource") == [m.name for m in members]
+
