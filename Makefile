@@ -12,11 +12,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
   libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev pkg-config g++ \
-  default-jre-headless
-PIP_PACKAGES := torch==2.13.0 pybind11 scikit-build-core pytest transformers matplotlib cmake ninja pygments
+  default-jre-headless ccache
+TORCH ?= 2.13.0
+PIP_TOOLS := pybind11 scikit-build-core pytest transformers matplotlib cmake ninja pygments
+PIP_PACKAGES := torch==$(TORCH) $(PIP_TOOLS)
 DEPS_STAMP := $(VENV)/.deps-installed
 
-.PHONY: deps apt-deps build demo test test-cpp test-python test-cmake-consumer docs-test bench sanitize-build test-asan test-tsan fuzz clean
+.PHONY: deps apt-deps build demo test test-cpp test-python test-python-leg test-python-matrix test-cmake-consumer \
+  docs-test bench sanitize-build test-asan test-tsan fuzz clean
 
 apt-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -61,6 +64,54 @@ docs-test: build
 	$(PY) tools/docs/docs_test.py
 
 test: test-cpp test-python test-cmake-consumer docs-test
+
+# Portability legs: the whole Python suite on another interpreter or torch release, e.g.
+#   make test-python-leg PYVER=3.12 TORCH=2.13.0    make test-python-matrix (each leg of PY_LEGS)
+# A leg has its own virtual environment (.venv-<leg>) and CMake tree (build-<leg>): scikit-build-core
+# builds guardpolicy there for that interpreter, as `make build` does for .venv (the extension,
+# the CLI and the test plugins; the C++ tests run once, in build/). Its dependencies (torch with
+# its CUDA wheels is ~5 GB) are installed once per machine, in $(GP_CACHE)/deps-<leg>, which the
+# leg's venv sees through a .pth file after its own site-packages (as
+# tests/packaging/fresh_install.sh does): a new checkout, e.g. CI's, installs nothing again, and
+# the shared environment never holds a guardpolicy of its own. The interpreter: python<PYVER>
+# on PATH, else the newest $(PYENV_ROOT)/versions/<PYVER>.*.
+PY_LEGS ?= 3.11:2.14.1 3.12:2.13.0 3.13:2.13.0
+PYVER ?= 3.11
+GP_CACHE ?= $(HOME)/.cache/guardpolicy
+PYENV_ROOT ?= $(HOME)/.pyenv
+LEG := py$(PYVER)-torch$(TORCH)
+LEG_DEPS := $(GP_CACHE)/deps-$(LEG)
+LEG_VENV := .venv-$(LEG)
+LEG_BUILD := build-$(LEG)
+LEG_PY := $(LEG_VENV)/bin/python
+
+test-python-leg: apt-deps
+	@set -e; mkdir -p $(GP_CACHE); exec 9>$(LEG_DEPS).lock; flock 9; \
+	if [ "$$(cat $(LEG_DEPS)/.guardpolicy-deps 2>/dev/null)" != "$(PIP_PACKAGES)" ]; then \
+	  py=$$(command -v python$(PYVER) 2>/dev/null) && $$py -c '' 2>/dev/null \
+	    || py=$$(ls -d $(PYENV_ROOT)/versions/$(PYVER).* 2>/dev/null | sort -V | tail -n 1)/bin/python$(PYVER); \
+	  [ -x "$$py" ] || { echo "no Python $(PYVER): no python$(PYVER) on PATH nor in $(PYENV_ROOT)/versions" >&2; exit 1; }; \
+	  echo "== $(LEG): installing $(PIP_PACKAGES) into $(LEG_DEPS)"; \
+	  [ -x $(LEG_DEPS)/bin/python ] || $$py -m venv $(LEG_DEPS); \
+	  $(LEG_DEPS)/bin/python -m pip install -q --disable-pip-version-check $(PIP_PACKAGES) \
+	    >$(LEG_DEPS).log 2>&1 || { grep -v '^WARNING: Location' $(LEG_DEPS).log | tail -n 40; exit 1; }; \
+	  echo "$(PIP_PACKAGES)" >$(LEG_DEPS)/.guardpolicy-deps; \
+	fi
+	@[ -x $(LEG_PY) ] || $(LEG_DEPS)/bin/python -m venv $(LEG_VENV)
+	@$(LEG_DEPS)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
+	  >$$($(LEG_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_guardpolicy_deps.pth
+	@echo "== $(LEG): $$($(LEG_PY) -c 'import sys, torch; print("python", sys.version.split()[0], "torch", torch.__version__)')"
+	$(LEG_PY) -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps . \
+	  -Cbuild-dir=$(LEG_BUILD) -Ccmake.build-type=Release -Ccmake.define.GUARDPOLICY_BUILD_TEST_PLUGINS=ON \
+	  -Ccmake.define.pybind11_DIR=$$($(LEG_PY) -m pybind11 --cmakedir)
+	PATH=$(CURDIR)/$(LEG_VENV)/bin:$(LEG_DEPS)/bin:$$PATH GUARDPOLICY_TEST_PLUGIN_DIR=$(CURDIR)/$(LEG_BUILD)/tests/plugins \
+	  $(LEG_PY) -m pytest -q tests/python
+
+# Each leg in turn, with its time; stops at the first that fails.
+test-python-matrix:
+	@for leg in $(PY_LEGS); do start=$$SECONDS; \
+	  $(MAKE) --no-print-directory test-python-leg PYVER=$${leg%%:*} TORCH=$${leg##*:} || exit 1; \
+	  echo "== leg python $${leg%%:*} torch $${leg##*:}: $$((SECONDS - start)) s"; done
 
 # A clang build with ASan+UBSan (and libFuzzer coverage) for the C++ tests and the fuzzers.
 SAN_DIR := build-san
@@ -109,4 +160,4 @@ bench: build
 	$(PY) bench/make_results.py --vm-bench $(BUILD_DIR)/bench/guardpolicy_vm_bench
 
 clean:
-	rm -rf $(BUILD_DIR) $(SAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(SAN_DIR) $(TSAN_DIR) build-py*-torch*
