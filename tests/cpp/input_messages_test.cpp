@@ -65,6 +65,17 @@ TEST(InputMessages, LongLineShowsAWindowAroundTheCaret) {
                      "  = help: did you mean `name`?\n");
 }
 
+// A long name quoted in a message is shortened in the text too (sibling of item 10).
+TEST(InputMessages, LongQuotedNamesAreShortened) {
+  const std::string name(200000, 'a');
+  const Diagnostic d = Only(LintText("guardpolicy 1\npolicy p { keep when " + name + " }\n"));
+  EXPECT_EQ(d.message, "unknown field `" + name + "`");  // the value keeps it whole
+  const std::string out = RenderText(d);
+  EXPECT_LT(out.size(), 600u);
+  EXPECT_EQ(out.substr(0, out.find('\n')),
+            "t.gpol:2:22: error[GP2001]: unknown field `" + std::string(80, 'a') + "...`");
+}
+
 // Issue 17 item 14: mistakes carried over from other languages get a hint.
 TEST(InputMessages, SingleQuotesSayStringsUseDoubleQuotes) {
   const Diagnostic d = Only(LintText("guardpolicy 1\npolicy p {\n  keep when name == 'x'\n}\n"));

@@ -83,13 +83,32 @@ std::string RenderSnippet(const SourceRange& r) {
   return fmt::format("  {} | {}\n  {} | {}\n", gutter, text, pad, caret);
 }
 
+// `text` with each user text in backticks shown escaped and, past kMaxQuotedChars
+// characters, shortened: a 1 MB name is not echoed whole.
+constexpr size_t kMaxQuotedChars = 80;
+std::string ShortenQuoted(std::string_view text) {
+  std::string out;
+  size_t at = 0;
+  for (size_t open; (open = text.find('`', at)) != std::string_view::npos;) {
+    const size_t close = text.find('`', open + 1);
+    if (close == std::string_view::npos) break;
+    out += text.substr(at, open + 1 - at);
+    out += ShortDisplay(text.substr(open + 1, close - open - 1), kMaxQuotedChars);
+    out += '`';
+    at = close + 1;
+  }
+  out += text.substr(at);
+  return out;
+}
+
 }  // namespace
 
 std::string RenderText(const Diagnostic& d) {
   const std::string where = d.range.valid() ? d.range.ToString() + ": " : "";
-  std::string out = fmt::format("{}{}[{}]: {}\n", where, SeverityName(d.severity), d.code, d.message);
+  std::string out =
+      fmt::format("{}{}[{}]: {}\n", where, SeverityName(d.severity), d.code, ShortenQuoted(d.message));
   if (d.range.valid()) out += RenderSnippet(d.range);
-  if (!d.help.empty()) out += fmt::format("  = help: {}\n", d.help);
+  if (!d.help.empty()) out += fmt::format("  = help: {}\n", ShortenQuoted(d.help));
   for (const RelatedLocation& r : d.related) {
     out += fmt::format("  = note: {}: {}\n", r.range.ToString(), r.message);
     if (r.range.valid()) out += RenderSnippet(r.range);
