@@ -155,9 +155,10 @@ fuzz: sanitize-build
 	  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|INFO: Done)" $(SAN_DIR)/fuzz-$$fz.log; \
 	done
 
-# Both benchmarks in one run; writes bench/RESULTS.md.
+# Both benchmarks in one run, then the filter's share of compile time; writes bench/RESULTS.md.
 bench: build
 	$(PY) bench/make_results.py --vm-bench $(BUILD_DIR)/bench/guardpolicy_vm_bench
+	$(PY) bench/compile_share.py --results bench/RESULTS.md --before bench/data/compile_share_before.json
 
 clean:
 	rm -rf $(BUILD_DIR) $(SAN_DIR) $(TSAN_DIR) build-py*-torch*

@@ -13,9 +13,7 @@
 #include "cli.h"
 #include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
-#include "fast_attr.h"
 #include "files.h"
-#include "type_checks.h"
 #include "guardpolicy/filter_module.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/plugin.h"
@@ -181,27 +179,13 @@ class PyPolicy {
     // Decisions are kept in C++ until the end: a list made up front would be reachable
     // (through the garbage collector) by Python code a field read runs, half filled.
     struct DecisionSink {
-      uint8_t small[256];
-      std::vector<uint8_t> large;
-      uint8_t* keep = small;
-      size_t n = 0;
-      void Start(size_t count) {
-        n = count;
-        if (n > sizeof small) {
-          large.resize(n);
-          keep = large.data();
-        }
-      }
+      std::vector<uint8_t> keep;
+      void Start(size_t n) { keep.resize(n); }
       void Set(size_t i, Outcome o) { keep[i] = o.decision == Decision::kKeep; }
     } sink;
     Run(entries, false, false, sink);
-    py::list out = py::reinterpret_steal<py::list>(PyList_New(static_cast<Py_ssize_t>(sink.n)));
-    if (!out) throw py::error_already_set();
-    for (size_t i = 0; i < sink.n; ++i) {
-      PyObject* b = sink.keep[i] ? Py_True : Py_False;
-      Py_INCREF(b);
-      PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), b);
-    }
+    py::list out(sink.keep.size());
+    for (size_t i = 0; i < sink.keep.size(); ++i) out[i] = py::bool_(sink.keep[i] != 0);
     return out;
   }
 
@@ -227,25 +211,18 @@ class PyPolicy {
   template <class Sink>
   void Run(py::handle entries, bool from_mappings, bool strict, Sink& sink) const {
     const Program& prog = policy_->program();
-    // A list (what torch passes) is read in place, each entry held while it is read and the
-    // size checked on every step (Python code run while reading entries could resize it);
-    // anything else, or a call with filters (they see every entry at once), reads a tuple
-    // snapshot. Copying a list of thousands of entries costs more than reading one field.
-    const bool in_place = PyList_CheckExact(entries.ptr()) && !plan_->has_filters;
-    py::object items = in_place ? py::reinterpret_borrow<py::object>(entries)
-                                : py::reinterpret_steal<py::object>(PySequence_Tuple(entries.ptr()));
+    // A snapshot of the entries: Python code run while reading them cannot change the list.
+    py::tuple items = py::reinterpret_steal<py::tuple>(PySequence_Tuple(entries.ptr()));
     if (!items) throw py::error_already_set();
-    const size_t n = static_cast<size_t>(in_place ? PyList_GET_SIZE(items.ptr()) : PyTuple_GET_SIZE(items.ptr()));
+    const size_t n = items.size();
     const Outcome on_error{policy_->on_error() == OnError::kDrop ? Decision::kDrop : Decision::kKeep, -1};
     sink.Start(n);
-    BeginCall();
     // The extractor of the last call, reset, or a new one (a call running meanwhile, from
     // another thread or from Python code a field ran, has taken it). Swapped under the GIL.
     std::unique_ptr<EntryExtractor> owned = std::move(spare_extractor_);
     if (!owned) owned = std::make_unique<EntryExtractor>(*plan_);
     EntryExtractor& extractor = *owned;
     extractor.SetMappings(from_mappings);
-    extractor.ExpectEntries(n);
     LazyEntryView lazy(extractor);
     const bool raise = strict || policy_->on_error() == guardpolicy::OnError::kRaise;
     std::string first_failure;
@@ -270,12 +247,7 @@ class PyPolicy {
       }
     }
     for (size_t i = 0; i < n && filters_ok; ++i) {
-      if (in_place && static_cast<size_t>(PyList_GET_SIZE(items.ptr())) != n) {
-        throw py::value_error("the list of guard entries changed size while the policy read it");
-      }
-      const auto at = static_cast<Py_ssize_t>(i);
-      py::object entry = py::reinterpret_borrow<py::object>(in_place ? PyList_GET_ITEM(items.ptr(), at)
-                                                                     : PyTuple_GET_ITEM(items.ptr(), at));
+      py::handle entry = items[i];
       Outcome outcome = on_error;
       try {
         lazy.Reset(entry, i);
@@ -309,38 +281,6 @@ class PyPolicy {
   std::shared_ptr<const ExtractorPlan> plan_;  // shared by every call (and thread)
   mutable std::unique_ptr<EntryExtractor> spare_extractor_;  // reused by the next call (GIL)
 };
-
-// guardpolicy.Policy.__call__ without a Python frame, pybind11's dispatcher or a bound
-// method: a METH_FASTCALL method descriptor on the Policy class (call_descriptor), which
-// CPython calls as (policy, entries) without allocating a bound method; it calls
-// policy._compiled, read from its __slots__ member (fast_attr.h).
-PyObject* PolicyCall(PyObject* self, PyObject* const* args, Py_ssize_t nargs) {
-  if (nargs != 1) {
-    PyErr_SetString(PyExc_TypeError, "Policy.__call__ takes exactly one argument: the list of guard entries");
-    return nullptr;
-  }
-  static PyObject* const kCompiled = PyUnicode_InternFromString("_compiled");
-  static AttrCache* const compiled_attr = new AttrCache(kCompiled);  // lives with the interpreter
-  try {
-    py::object compiled = py::reinterpret_steal<py::object>(compiled_attr->Get(self));
-    if (!compiled) return nullptr;
-    return compiled.cast<const PyPolicy&>().Call(args[0]).release().ptr();
-  } catch (py::error_already_set& e) {
-    e.restore();
-  } catch (const py::builtin_exception& e) {
-    e.set_error();
-  } catch (const PluginError& e) {
-    py::object cls = py::module_::import("guardpolicy.errors").attr("PluginError");
-    PyErr_SetObject(cls.ptr(), FsStr(e.what()).ptr());
-  } catch (const std::exception& e) {
-    PyErr_SetString(PyExc_RuntimeError, e.what());
-  }
-  return nullptr;
-}
-
-PyMethodDef kPolicyCallDef = {"__call__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(&PolicyCall)),
-                              METH_FASTCALL,
-                              "policy(entries): guard_filter_fn, list[GuardFilterEntry] -> list[bool] (True = keep)"};
 
 PyPolicy LoadPolicy(const std::string& text, const py::bytes& raw_path, bool from_file,
                     const std::string& name, const py::dict& params, const std::string& data_dir) {
@@ -483,14 +423,6 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetObject(cls.ptr(), FsStr(e.what()).ptr());
     }
   });
-  m.def(
-      "call_descriptor",
-      [](py::type cls) {
-        PyObject* d = PyDescr_NewMethod(reinterpret_cast<PyTypeObject*>(cls.ptr()), &kPolicyCallDef);
-        if (d == nullptr) throw py::error_already_set();
-        return py::reinterpret_steal<py::object>(d);
-      },
-      py::arg("cls"), "Policy.__call__ for class `cls` (a method descriptor implemented in C)");
   m.def("load_plugin", &LoadPlugin, py::arg("path"), py::arg("config"), py::arg("data_dir"),
         "loads a plugin shared library; returns its declarations; raises PluginError");
   m.def("plugins", &Plugins, py::arg("data_dir"), "the loaded plugins (the built-ins first)");
@@ -502,17 +434,4 @@ PYBIND11_MODULE(_core, m) {
   m.def("lint", &Lint, py::arg("text"), py::arg("path"), py::arg("from_file"), py::arg("data_dir"));
   m.def("run_cli", &RunCli, py::arg("args"), py::arg("data_dir"));
   BindFiles(m);
-  m.def(
-      "_set_fast_paths",
-      [](bool enabled) {
-        AttrCache::SetEnabled(enabled);
-        SetTypeCheckShortcuts(enabled);
-      },
-      py::arg("enabled"),
-      "tests: turns the inline attribute reads (fast_attr.h) and isinstance shortcuts "
-      "(type_checks.h) off or back on for the process");
-  m.def(
-      "_reads_inline", [](py::handle obj, const std::string& attr) { return ReadsInline(obj, attr); },
-      py::arg("obj"), py::arg("attr"),
-      "tests: whether the extractor's cache for entry attribute `attr` reads `obj` inline");
 }

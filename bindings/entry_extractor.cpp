@@ -1,15 +1,9 @@
 // entry_extractor.cpp: reading GuardFilterEntry fields through the CPython API.
 #include "entry_extractor.h"
 
-#include <algorithm>
-#include <array>
-#include <new>
 #include <optional>
 #include <stdexcept>
 
-#include "fast_attr.h"
-#include "known_properties.h"
-#include "type_checks.h"
 #include "guardpolicy/plugin_values.h"
 
 namespace guardpolicy::python {
@@ -45,13 +39,13 @@ enum Attr : int {
   kAttrName, kAttrGuardType, kAttrDerived, kAttrIsGlobal, kAttrHasValue, kAttrValue, kAttrOrigGuard,
   kAttrSource, kAttrOriginatingSource, kAttrBase, kAttrMember, kAttrUserStack, kAttrFilename,
   kAttrLineno, kAttrModule, kAttrQualname, kAttrIsLocal, kAttrIsUnspecNN, kAttrIsUnspecBuiltin,
-  kAttrIsSpecNN, kAttrIsFsdp, kAttrGet, kAttrGuardSource, kAttrCount,
+  kAttrIsSpecNN, kAttrIsFsdp, kAttrGet, kAttrDunderName, kAttrCount,
 };
 constexpr const char* kAttrNames[kAttrCount] = {
     "name", "guard_type", "derived_guard_types", "is_global", "has_value", "value", "orig_guard",
     "source", "originating_source", "base", "member", "user_stack", "filename", "lineno",
     "__module__", "__qualname__", "is_local", "is_unspecialized_nn_module",
-    "is_unspecialized_builtin_nn_module", "is_specialized_nn_module", "is_fsdp_module", "get", "guard_source"};
+    "is_unspecialized_builtin_nn_module", "is_specialized_nn_module", "is_fsdp_module", "get", "__name__"};
 
 PyObject* Interned(Attr a) {
   static PyObject** names = [] {
@@ -62,45 +56,29 @@ PyObject* Interned(Attr a) {
   return names[a];
 }
 
-// One inline attribute cache per name, for the process (guarded by the GIL; fast_attr.h).
-[[gnu::always_inline]] inline AttrCache& Cache(Attr a) {
-  static AttrCache* caches = [] {
-    auto* out = static_cast<AttrCache*>(::operator new(sizeof(AttrCache) * kAttrCount));  // never freed
-    for (int i = 0; i < kAttrCount; ++i) new (&out[i]) AttrCache(Interned(static_cast<Attr>(i)));
-    return out;
-  }();
-  return caches[a];
-}
-
-[[gnu::always_inline]] inline py::object GetAttr(py::handle obj, Attr a) {
-  PyObject* r = Cache(a).Get(obj.ptr());
+py::object GetAttr(py::handle obj, Attr a) {
+  PyObject* r = PyObject_GetAttr(obj.ptr(), Interned(a));
   if (r == nullptr) throw py::error_already_set();
   return py::reinterpret_steal<py::object>(r);
 }
 
-// The attribute, or an empty object when it does not exist (no exception is raised).
+// The attribute, or an empty object when `obj` has none (an AttributeError, as hasattr
+// sees it); any other exception propagates.
 py::object GetOptionalAttr(py::handle obj, Attr a) {
-  PyObject* r = nullptr;
-  const int found = Cache(a).GetOptional(obj.ptr(), &r);
-  if (found < 0) throw py::error_already_set();
-  return found ? py::reinterpret_steal<py::object>(r) : py::object();
+  PyObject* r = PyObject_GetAttr(obj.ptr(), Interned(a));
+  if (r != nullptr) return py::reinterpret_steal<py::object>(r);
+  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
+  PyErr_Clear();
+  return py::object();
 }
 
 bool Truth(py::handle obj) {
-  if (obj.ptr() == Py_True) return true;  // the usual case: real bools
-  if (obj.ptr() == Py_False) return false;
   const int r = PyObject_IsTrue(obj.ptr());
   if (r < 0) throw py::error_already_set();
   return r == 1;
 }
 
-// bool(getattr(obj, a)); a real bool read inline costs no reference counting.
-[[gnu::always_inline]] inline bool TruthAttr(py::handle obj, Attr a) {
-  PyObject* v = Cache(a).Peek(obj.ptr());
-  if (v == Py_True) return true;
-  if (v == Py_False) return false;
-  return Truth(GetAttr(obj, a));
-}
+bool TruthAttr(py::handle obj, Attr a) { return Truth(GetAttr(obj, a)); }
 
 // GuardSource predicate methods, in GuardSourceInfo::preds order.
 constexpr Attr kGuardSourcePredicates[] = {kAttrIsLocal, kAttrIsUnspecNN, kAttrIsUnspecBuiltin, kAttrIsSpecNN,
@@ -166,25 +144,14 @@ ExtractorPlan::ExtractorPlan(const Program& program, std::shared_ptr<const Schem
   }
 }
 
-bool ReadsInline(py::handle obj, std::string_view attr) {
-  for (int a = 0; a < kAttrCount; ++a) {
-    if (attr == kAttrNames[a]) return Cache(static_cast<Attr>(a)).ReadsInline(obj.ptr());
-  }
-  return false;
-}
-
 void EntryExtractor::Reset() {
   BeginEntry();
   host_strings_.Clear();
   filter_keep_.clear();
   keep_alive_.clear();
   strings_.clear();
-  if (!guard_sources_.empty()) guard_sources_.clear();
-  last_guard_source_ = nullptr;
-  if (!walks_.empty()) walks_.clear();
-  if (!type_names_.empty()) type_names_.clear();
-  if (!short_type_names_.empty()) short_type_names_.clear();
-  if (!isinstance_memo_.empty()) isinstance_memo_.clear();
+  guard_sources_.clear();
+  for (py::object& cls : torch_classes_) cls = py::object();
 }
 
 void EntryExtractor::ForgetEntry() {
@@ -232,24 +199,16 @@ Value EntryExtractor::SetValue(int enum_index, py::handle members) {
 
 
 EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
-  if (gs.ptr() == last_guard_source_) return *last_guard_source_info_;  // runs of one source are common
   auto it = guard_sources_.find(gs.ptr());
-  if (it != guard_sources_.end()) {
-    last_guard_source_ = gs.ptr();
-    return *(last_guard_source_info_ = &it->second);
-  }
+  if (it != guard_sources_.end()) return it->second;
   GuardSourceInfo info;
   keep_alive_.push_back(py::reinterpret_borrow<py::object>(gs));
   info.object = gs.ptr();
   info.name = View(GetAttr(gs, kAttrName));
   const int e = plan_.guard_source_enum;
   info.ordinal = e >= 0 ? plan_.schema->enums()[e].Find(info.name) : -1;
-  GuardSourceInfo& stored = guard_sources_.emplace(gs.ptr(), info).first->second;
-  last_guard_source_ = gs.ptr();
-  last_guard_source_info_ = &stored;
-  return stored;
+  return guard_sources_.emplace(gs.ptr(), info).first->second;
 }
-
 
 bool EntryExtractor::Predicate(GuardSourceInfo& info, int pred) {
   if (info.preds[pred] >= 0) return info.preds[pred] != 0;
@@ -260,40 +219,19 @@ bool EntryExtractor::Predicate(GuardSourceInfo& info, int pred) {
   return info.preds[pred] != 0;
 }
 
-// The walk of `src` to its root, memoized per chain node (sibling guards share prefixes).
-const EntryExtractor::SourceWalk& EntryExtractor::WalkSource(py::handle src) {
-  if (auto it = walks_.find(src.ptr()); it != walks_.end()) return it->second;
-  // One bucket array per call, sized by the entries, not a rehash every few nodes.
-  if (walks_.empty()) walks_.reserve(std::min<size_t>(2 * expected_entries_ + 8, 1024));
-  // src, base, base.base, ...: nodes not walked before this call (usually one or two).
-  std::vector<py::object>& chain = chain_;
-  chain.clear();
-  chain.push_back(py::reinterpret_borrow<py::object>(src));
-  const SourceWalk* known = nullptr;
-  while (static_cast<int>(chain.size()) <= kMaxSourceDepth) {
-    py::object base = GetOptionalAttr(chain.back(), kAttrBase);
+// type(src).__name__, the root of its `.base` chain and the number of links to it.
+EntryExtractor::SourceWalk EntryExtractor::WalkSource(py::handle src) {
+  SourceWalk w;
+  w.kind = TypeName(src);
+  py::object node = py::reinterpret_borrow<py::object>(src);
+  while (w.depth < kMaxSourceDepth) {
+    py::object base = GetOptionalAttr(node, kAttrBase);
     if (!base) break;
-    if (auto it = walks_.find(base.ptr()); it != walks_.end()) {
-      known = &it->second;
-      break;
-    }
-    chain.push_back(std::move(base));
+    node = std::move(base);
+    ++w.depth;
   }
-  // Fill from the deepest node up.
-  SourceWalk below;
-  if (known) below = *known;
-  for (size_t k = chain.size(); k-- > 0;) {
-    py::handle node = chain[k];
-    SourceWalk w;
-    w.kind = TypeName(Py_TYPE(node.ptr()));
-    const bool is_root = k + 1 == chain.size() && known == nullptr;
-    w.root = is_root ? w.kind : below.root;
-    w.depth = is_root ? 0 : below.depth + 1;
-    keep_alive_.push_back(py::reinterpret_borrow<py::object>(node));
-    below = walks_.emplace(node.ptr(), w).first->second;
-  }
-  chain.clear();
-  return walks_.at(src.ptr());
+  w.root = w.depth == 0 ? w.kind : TypeName(node);
+  return w;
 }
 
 // Some node of the chain from `src` that has a `.base` has `.member == "_buffers"` (only
@@ -312,43 +250,27 @@ bool EntryExtractor::ViaBuffers(py::handle src) {
   return false;
 }
 
-// type(obj).__name__, valid for the call: a heap type's name object is kept alive (renaming
-// the class frees the buffer tp_name points into); a static type's tp_name is static and
-// __name__ is what follows its last dot.
-std::string_view EntryExtractor::TypeName(PyTypeObject* type) {
-  if (auto it = short_type_names_.find(type); it != short_type_names_.end()) return it->second;
-  std::string_view name;
-  if (type->tp_flags & Py_TPFLAGS_HEAPTYPE) {
-    name = View(reinterpret_cast<PyHeapTypeObject*>(type)->ht_name);
-  } else {
-    name = type->tp_name;
-    if (const size_t dot = name.rfind('.'); dot != std::string_view::npos) name.remove_prefix(dot + 1);
-  }
-  return short_type_names_.emplace(type, name).first->second;
+std::string_view EntryExtractor::TypeName(py::handle obj) {
+  return View(GetAttr(py::handle(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()))), kAttrDunderName));
 }
 
 std::string_view EntryExtractor::QualifiedTypeName(py::handle obj) {
-  PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
-  if (auto it = type_names_.find(type); it != type_names_.end()) return it->second;
-  py::handle t(type);
-  std::string qual = py::str(GetAttr(t, kAttrModule)).cast<std::string>() + "." +
-                     py::str(GetAttr(t, kAttrQualname)).cast<std::string>();
-  keep_alive_.push_back(py::reinterpret_borrow<py::object>(t));
-  return type_names_.emplace(type, Store(std::move(qual))).first->second;
+  py::handle type(reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())));
+  return Store(py::str(GetAttr(type, kAttrModule)).cast<std::string>() + "." +
+               py::str(GetAttr(type, kAttrQualname)).cast<std::string>());
 }
 
-// isinstance(value, torch class): from the types when they tell; else asked once per value
-// object and call (guards often share a value, and a `__getattribute__` in Python, like
-// transformers' configs have, costs more than the rest of the entry). The value is held for
-// the call, so its address is not reused meanwhile.
-bool EntryExtractor::ValueIs(py::handle value, TorchKind kind) {
-  const int known = IsInstanceFromTypes(value, kind);
-  if (known >= 0) return known == 1;
-  auto [it, inserted] = isinstance_memo_.try_emplace(value.ptr(), std::array<int8_t, 3>{-1, -1, -1});
-  if (inserted) keep_alive_.push_back(py::reinterpret_borrow<py::object>(value));
-  int8_t& answer = it->second[static_cast<int>(kind)];
-  if (answer < 0) answer = CallIsInstance(value, kind) ? 1 : 0;
-  return answer == 1;
+bool EntryExtractor::IsInstance(py::handle value, TorchClass cls) {
+  py::object& klass = torch_classes_[static_cast<int>(cls)];
+  if (!klass) {
+    py::module_ torch = py::module_::import("torch");
+    klass = cls == TorchClass::kTensor      ? torch.attr("Tensor")
+            : cls == TorchClass::kParameter ? torch.attr("nn").attr("Parameter")
+                                            : torch.attr("nn").attr("Module");
+  }
+  const int r = PyObject_IsInstance(value.ptr(), klass.ptr());
+  if (r < 0) throw py::error_already_set();
+  return r == 1;
 }
 
 py::object& EntryExtractor::OrigGuard(py::handle entry) {
@@ -357,22 +279,6 @@ py::object& EntryExtractor::OrigGuard(py::handle entry) {
     entry_cache_used_ = true;
   }
   return orig_guard_;
-}
-
-// entry.orig_guard.source: when that is torch's plain property (known_properties.h), the two
-// attributes its getter reads, without calling it (a Python frame per entry); the second is
-// itself a constant property on root sources (GlobalSource: GuardSource.GLOBAL).
-py::object EntryExtractor::GuardSource(py::handle entry) {
-  py::object& guard = OrigGuard(entry);
-  if (IsAttributeChainProperty(Py_TYPE(guard.ptr()), "source", "originating_source", "guard_source")) {
-    py::object source = GetAttr(guard, kAttrOriginatingSource);
-    // A root source's guard_source is a property returning a GuardSource member.
-    if (PyObject* member = ConstantPropertyValue(Py_TYPE(source.ptr()), Interned(kAttrGuardSource))) {
-      return py::reinterpret_borrow<py::object>(member);
-    }
-    return GetAttr(source, kAttrGuardSource);
-  }
-  return GetAttr(guard, kAttrSource);
 }
 
 bool EntryExtractor::HasValue(py::handle entry) {
@@ -411,33 +317,12 @@ py::object EntryExtractor::FrameAttr(py::handle entry, int which) {
 void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
   switch (id) {
     case FieldId::kName: out = Value{0, 0, View(GetAttr(entry, kAttrName))}; return;
-    case FieldId::kGuardType: {
-      // Usually a read inline and a pointer compare: torch passes the same few str objects
-      // (GuardBuilder method names) in every call, and the plan remembers them.
-      PyObject* type = Cache(kAttrGuardType).Peek(entry.ptr());
-      py::object held;
-      if (type == nullptr) {
-        held = GetAttr(entry, kAttrGuardType);
-        type = held.ptr();
-      }
-      for (const auto& [seen, value] : plan_.known_guard_types) {
-        if (seen.ptr() == type) {  // held by the plan, so the pointer is still that string's
-          out = value;
-          return;
-        }
-      }
-      py::object ref = held ? std::move(held) : py::reinterpret_borrow<py::object>(type);
-      out = EnumValue(plan_.guard_type_enum, View(ref));
-      if (PyUnicode_CheckExact(type) && plan_.known_guard_types.size() < ExtractorPlan::kKnownGuardTypes) {
-        plan_.known_guard_types.emplace_back(std::move(ref), out);
-      }
-      return;
-    }
+    case FieldId::kGuardType: out = EnumValue(plan_.guard_type_enum, View(GetAttr(entry, kAttrGuardType))); return;
     case FieldId::kDerivedGuardTypes: out = SetValue(plan_.guard_type_enum, GetAttr(entry, kAttrDerived)); return;
     case FieldId::kIsGlobal: out = BoolValue(TruthAttr(entry, kAttrIsGlobal)); return;
     case FieldId::kHasValue: out = BoolValue(HasValue(entry)); return;  // no need to fetch the value
     case FieldId::kGuardSource: {
-      const GuardSourceInfo& gs = GuardSourceOf(GuardSource(entry));
+      const GuardSourceInfo& gs = GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource));
       out = Value{gs.ordinal, 0, gs.name};
       return;
     }
@@ -447,13 +332,13 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
     case FieldId::kGsIsSpecializedNNModule:
     case FieldId::kGsIsFsdpModule: {
       const int pred = static_cast<int>(id) - static_cast<int>(FieldId::kGsIsLocal);
-      out = BoolValue(Predicate(GuardSourceOf(GuardSource(entry)), pred));
+      out = BoolValue(Predicate(GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource)), pred));
       return;
     }
     case FieldId::kSourceKind:
     case FieldId::kSourceRoot:
     case FieldId::kSourceDepth: {
-      const SourceWalk& w = WalkSource(GetAttr(OrigGuard(entry), kAttrOriginatingSource));
+      const SourceWalk w = WalkSource(GetAttr(OrigGuard(entry), kAttrOriginatingSource));
       out = id == FieldId::kSourceDepth ? Value{w.depth, 0, {}}
                                         : Value{0, 0, id == FieldId::kSourceKind ? w.kind : w.root};
       return;
@@ -470,10 +355,10 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
       py::object* v = EntryValue(entry);
       bool r = false;
       if (v != nullptr) {
-        if (id == FieldId::kValueIsTensor) r = ValueIs(*v, TorchKind::kTensor);
-        else if (id == FieldId::kValueIsParameter) r = ValueIs(*v, TorchKind::kParameter);
-        else if (id == FieldId::kValueIsModule) r = ValueIs(*v, TorchKind::kModule);
-        else r = ValueIs(*v, TorchKind::kTensor) && !ValueIs(*v, TorchKind::kParameter) &&
+        if (id == FieldId::kValueIsTensor) r = IsInstance(*v, TorchClass::kTensor);
+        else if (id == FieldId::kValueIsParameter) r = IsInstance(*v, TorchClass::kParameter);
+        else if (id == FieldId::kValueIsModule) r = IsInstance(*v, TorchClass::kModule);
+        else r = IsInstance(*v, TorchClass::kTensor) && !IsInstance(*v, TorchClass::kParameter) &&
                  ViaBuffers(GetAttr(OrigGuard(entry), kAttrOriginatingSource));
       }
       out = BoolValue(r);

@@ -1,17 +1,18 @@
 // entry_extractor.h: GuardFilterEntry (Python) -> entry view (Value per program slot).
 //
-// Reads only the fields a Program loads, each at most once per entry (LazyEntryView), and
-// keeps the Python objects it views alive only until Reset(): no reference to any entry,
-// value or guard survives a call. Sources (torch 2.8+; checked on 2.13.0):
+// Reads only the fields a Program loads, each at most once per entry (LazyEntryView),
+// through CPython's public API (PyObject_GetAttr, PyObject_IsInstance, ...): every field is
+// what the Python expression in docs/schema.md gives. Keeps the Python objects it views
+// alive only until Reset(): no reference to any entry, value or guard survives a call.
+// Sources (torch 2.8+; checked on 2.13.0):
 //   name, guard_type, derived_guard_types, is_global, has_value, value -> the entry's own
 //   attributes; guard_source* -> entry.orig_guard.source (a torch._guards.GuardSource) and
-//   its predicates (read as orig_guard.originating_source.guard_source when `source` is torch's
-//   plain property, known_properties.h); source.* -> entry.orig_guard.originating_source
-//   and its `.base` chain;
-//   user_frame.* -> entry.orig_guard.user_stack[-1] (a traceback.FrameSummary).
-// Speed: attribute names are interned once; missing attributes are probed without raising;
-// per call, GuardSource predicates are computed once per member, source chains once per
-// node (guards share chain prefixes), qualified type names once per type.
+//   its predicates; source.* -> entry.orig_guard.originating_source and its `.base` chain;
+//   value.is_* -> isinstance against torch.Tensor / torch.nn.Parameter / torch.nn.Module as
+//   `torch` names them when the call runs; user_frame.* -> entry.orig_guard.user_stack[-1]
+//   (a traceback.FrameSummary).
+// GuardSource names and predicates are asked once per GuardSource object and call (there
+// are a dozen members; a policy may ask each entry).
 // Errors: Python exceptions propagate as pybind11::error_already_set. Needs the GIL.
 #pragma once
 
@@ -20,7 +21,6 @@
 #include <array>
 #include <cstddef>
 #include <forward_list>
-#include <new>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -29,7 +29,6 @@
 #include "guardpolicy/bytecode.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/schema.h"
-#include "type_checks.h"
 
 namespace guardpolicy::python {
 
@@ -70,11 +69,6 @@ struct ExtractorPlan {
   int guard_type_enum = -1;
   int guard_source_enum = -1;
   std::unordered_map<std::string_view, int> guard_type_ordinal;  // views into the schema
-  // guard_type strings (exact str objects) met by any call, held so that each pointer stays
-  // that string's, and their values (Value::s views the held string). Filled under the GIL
-  // by the calls, hence mutable; at most kKnownGuardTypes (later ones are looked up per call).
-  static constexpr size_t kKnownGuardTypes = 128;
-  mutable std::vector<std::pair<py::object, Value>> known_guard_types;
 };
 
 class EntryExtractor {
@@ -101,8 +95,6 @@ class EntryExtractor {
   // PluginError or a Python error.
   void RunFilters(py::handle entries, bool mappings);
   void SetEntryIndex(size_t i) { entry_index_ = i; }
-  // How many entries this call reads (sizes the per-call tables).
-  void ExpectEntries(size_t n) { expected_entries_ = n; }
   // Drops the references and strings held for the last call.
   void Reset();
 
@@ -124,17 +116,19 @@ class EntryExtractor {
   GuardSourceInfo& GuardSourceOf(py::handle guard_source);
   // GuardSource predicate `pred` (GuardSourceInfo::preds order), computed on first use.
   bool Predicate(GuardSourceInfo& info, int pred);
-  const SourceWalk& WalkSource(py::handle originating_source);
+  SourceWalk WalkSource(py::handle originating_source);
   bool ViaBuffers(py::handle originating_source);
   std::string_view QualifiedTypeName(py::handle obj);
-  std::string_view TypeName(PyTypeObject* type);  // type.__name__, valid for the call
+  std::string_view TypeName(py::handle obj);  // type(obj).__name__
   void ExtractOne(FieldId id, py::handle entry, Value& out);
   Value EnumValue(int enum_index, std::string_view name) const;
   // A set of enum members: known ones as bits, unknown names in `s` (see kSetSeparator).
   Value SetValue(int enum_index, py::handle members);
-  bool ValueIs(py::handle value, TorchKind kind);  // isinstance (type_checks.h), memoized per call
+  // isinstance(value, torch.Tensor | torch.nn.Parameter | torch.nn.Module): the class as
+  // `torch` names it when the call first asks (looked up once per call).
+  enum class TorchClass { kTensor, kParameter, kModule };
+  bool IsInstance(py::handle value, TorchClass cls);
   py::object& OrigGuard(py::handle entry);
-  py::object GuardSource(py::handle entry);  // entry.orig_guard.source
   bool HasValue(py::handle entry);           // entry.has_value, read once per entry
   py::object* EntryValue(py::handle entry);  // null when has_value is false
   py::object FrameAttr(py::handle entry, int which);
@@ -152,27 +146,16 @@ class EntryExtractor {
   py::object row_get_;  // the current row's `get` (mapping mode)
   std::vector<std::vector<uint8_t>> filter_keep_;  // slot -> keep per entry (filter slots)
   size_t entry_index_ = 0;
-  size_t expected_entries_ = 0;
   // Per-entry cache (objects read by several fields).
   py::object orig_guard_, value_, user_frame_;
   int has_value_ = -1;  // -1 unknown, else 0/1
   bool entry_cache_used_ = false;  // any of the four above set since ForgetEntry
   // Per-call state.
   std::vector<py::object> keep_alive_;
-  std::forward_list<std::string> strings_;  // stable addresses; allocates nothing while empty
+  std::forward_list<std::string> strings_;  // stable addresses
   std::unordered_map<PyObject*, GuardSourceInfo> guard_sources_;
-  PyObject* last_guard_source_ = nullptr;  // the last one looked up, and its info
-  GuardSourceInfo* last_guard_source_info_ = nullptr;
-  std::vector<py::object> chain_;  // WalkSource's scratch (its capacity kept for the call)
-  std::unordered_map<PyObject*, SourceWalk> walks_;
-  std::unordered_map<PyObject*, std::string_view> type_names_;
-  std::unordered_map<PyTypeObject*, std::string_view> short_type_names_;
-  std::unordered_map<PyObject*, std::array<int8_t, 3>> isinstance_memo_;  // value -> TorchKind answers
+  py::object torch_classes_[3];  // by TorchClass; empty until asked
 };
-
-// Whether the extractor's attribute cache for `attr` (an attribute the extractor reads,
-// e.g. "is_global") reads `obj` inline (fast_attr.h); false for any other name. Tests.
-bool ReadsInline(py::handle obj, std::string_view attr);
 
 // The VM's entry view over one live GuardFilterEntry: each field is read from Python the
 // first time the program loads it, and at most once per entry.
@@ -187,23 +170,20 @@ class LazyEntryView {
     extractor_.SetEntryIndex(index);
     loaded_ = 0;
   }
-  [[gnu::always_inline]] const Value& Get(int32_t slot) {
+  const Value& Get(int32_t slot) {
     const uint64_t bit = uint64_t{1} << slot;
-    Value* values = reinterpret_cast<Value*>(storage_);
     if (!(loaded_ & bit)) {
-      new (&values[slot]) Value();
-      extractor_.ExtractSlot(static_cast<size_t>(slot), entry_, values[slot]);
+      values_[slot] = Value();
+      extractor_.ExtractSlot(static_cast<size_t>(slot), entry_, values_[slot]);
       loaded_ |= bit;
     }
-    return values[slot];
+    return values_[slot];
   }
 
  private:
   EntryExtractor& extractor_;
   py::handle entry_;
-  // One Value per slot, constructed when first loaded (the bits of loaded_): nothing to
-  // zero per call (Value is trivially destructible).
-  alignas(Value) std::byte storage_[sizeof(Value) * 64];
+  std::array<Value, 64> values_;  // by slot; valid where loaded_ has the slot's bit
   uint64_t loaded_ = 0;
 };
 

@@ -126,10 +126,6 @@ class _FilterRow(TypedDict):
     params: list[tuple[str, str, _Literal | None, bool]]  # name, type, default, has_default
     origin: str  # the plugin file ("builtin") or the policy file
 
-def call_descriptor(cls: type) -> Any:
-    """``guardpolicy.Policy.__call__`` for class ``cls``: a method descriptor in C that calls
-    ``policy._compiled`` on the entries without a Python frame or a bound method."""
-
 def filters(data_dir: str) -> list[_FilterRow]:
     """The registry: every filter by name (core/include/guardpolicy/registry.h)."""
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import _core
 
@@ -52,9 +52,9 @@ class Policy:
         self._compiled = compiled
         self._rules = [RuleRef(**r) for r in compiled.rules]
 
-    if TYPE_CHECKING:  # at run time: the C method descriptor set below the class
-        def __call__(self, entries: Sequence[Any]) -> list[bool]:
-            """``guard_filter_fn``: ``list[GuardFilterEntry] -> list[bool]``, True = keep."""
+    def __call__(self, entries: Sequence[Any]) -> list[bool]:
+        """``guard_filter_fn``: ``list[GuardFilterEntry] -> list[bool]``, True = keep."""
+        return self._compiled(entries)
 
     def evaluate(self, rows: Sequence[Mapping[str, Any]]) -> list[bool]:
         """Decisions for plain mappings ``{field name: value}`` (absent fields read as
@@ -147,9 +147,3 @@ class Policy:
 
     def __repr__(self) -> str:
         return f"<guardpolicy.Policy {self.name!r}: {len(self._rules)} rules, default {self.default_decision}>"
-
-
-# ``policy(entries)`` is implemented in C (``_core.call_descriptor``, which calls
-# ``self._compiled``): a method descriptor, so CPython calls it without a Python frame or a
-# bound method; either would cost more than the whole filter on a small frame.
-Policy.__call__ = _core.call_descriptor(Policy)  # type: ignore[method-assign]

@@ -1,0 +1,215 @@
+#!/usr/bin/env python3
+"""The guard filter's share of compile time: what a policy costs a user of torch.compile.
+
+``guard_filter_fn`` runs once per compiled frame (Dynamo calls it while it builds the
+frame's guards), not once per call of the compiled function, so what counts is the time
+the policy takes inside a compile, as a share of that compile. For each model below and
+each policy (the six std policies and ``bench/policies/rules30.gpol``):
+
+* ``torch._dynamo.reset()``, then ``torch.compile(model, backend="eager",
+  options={"guard_filter_fn": timed(policy)})`` and one call under ``torch.no_grad()``;
+* compile time = the wall time of that first call (Dynamo traces, builds guards, runs the
+  filter, compiles); filter time = the time spent inside ``policy(entries)``, summed over
+  every frame of the compile (``timed`` wraps the policy with ``time.perf_counter_ns``);
+* share = filter time / compile time, the median of ``--repeats`` compiles.
+
+``backend="eager"`` is the cheapest compile there is (no Inductor, no code generation), so
+these shares are upper bounds: with the default backend the same filter time is divided by
+a compile several times longer. One warm-up compile per model runs first (imports, caches),
+not counted.
+
+    .venv/bin/python bench/compile_share.py [--repeats 3] [--json OUT]
+        [--results bench/RESULTS.md --before bench/data/compile_share_before.json]
+
+``--results`` writes (or replaces) the section between the markers below in that file,
+with the numbers of this run ("after") beside those of ``--before`` (a ``--json`` output of
+an earlier tree), the date and the machine. Target: every share at most 1%.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+import torch._dynamo
+
+import guardpolicy as gp
+from guardpolicy._models import build_gpt2, build_mlp
+
+HERE = Path(__file__).resolve().parent
+RULES30 = HERE / "policies" / "rules30.gpol"
+TARGET = 0.01  # at most 1% of a compile
+BEGIN = "<!-- compile-share: begin (bench/compile_share.py writes this section) -->"
+END = "<!-- compile-share: end -->"
+
+
+def build_gpt2_12l() -> tuple[Any, tuple]:
+    """build_gpt2's model with 12 layers instead of 2 (GPT-2 small's depth)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    config = GPT2Config(n_layer=12, n_embd=64, n_head=4, vocab_size=256, n_positions=64,
+                        use_cache=False, bos_token_id=0, eos_token_id=0)
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(config).eval(), (torch.randint(0, 256, (1, 16)),)
+
+
+#: The demo models (guardpolicy._models.DEMO_MODELS) and a 12-layer GPT-2.
+MODELS: dict[str, Callable[[], tuple[Any, tuple]]] = {
+    "mlp": build_mlp,
+    "gpt2": build_gpt2,
+    "gpt2-12l": build_gpt2_12l,
+}
+
+STD = ("skip_guard_on_inbuilt_nn_modules", "skip_guard_on_all_nn_modules", "keep_tensor_guards",
+       "skip_guard_on_globals", "keep_portable_guards", "skip_all_guards")
+
+
+def policies() -> dict[str, gp.Policy]:
+    out = {name: gp.load_std(name) for name in STD}
+    out["rules30"] = gp.load(str(RULES30))
+    return out
+
+
+class Timed:
+    """``policy`` as guard_filter_fn, adding up the time spent in it and the entries seen."""
+
+    def __init__(self, policy: Callable[[list], list[bool]]):
+        self.policy = policy
+        self.ns = 0
+        self.entries = 0
+        self.calls = 0
+
+    def __call__(self, entries):
+        t0 = time.perf_counter_ns()
+        out = self.policy(entries)
+        self.ns += time.perf_counter_ns() - t0
+        self.entries += len(entries)
+        self.calls += 1
+        return out
+
+
+def compile_once(model: Any, inputs: tuple, policy: Callable) -> tuple[int, Timed]:
+    """(compile ns, the timed filter) of one fresh compile of ``model``."""
+    torch._dynamo.reset()
+    timed = Timed(policy)
+    compiled = torch.compile(model, backend="eager", options={"guard_filter_fn": timed})
+    gc.collect()
+    t0 = time.perf_counter_ns()
+    with torch.no_grad():
+        compiled(*inputs)
+    total = time.perf_counter_ns() - t0
+    torch._dynamo.reset()
+    return total, timed
+
+
+def measure(repeats: int) -> list[dict]:
+    results = []
+    pols = policies()
+    for model_name, build in MODELS.items():
+        model, inputs = build()
+        compile_once(model, inputs, lambda entries: [True] * len(entries))  # warm-up
+        for policy_name, policy in pols.items():
+            runs = [compile_once(model, inputs, policy) for _ in range(repeats)]
+            shares = [t.ns / total for total, t in runs]
+            k = sorted(range(repeats), key=lambda i: shares[i])[repeats // 2]  # the median run
+            total, timed = runs[k]
+            results.append({
+                "model": model_name, "policy": policy_name, "frames": timed.calls,
+                "entries": timed.entries, "compile_ms": total / 1e6, "filter_ms": timed.ns / 1e6,
+                "share": statistics.median(shares),
+            })
+            print(f"{model_name:9} {policy_name:34} {timed.entries:5} entries  compile {total / 1e6:8.1f} ms  "
+                  f"filter {timed.ns / 1e6:6.3f} ms  share {100 * results[-1]['share']:.3f}%", flush=True)
+    return results
+
+
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return (f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
+            f"python {platform.python_version()}, torch {torch.__version__}")
+
+
+def section(after: dict, before: dict | None) -> str:
+    prior = {(r["model"], r["policy"]): r for r in (before or {}).get("results", [])}
+    worst = max(after["results"], key=lambda r: r["share"])
+    lines = [
+        BEGIN,
+        "## Filter share of compile time (`bench/compile_share.py`)",
+        "",
+        "`guard_filter_fn` runs once per compiled frame, so a policy's cost is its share of the",
+        "compile: the time inside `policy(entries)` over the wall time of the first call of",
+        "`torch.compile(model, backend=\"eager\")` (median of "
+        f"{after['repeats']} compiles; eager is the cheapest backend, so",
+        "these are upper bounds). \"Before\": the binding with its CPython-internal fast paths",
+        f"({before['tree'] if before else 'not recorded'}); \"after\": the public C API only.",
+        "",
+        f"Before: recorded {before['date']} on {before['machine']}." if before else "Before: not recorded.",
+        f"After: recorded {after['date']} on {after['machine']}.",
+        "",
+        "| model | policy | frames | entries | compile ms | filter ms before | filter ms after | share before | share after |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for r in after["results"]:
+        b = prior.get((r["model"], r["policy"]))
+        b_ms, b_share = (f"{b['filter_ms']:.3f}", f"{100 * b['share']:.3f}%") if b else ("-", "-")
+        lines.append(f"| {r['model']} | {r['policy']} | {r['frames']} | {r['entries']} | {r['compile_ms']:.0f} | "
+                     f"{b_ms} | {r['filter_ms']:.3f} | {b_share} | {100 * r['share']:.3f}% |")
+    ok = worst["share"] <= TARGET
+    lines += [
+        "",
+        f"Target: every share at most {100 * TARGET:.0f}%: **{'met' if ok else 'not met'}** (largest "
+        f"{100 * worst['share']:.3f}%, {worst['policy']} on {worst['model']}).",
+        END,
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: Path, text: str) -> None:
+    old = path.read_text() if path.exists() else ""
+    if BEGIN in old and END in old:
+        head, rest = old.split(BEGIN, 1)
+        new = head + text + rest.split(END, 1)[1].lstrip("\n")
+    else:
+        new = old.rstrip("\n") + ("\n\n" if old else "") + text
+    path.write_text(new)
+
+
+def main(argv: list[str]) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--json", help="write this run's numbers here")
+    ap.add_argument("--tree", default="", help="what tree this run measures (kept in --json)")
+    ap.add_argument("--results", help="the RESULTS.md whose compile-share section to write")
+    ap.add_argument("--before", help="a --json output of the tree to compare with")
+    args = ap.parse_args(argv)
+    if args.repeats < 1:
+        ap.error("--repeats must be at least 1")
+    run = {"date": datetime.date.today().isoformat(), "machine": machine(), "repeats": args.repeats,
+           "tree": args.tree, "results": measure(args.repeats)}
+    if args.json:
+        Path(args.json).write_text(json.dumps(run, indent=1) + "\n")
+    if args.results:
+        before = json.loads(Path(args.before).read_text()) if args.before else None
+        write_section(Path(args.results), section(run, before))
+        print(f"wrote the compile-share section of {args.results}")
+    worst = max(r["share"] for r in run["results"])
+    return 0 if worst <= TARGET else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
