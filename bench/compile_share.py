@@ -161,19 +161,22 @@ def section(after: dict, before: dict | None) -> str:
         f"Before: recorded {before['date']} on {before['machine']}." if before else "Before: not recorded.",
         f"After: recorded {after['date']} on {after['machine']}.",
         "",
-        "| model | policy | frames | entries | compile ms | filter ms before | filter ms after | share before | share after |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|",
+        "| model | policy | frames | entries | compile ms before | after | filter ms before | after "
+        "| share before | after |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in after["results"]:
         b = prior.get((r["model"], r["policy"]))
-        b_ms, b_share = (f"{b['filter_ms']:.3f}", f"{100 * b['share']:.3f}%") if b else ("-", "-")
-        lines.append(f"| {r['model']} | {r['policy']} | {r['frames']} | {r['entries']} | {r['compile_ms']:.0f} | "
-                     f"{b_ms} | {r['filter_ms']:.3f} | {b_share} | {100 * r['share']:.3f}% |")
+        b_compile, b_ms, b_share = ((f"{b['compile_ms']:.0f}", f"{b['filter_ms']:.3f}", f"{100 * b['share']:.3f}%")
+                                    if b else ("-", "-", "-"))
+        lines.append(f"| {r['model']} | {r['policy']} | {r['frames']} | {r['entries']} | {b_compile} | "
+                     f"{r['compile_ms']:.0f} | {b_ms} | {r['filter_ms']:.3f} | {b_share} | {100 * r['share']:.3f}% |")
     ok = worst["share"] <= TARGET
+    was = (f"; before: {100 * max(r['share'] for r in prior.values()):.3f}%" if prior else "")
     lines += [
         "",
         f"Target: every share at most {100 * TARGET:.0f}%: **{'met' if ok else 'not met'}** (largest "
-        f"{100 * worst['share']:.3f}%, {worst['policy']} on {worst['model']}).",
+        f"{100 * worst['share']:.3f}%, {worst['policy']} on {worst['model']}{was}).",
         END,
     ]
     return "\n".join(lines) + "\n"
