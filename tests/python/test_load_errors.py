@@ -305,3 +305,22 @@ def test_wrong_argument_types_are_plain_type_errors(tmp_path, call, message):
     with pytest.raises(TypeError) as info:
         call(path)
     assert str(info.value) == message
+
+
+# Policy.evaluate's rows too: the field and the types, not pybind11's "Unable to cast Python
+# instance ..." nor CPython's "bad argument type for built-in operation".
+@pytest.mark.parametrize("condition, row, message", [
+    ("is_global", {"is_global": "x"}, "entry 0: field `is_global` must be a bool, not str"),
+    ('name == "x"', {"name": 3}, "entry 0: field `name` must be a str, not int"),
+    ("guard_type == TENSOR_MATCH", {"guard_type": 3}, "entry 0: field `guard_type` must be a str (a member name), not int"),
+    ("derived_guard_types contains TENSOR_MATCH", {"derived_guard_types": [3]},
+     "entry 0: field `derived_guard_types` must be a list of member names (str), not int"),
+    ("user_frame.line > 3", {"user_frame.line": "3"}, "entry 0: field `user_frame.line` must be an int, not str"),
+    ("user_frame.line > 3", {"user_frame.line": 2**70}, "entry 0: field `user_frame.line` is out of the 64-bit range"),
+])
+def test_evaluate_row_of_the_wrong_type_is_a_plain_type_error(condition, row, message):
+    policy = gp.load(f"guardpolicy 1\nunsafe policy p {{ drop when {condition} }}\n")
+    with pytest.raises(TypeError) as info:
+        policy.evaluate([row])
+    assert str(info.value) == message
+    assert policy.evaluate([{k: None for k in row}]) == [True]  # absent: false, 0, "", no member
