@@ -15,6 +15,7 @@
 #include "entry_extractor.h"
 #include "files.h"
 #include "guardpolicy/filter_module.h"
+#include "guardpolicy/keywords.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/registry.h"
@@ -433,5 +434,9 @@ PYBIND11_MODULE(_core, m) {
         py::arg("policy"), py::arg("params"), py::arg("data_dir"));
   m.def("lint", &Lint, py::arg("text"), py::arg("path"), py::arg("from_file"), py::arg("data_dir"));
   m.def("run_cli", &RunCli, py::arg("args"), py::arg("data_dir"));
+  m.def("schema_fields", &SchemaFieldNames,
+        "the schema's fields in schema order, as the binding reads them (its field table is "
+        "generated from policies/schema/guard_entry.yaml at build time)");
+  m.def("keywords", [] { return Keywords(); }, "the language's keywords, from the lexer generated from the grammar");
   BindFiles(m);
 }

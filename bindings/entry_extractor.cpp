@@ -10,42 +10,22 @@ namespace guardpolicy::python {
 namespace {
 
 constexpr std::pair<const char*, FieldId> kFieldIds[] = {
-    {"name", FieldId::kName},
-    {"guard_type", FieldId::kGuardType},
-    {"derived_guard_types", FieldId::kDerivedGuardTypes},
-    {"is_global", FieldId::kIsGlobal},
-    {"has_value", FieldId::kHasValue},
-    {"guard_source", FieldId::kGuardSource},
-    {"guard_source.is_local", FieldId::kGsIsLocal},
-    {"guard_source.is_unspecialized_nn_module", FieldId::kGsIsUnspecializedNNModule},
-    {"guard_source.is_unspecialized_builtin_nn_module", FieldId::kGsIsUnspecializedBuiltinNNModule},
-    {"guard_source.is_specialized_nn_module", FieldId::kGsIsSpecializedNNModule},
-    {"guard_source.is_fsdp_module", FieldId::kGsIsFsdpModule},
-    {"source.kind", FieldId::kSourceKind},
-    {"source.root", FieldId::kSourceRoot},
-    {"source.depth", FieldId::kSourceDepth},
-    {"value.type", FieldId::kValueType},
-    {"value.is_tensor", FieldId::kValueIsTensor},
-    {"value.is_parameter", FieldId::kValueIsParameter},
-    {"value.is_buffer", FieldId::kValueIsBuffer},
-    {"value.is_module", FieldId::kValueIsModule},
-    {"user_frame.file", FieldId::kUserFrameFile},
-    {"user_frame.line", FieldId::kUserFrameLine},
-    {"user_frame.function", FieldId::kUserFrameFunction},
+#define GUARDPOLICY_FIELD_ENTRY(id, name) {name, FieldId::k##id},
+    GUARDPOLICY_SCHEMA_FIELDS(GUARDPOLICY_FIELD_ENTRY)
+#undef GUARDPOLICY_FIELD_ENTRY
 };
+constexpr std::string_view kGuardSourcePrefix = "guard_source.";
 
 // Attribute names, interned once for the life of the interpreter.
 enum Attr : int {
   kAttrName, kAttrGuardType, kAttrDerived, kAttrIsGlobal, kAttrHasValue, kAttrValue, kAttrOrigGuard,
   kAttrSource, kAttrOriginatingSource, kAttrBase, kAttrMember, kAttrUserStack, kAttrFilename,
-  kAttrLineno, kAttrModule, kAttrQualname, kAttrIsLocal, kAttrIsUnspecNN, kAttrIsUnspecBuiltin,
-  kAttrIsSpecNN, kAttrIsFsdp, kAttrGet, kAttrDunderName, kAttrCount,
+  kAttrLineno, kAttrModule, kAttrQualname, kAttrGet, kAttrDunderName, kAttrCount,
 };
 constexpr const char* kAttrNames[kAttrCount] = {
     "name", "guard_type", "derived_guard_types", "is_global", "has_value", "value", "orig_guard",
     "source", "originating_source", "base", "member", "user_stack", "filename", "lineno",
-    "__module__", "__qualname__", "is_local", "is_unspecialized_nn_module",
-    "is_unspecialized_builtin_nn_module", "is_specialized_nn_module", "is_fsdp_module", "get", "__name__"};
+    "__module__", "__qualname__", "get", "__name__"};
 
 PyObject* Interned(Attr a) {
   static PyObject** names = [] {
@@ -80,9 +60,21 @@ bool Truth(py::handle obj) {
 
 bool TruthAttr(py::handle obj, Attr a) { return Truth(GetAttr(obj, a)); }
 
-// GuardSource predicate methods, in GuardSourceInfo::preds order.
-constexpr Attr kGuardSourcePredicates[] = {kAttrIsLocal, kAttrIsUnspecNN, kAttrIsUnspecBuiltin, kAttrIsSpecNN,
-                                           kAttrIsFsdp};
+// The method `guard_source.<method>` calls (interned, by FieldId), or nullptr for a field
+// without that prefix.
+PyObject* PredicateMethod(FieldId id) {
+  static const std::array<PyObject*, kSchemaFieldCount> methods = [] {
+    std::array<PyObject*, kSchemaFieldCount> out{};
+    for (const auto& [name, field] : kFieldIds) {
+      const std::string_view n(name);
+      if (n.substr(0, kGuardSourcePrefix.size()) == kGuardSourcePrefix) {
+        out[static_cast<size_t>(field)] = PyUnicode_InternFromString(name + kGuardSourcePrefix.size());  // never freed
+      }
+    }
+    return out;
+  }();
+  return methods[static_cast<size_t>(id)];
+}
 
 constexpr int kMaxSourceDepth = 1000;  // a `.base` chain longer than this is malformed
 
@@ -92,6 +84,12 @@ Value BoolValue(bool b) { return Value{b ? 1 : 0, 0, {}}; }
 Value AbsentValue(const Type& t) { return Value{t.kind == TypeKind::kEnum ? -1 : 0, 0, {}}; }
 
 }  // namespace
+
+std::vector<std::string> SchemaFieldNames() {
+  std::vector<std::string> out;
+  for (const auto& [name, id] : kFieldIds) out.emplace_back(name);
+  return out;
+}
 
 static std::optional<FieldId> CoreFieldId(std::string_view field) {
   for (const auto& [name, id] : kFieldIds) {
@@ -202,6 +200,7 @@ EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
   auto it = guard_sources_.find(gs.ptr());
   if (it != guard_sources_.end()) return it->second;
   GuardSourceInfo info;
+  info.preds.fill(-1);
   keep_alive_.push_back(py::reinterpret_borrow<py::object>(gs));
   info.object = gs.ptr();
   info.name = View(GetAttr(gs, kAttrName));
@@ -210,13 +209,13 @@ EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
   return guard_sources_.emplace(gs.ptr(), info).first->second;
 }
 
-bool EntryExtractor::Predicate(GuardSourceInfo& info, int pred) {
-  if (info.preds[pred] >= 0) return info.preds[pred] != 0;
-  py::object result = py::reinterpret_steal<py::object>(
-      PyObject_CallMethodNoArgs(info.object, Interned(kGuardSourcePredicates[pred])));
+bool EntryExtractor::Predicate(GuardSourceInfo& info, FieldId id) {
+  int8_t& answer = info.preds[static_cast<size_t>(id)];
+  if (answer >= 0) return answer != 0;
+  py::object result = py::reinterpret_steal<py::object>(PyObject_CallMethodNoArgs(info.object, PredicateMethod(id)));
   if (!result) throw py::error_already_set();
-  info.preds[pred] = Truth(result) ? 1 : 0;
-  return info.preds[pred] != 0;
+  answer = Truth(result) ? 1 : 0;
+  return answer != 0;
 }
 
 // type(src).__name__, the root of its `.base` chain and the number of links to it.
@@ -326,15 +325,13 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
       out = Value{gs.ordinal, 0, gs.name};
       return;
     }
-    case FieldId::kGsIsLocal:
-    case FieldId::kGsIsUnspecializedNNModule:
-    case FieldId::kGsIsUnspecializedBuiltinNNModule:
-    case FieldId::kGsIsSpecializedNNModule:
-    case FieldId::kGsIsFsdpModule: {
-      const int pred = static_cast<int>(id) - static_cast<int>(FieldId::kGsIsLocal);
-      out = BoolValue(Predicate(GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource)), pred));
+    case FieldId::kGuardSourceIsLocal:
+    case FieldId::kGuardSourceIsUnspecializedNnModule:
+    case FieldId::kGuardSourceIsUnspecializedBuiltinNnModule:
+    case FieldId::kGuardSourceIsSpecializedNnModule:
+    case FieldId::kGuardSourceIsFsdpModule:
+      out = BoolValue(Predicate(GuardSourceOf(GetAttr(OrigGuard(entry), kAttrSource)), id));
       return;
-    }
     case FieldId::kSourceKind:
     case FieldId::kSourceRoot:
     case FieldId::kSourceDepth: {
@@ -375,7 +372,11 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
       out = Value{line && PyLong_Check(line.ptr()) ? line.cast<int64_t>() : 0, 0, {}};
       return;
     }
+    case FieldId::kPlugin:
+    case FieldId::kFilter:
+      break;  // plugin slots: ExtractOtherSlot
   }
+  throw std::logic_error("ExtractOne: not a schema field");
 }
 
 void EntryExtractor::ExtractOtherSlot(size_t slot, py::handle entry, Value& out) {

@@ -29,20 +29,26 @@
 #include "guardpolicy/bytecode.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/schema.h"
+#include "schema_fields.h"
 
 namespace guardpolicy::python {
 
 namespace py = pybind11;
 
+// The schema's fields (schema_fields.h, generated from policies/schema/guard_entry.yaml at
+// build time: FieldId::kGuardSourceIsLocal is `guard_source.is_local`), then two kinds of
+// plugin slot. A schema field without a case in EntryExtractor::ExtractOne does not build.
 enum class FieldId : uint8_t {
-  kName, kGuardType, kDerivedGuardTypes, kIsGlobal, kHasValue, kGuardSource,
-  kGsIsLocal, kGsIsUnspecializedNNModule, kGsIsUnspecializedBuiltinNNModule,
-  kGsIsSpecializedNNModule, kGsIsFsdpModule, kSourceKind, kSourceRoot, kSourceDepth,
-  kValueType, kValueIsTensor, kValueIsParameter, kValueIsBuffer, kValueIsModule,
-  kUserFrameFile, kUserFrameLine, kUserFrameFunction,
+#define GUARDPOLICY_FIELD_ID(id, name) k##id,
+  GUARDPOLICY_SCHEMA_FIELDS(GUARDPOLICY_FIELD_ID)
+#undef GUARDPOLICY_FIELD_ID
   kPlugin,  // a plugin field: the plugin's extractor over its `reads` and the entry
   kFilter,  // a plugin filter slot: run once per call over every entry (RunFilters)
 };
+constexpr size_t kSchemaFieldCount = static_cast<size_t>(FieldId::kPlugin);
+
+// The schema's field names, in schema order (what FieldId numbers).
+std::vector<std::string> SchemaFieldNames();
 
 // What to read for one program, built once per compiled policy; immutable, shareable.
 struct ExtractorPlan {
@@ -103,7 +109,7 @@ class EntryExtractor {
     PyObject* object = nullptr;  // kept alive in keep_alive_
     int ordinal = -1;
     std::string_view name;
-    int8_t preds[5] = {-1, -1, -1, -1, -1};  // -1: not asked yet this call
+    std::array<int8_t, kSchemaFieldCount> preds;  // by FieldId: -1 not asked yet this call, else 0/1
   };
   struct SourceWalk {
     std::string_view kind, root;
@@ -114,8 +120,9 @@ class EntryExtractor {
   std::string_view View(py::handle str);
   std::string_view Store(std::string s);
   GuardSourceInfo& GuardSourceOf(py::handle guard_source);
-  // GuardSource predicate `pred` (GuardSourceInfo::preds order), computed on first use.
-  bool Predicate(GuardSourceInfo& info, int pred);
+  // The GuardSource predicate of field `id` (`guard_source.<method>`: <method>()), asked
+  // once per GuardSource object and call.
+  bool Predicate(GuardSourceInfo& info, FieldId id);
   SourceWalk WalkSource(py::handle originating_source);
   bool ViaBuffers(py::handle originating_source);
   std::string_view QualifiedTypeName(py::handle obj);

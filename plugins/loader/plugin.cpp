@@ -14,6 +14,7 @@
 #include <re2/re2.h>
 
 #include "guardpolicy/file_io.h"
+#include "guardpolicy/keywords.h"
 #include "guardpolicy/source.h"
 
 namespace guardpolicy {
@@ -23,16 +24,6 @@ namespace {
 constexpr size_t kMinTableSize = offsetof(gp_plugin_api, num_filters) + sizeof(uint32_t);
 
 std::string Str(const char* s) { return s ? std::string(s) : std::string(); }
-
-// The language's keywords (grammar/GuardPolicy.g4): a plugin name, field, function, filter
-// or parameter spelt like one could never be written in a policy.
-bool IsKeyword(std::string_view s) {
-  static constexpr std::string_view kKeywords[] = {
-      "guardpolicy", "unsafe", "policy", "doc", "keep", "drop", "when", "default", "use", "config", "stance",
-      "after", "calls", "on_error", "test", "expect", "and", "or", "not", "in", "contains", "startswith",
-      "endswith", "matches", "glob", "true", "false"};
-  return std::find(std::begin(kKeywords), std::end(kKeywords), s) != std::end(kKeywords);
-}
 
 constexpr size_t kMaxNameBytes = 64;
 constexpr size_t kMaxTextBytes = 1024;  // docs, versions, string defaults

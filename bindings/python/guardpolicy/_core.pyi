@@ -165,3 +165,10 @@ def read_snapshot_file(path: bytes) -> bytes:
     """The JSON bytes of a guard snapshot file, inflated when it is gzip data. Raises
     ``OSError`` for a missing or non-regular file, corrupt gzip data, or more than 128 MiB
     stored or inflated (``EFBIG``)."""
+
+def schema_fields() -> list[str]:
+    """The schema's fields in schema order, as the binding reads them (its field table is
+    generated from ``policies/schema/guard_entry.yaml`` at build time)."""
+
+def keywords() -> list[str]:
+    """The language's keywords, from the lexer ANTLR generates from ``grammar/GuardPolicy.g4``."""

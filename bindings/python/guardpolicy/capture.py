@@ -31,40 +31,14 @@ from typing import Any, Callable, Iterator
 
 from .frames import compiled_frame
 
-#: Schema fields, in schema order: the keys of every row.
-FIELDS = (
-    "name",
-    "guard_type",
-    "derived_guard_types",
-    "is_global",
-    "has_value",
-    "guard_source",
-    "guard_source.is_local",
-    "guard_source.is_unspecialized_nn_module",
-    "guard_source.is_unspecialized_builtin_nn_module",
-    "guard_source.is_specialized_nn_module",
-    "guard_source.is_fsdp_module",
-    "source.kind",
-    "source.root",
-    "source.depth",
-    "value.type",
-    "value.is_tensor",
-    "value.is_parameter",
-    "value.is_buffer",
-    "value.is_module",
-    "user_frame.file",
-    "user_frame.line",
-    "user_frame.function",
-)
+from . import _core
 
-# GuardSource predicate methods, read as `guard_source.<name>` (the extractor's order).
-_GUARD_SOURCE_PREDICATES = (
-    "is_local",
-    "is_unspecialized_nn_module",
-    "is_unspecialized_builtin_nn_module",
-    "is_specialized_nn_module",
-    "is_fsdp_module",
-)
+#: Schema fields, in schema order: the keys of every row. The binding's field table,
+#: generated from policies/schema/guard_entry.yaml when the package is built.
+FIELDS = tuple(_core.schema_fields())
+
+# GuardSource predicate methods: the field `guard_source.<method>` is `<method>()`.
+_GUARD_SOURCE_PREDICATES = tuple(f.split(".", 1)[1] for f in FIELDS if f.startswith("guard_source."))
 
 _MAX_SOURCE_DEPTH = 1000  # as kMaxSourceDepth: a longer `.base` chain is malformed
 
@@ -152,19 +126,13 @@ def entry_row(entry: Any) -> dict[str, Any]:
             f = frame.lineno
             frame_line = int(f) if isinstance(f, int) else 0
 
-    gs_preds = [bool(getattr(gs, p)()) for p in _GUARD_SOURCE_PREDICATES]
-    return {
+    values = {
         "name": str(entry.name),
         "guard_type": str(entry.guard_type),
         "derived_guard_types": [str(t) for t in entry.derived_guard_types],
         "is_global": bool(entry.is_global),
         "has_value": has_value,
         "guard_source": str(gs.name),
-        "guard_source.is_local": gs_preds[0],
-        "guard_source.is_unspecialized_nn_module": gs_preds[1],
-        "guard_source.is_unspecialized_builtin_nn_module": gs_preds[2],
-        "guard_source.is_specialized_nn_module": gs_preds[3],
-        "guard_source.is_fsdp_module": gs_preds[4],
         "source.kind": type(src).__name__,
         "source.root": root,
         "source.depth": depth,
@@ -177,6 +145,9 @@ def entry_row(entry: Any) -> dict[str, Any]:
         "user_frame.line": frame_line,
         "user_frame.function": frame_function,
     }
+    for p in _GUARD_SOURCE_PREDICATES:
+        values["guard_source." + p] = bool(getattr(gs, p)())
+    return {f: values[f] for f in FIELDS}  # a KeyError names a schema field read nowhere here
 
 
 def entry_rows(entries: Any) -> list[dict[str, Any]]:

@@ -33,22 +33,31 @@ from pygments.token import (
     Whitespace,
 )
 
+from . import _core
+
 __all__ = ["GuardPolicyLexer"]
 
 _IDENT = r"[a-zA-Z_][a-zA-Z_0-9]*"
 _END = r"(?![a-zA-Z_0-9])"  # a keyword ends where an identifier could not go on
 _WS = r"[ \t\r\n]+"  # the grammar's WS: no other whitespace character is skipped
 
-#: The keywords of grammar/GuardPolicy.g4, by role.
+#: Every keyword of grammar/GuardPolicy.g4, read from the lexer ANTLR generates from it
+#: (``guardpolicy._core.keywords()``): the grammar is the only list.
+KEYWORDS = tuple(_core.keywords())
+
+#: Keywords highlighted apart from the others, by role; every other keyword is an item
+#: keyword (``keep``, ``when``, ``config``, ...), so a keyword added to the grammar is
+#: highlighted as one without a change here.
 HEADER_KEYWORDS = ("guardpolicy",)
 DECLARATION_KEYWORDS = ("policy", "test")
 MODIFIER_KEYWORDS = ("unsafe",)
-ITEM_KEYWORDS = ("doc", "keep", "drop", "when", "default", "use", "config", "stance", "after",
-                 "calls", "on_error", "expect")
+USE_KEYWORDS = ("use",)
 WORD_OPERATORS = ("and", "or", "not", "in", "contains", "startswith", "endswith", "matches", "glob")
 CONSTANT_KEYWORDS = ("true", "false")
-KEYWORDS = (HEADER_KEYWORDS + DECLARATION_KEYWORDS + MODIFIER_KEYWORDS + ITEM_KEYWORDS
-            + WORD_OPERATORS + CONSTANT_KEYWORDS)
+_ROLES = HEADER_KEYWORDS + DECLARATION_KEYWORDS + MODIFIER_KEYWORDS + USE_KEYWORDS + WORD_OPERATORS + CONSTANT_KEYWORDS
+if not set(_ROLES) <= set(KEYWORDS):
+    raise ImportError(f"guardpolicy.pygments_lexer: not keywords of the grammar: {sorted(set(_ROLES) - set(KEYWORDS))}")
+ITEM_KEYWORDS = tuple(k for k in KEYWORDS if k not in _ROLES)
 
 
 class GuardPolicyLexer(RegexLexer):
