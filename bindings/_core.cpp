@@ -167,6 +167,18 @@ py::object LiteralToPython(const Literal& lit) {
   return py::none();
 }
 
+// Whether a Python exception raised while reading entries is a failure to read them (an
+// Exception: on_error decides) rather than a request to stop (KeyboardInterrupt, SystemExit,
+// GeneratorExit and other BaseExceptions, which always propagate).
+bool IsEntryFailure(const py::error_already_set& e) { return e.matches(PyExc_Exception); }
+
+// Runs the handlers of signals that arrived while C++ read entries (a Ctrl-C), so that what
+// they raise ends the call: between entries, and before e.what() formats a failure (that
+// runs Python code, and pybind11 would swallow a KeyboardInterrupt raised there).
+void StopOnSignal() {
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+
 // A compiled policy bound to the schema it was compiled against.
 class PyPolicy {
  public:
@@ -238,7 +250,8 @@ class PyPolicy {
       try {
         extractor.RunFilters(items, from_mappings);
       } catch (py::error_already_set& e) {
-        if (raise) throw;
+        if (raise || !IsEntryFailure(e)) throw;
+        StopOnSignal();
         fail(e.what(), n);
         filters_ok = false;
       } catch (const std::exception& e) {
@@ -248,13 +261,15 @@ class PyPolicy {
       }
     }
     for (size_t i = 0; i < n && filters_ok; ++i) {
+      StopOnSignal();
       py::handle entry = items[i];
       Outcome outcome = on_error;
       try {
         lazy.Reset(entry, i);
         outcome = EvaluateView(prog, lazy);
       } catch (py::error_already_set& e) {
-        if (raise) throw;
+        if (raise || !IsEntryFailure(e)) throw;
+        StopOnSignal();
         fail(e.what(), 1);
       } catch (const PluginError& e) {
         if (raise) throw;

@@ -83,6 +83,20 @@ Value BoolValue(bool b) { return Value{b ? 1 : 0, 0, {}}; }
 // What an absent field reads as: false, 0, "", no enum member (ordinal -1), empty set.
 Value AbsentValue(const Type& t) { return Value{t.kind == TypeKind::kEnum ? -1 : 0, 0, {}}; }
 
+// Runs a plugin callback. A Python exception it left set (a plugin that reads the Python
+// entry leaves a KeyboardInterrupt or SystemExit it met, plugin_api.h) is raised in place
+// of the plugin's own error, and never left pending.
+template <class F>
+void CallPlugin(F&& call) {
+  try {
+    call();
+  } catch (const PluginError&) {
+    if (PyErr_Occurred()) throw py::error_already_set();
+    throw;
+  }
+  if (PyErr_Occurred()) throw py::error_already_set();
+}
+
 }  // namespace
 
 std::vector<std::string> SchemaFieldNames() {
@@ -426,7 +440,7 @@ void EntryExtractor::ExtractPluginField(size_t slot, py::handle entry, Value& ou
   const gp_entry_view view =
       host_strings_.View(reads.data(), static_cast<uint32_t>(reads.size()), mappings_ ? nullptr : entry.ptr());
   gp_value result{};
-  ps.field->plugin->Extract(static_cast<size_t>(ps.field->decl), view, result);
+  CallPlugin([&] { ps.field->plugin->Extract(static_cast<size_t>(ps.field->decl), view, result); });
   out = FromAbi(result, ps.field->type, *plan_.schema);
   if (!out.s.empty()) out.s = host_strings_.Keep(out.s);
 }
@@ -451,8 +465,10 @@ void EntryExtractor::RunFilters(py::handle entries, bool mappings) {
     for (const Constant& c : ps.params) params.push_back(ToAbi(Value{c.i, c.bits, c.s}));
     std::vector<uint8_t>& keep = filter_keep_[slot];
     keep.assign(n, 1);
-    ps.filter->plugin->RunFilter(static_cast<size_t>(ps.filter->decl), params.data(), views.data(),
-                                 static_cast<uint32_t>(n), keep.data());
+    CallPlugin([&] {
+      ps.filter->plugin->RunFilter(static_cast<size_t>(ps.filter->decl), params.data(), views.data(),
+                                   static_cast<uint32_t>(n), keep.data());
+    });
   }
 }
 

@@ -31,6 +31,8 @@ static struct {
   long long (*AsLongLong)(PyObject*);
   void (*DecRef)(PyObject*);
   void (*ErrClear)(void);
+  int (*ExceptionMatches)(PyObject*);
+  PyObject** Exception; /* &PyExc_Exception */
 } py;
 
 static char last_error[256];
@@ -49,9 +51,17 @@ static int load_python(void) {
   *(void**)&py.AsLongLong = dlsym(RTLD_DEFAULT, "PyLong_AsLongLong");
   *(void**)&py.DecRef = dlsym(RTLD_DEFAULT, "Py_DecRef");
   *(void**)&py.ErrClear = dlsym(RTLD_DEFAULT, "PyErr_Clear");
+  *(void**)&py.ExceptionMatches = dlsym(RTLD_DEFAULT, "PyErr_ExceptionMatches");
+  py.Exception = (PyObject**)dlsym(RTLD_DEFAULT, "PyExc_Exception");
   py.loaded = py.GetAttrString && py.AsUTF8AndSize && py.Str && py.CallNoArgs && py.AsLongLong && py.DecRef &&
-              py.ErrClear;
+              py.ErrClear && py.ExceptionMatches && py.Exception;
   return py.loaded;
+}
+
+/* After a failed Python call: an Exception becomes this plugin's error (cleared); anything
+ * else (KeyboardInterrupt, SystemExit) stays set, and the host raises it (plugin_api.h). */
+static void clear_error(void) {
+  if (py.ExceptionMatches(*py.Exception)) py.ErrClear();
 }
 
 /* entry.value, or NULL (error set in last_error, or *absent = 1 when has_value is false). */
@@ -71,7 +81,7 @@ static PyObject* entry_value(const gp_entry_view* e, int* absent) {
   }
   PyObject* v = py.GetAttrString(e->py_entry, "value");
   if (v == NULL) {
-    py.ErrClear();
+    clear_error();
     fail("GuardFilterEntry has no `value`");
   }
   return v;
@@ -82,7 +92,7 @@ static gp_rc set_str(const gp_entry_view* e, PyObject* s, gp_value* out) {
   ssize_t len = 0;
   const char* utf8 = s ? py.AsUTF8AndSize(s, &len) : NULL;
   if (utf8 == NULL) {
-    py.ErrClear();
+    clear_error();
     if (s) py.DecRef(s);
     return fail("a name is not a str");
   }
@@ -115,7 +125,7 @@ static gp_rc dtype(void* state, const gp_entry_view* e, gp_value* out) {
   PyObject* d = py.GetAttrString(v, "dtype");
   py.DecRef(v);
   if (d == NULL) {
-    py.ErrClear();
+    clear_error();
     return fail("a tensor value has no dtype");
   }
   PyObject* s = py.Str(d);
@@ -136,7 +146,7 @@ static gp_rc numel(void* state, const gp_entry_view* e, gp_value* out) {
   PyObject* n = method ? py.CallNoArgs(method) : NULL;
   if (method) py.DecRef(method);
   if (n == NULL) {
-    py.ErrClear();
+    clear_error();
     return fail("value.numel() failed");
   }
   out->i = py.AsLongLong(n);

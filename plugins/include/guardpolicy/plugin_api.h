@@ -93,7 +93,9 @@ typedef struct gp_entry_view {
    * not come from Python (a guard snapshot in `guardpolicy check`, a `test` block). Only
    * declarations with needs_py_entry = 1 may use it, with the GIL held by the host, and
    * must not keep a reference after the call. A plugin that needs it and finds NULL
-   * returns GP_ERROR. */
+   * returns GP_ERROR. A Python exception that is not an Exception (KeyboardInterrupt,
+   * SystemExit) must be left set, with GP_ERROR: the host raises any Python exception a
+   * callback leaves set. */
   void* py_entry;
   /* Host context for keep_string. */
   void* host;
