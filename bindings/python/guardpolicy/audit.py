@@ -52,7 +52,8 @@ import sys
 from collections import Counter
 from typing import Any, Callable
 
-from . import STD_POLICIES, load, load_std
+from .loading import STD_POLICIES, load, load_std
+from .runtime import stats
 from ._files import refuse_bad_outputs, write_file
 
 #: The audit models ``--model`` accepts.
@@ -398,10 +399,10 @@ class CompiledRecorder:
 
     @property
     def frames(self) -> int:
-        return self.compiled.compiles
+        return stats(self.compiled).compiles
 
     def stop_recording(self) -> None:
-        frames = self.compiled.explanations
+        frames = stats(self.compiled).explanations
         self.first_frames = len(frames)
         self.offered = sum(len(frame) for frame in frames)
         self.dropped = [(e.name, e.guard_type) for frame in frames for e in frame if not e.keep]

@@ -29,6 +29,7 @@ import re
 import sys
 from typing import Any, Callable, Iterator
 
+from .loading import DATA_DIR
 from .frames import compiled_frame
 
 from . import _core
@@ -45,8 +46,6 @@ _MAX_SOURCE_DEPTH = 1000  # as kMaxSourceDepth: a longer `.base` chain is malfor
 
 def schema_version() -> int:
     """The ``version:`` of the installed guard-entry schema."""
-    from . import DATA_DIR
-
     text = (DATA_DIR / "schema" / "guard_entry.yaml").read_text(encoding="utf-8")
     m = re.search(r"^version:\s*(\d+)\s*$", text, re.MULTILINE)
     if m is None:

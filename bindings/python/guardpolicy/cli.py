@@ -13,7 +13,8 @@ import importlib
 import os
 import sys
 
-from . import DATA_DIR, _core
+from . import _core
+from .loading import DATA_DIR
 
 #: Subcommands implemented in Python: name -> module with main(argv) -> int.
 PYTHON_TOOLS = {"capture": "capture", "bench": "bench", "audit": "audit", "demo": "demo"}

@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from . import _core
+from . import _core, _data
+
+#: A ``.gpolc`` artifact's first bytes (core/src/bytecode/artifact.cpp ``kMagic``).
+ARTIFACT_MAGIC = b"GPOLC\0\r\n"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,6 +42,47 @@ class Explanation:
         return "keep" if self.keep else "drop"
 
 
+@dataclasses.dataclass(frozen=True)
+class PolicyOrigin:
+    """What a ``Policy`` was loaded from, so that unpickling loads it again (parsed, checked,
+    compiled and verified anew, or for an artifact verified anew): the source ``text`` or the
+    ``artifact`` bytes (a file's content as it was read at load time), the ``path`` it came
+    from (for diagnostics), the ``policy`` name asked for, the bound ``params``, and the
+    plugins loaded then (``(path, config)``), which are loaded first where missing. Or a
+    registry ``filter`` name with its ``params``."""
+
+    text: str | None = None
+    artifact: bytes | None = None
+    path: str = "<string>"
+    policy: str = ""
+    params: tuple[tuple[str, Any], ...] = ()
+    plugins: tuple[tuple[str, str], ...] = ()
+    filter: str | None = None
+
+    def compile(self) -> _core.CompiledPolicy:
+        """Loads the policy again. Raises ``PolicyError`` or ``PluginError`` as ``load`` does."""
+        data_dir = str(_data.DATA_DIR)
+        loaded = {p["path"] for p in _core.plugins(data_dir)}
+        for path, config in self.plugins:
+            if path not in loaded:
+                _core.load_plugin(os.fsencode(path), config, data_dir)
+        params = dict(self.params)
+        if self.filter is not None:
+            return _core.get_filter(self.filter, params, data_dir)
+        if self.text is not None:
+            return _core.load(self.text, os.fsencode(self.path), False, self.policy, params, data_dir)
+        with tempfile.TemporaryDirectory() as tmp:
+            artifact = os.path.join(tmp, os.path.basename(self.path) or "policy.gpolc")
+            with open(artifact, "wb") as f:
+                f.write(self.artifact or b"")
+            return _core.load("", os.fsencode(artifact), True, self.policy, params, data_dir)
+
+
+def _restore(origin: PolicyOrigin) -> Policy:
+    """Unpickling: the policy loaded again from its origin."""
+    return Policy(origin.compile(), origin)
+
+
 class Policy:
     """A compiled, verified guard-filter policy.
 
@@ -44,13 +90,21 @@ class Policy:
     ``guard_filter_fn``): it returns a ``list[bool]`` of the same length, ``True`` = keep,
     each element exactly ``bool``. It reads only the fields listed in ``fields`` and keeps
     no reference to any entry after the call. Immutable; safe to share between threads.
+    Pickles (and deep-copies) as its origin: loaded again, re-checked, on the other side.
     """
 
-    __slots__ = ("_compiled", "_rules")
+    __slots__ = ("_compiled", "_rules", "_origin")
 
-    def __init__(self, compiled: _core.CompiledPolicy):
+    def __init__(self, compiled: _core.CompiledPolicy, origin: PolicyOrigin | None = None):
         self._compiled = compiled
         self._rules = [RuleRef(**r) for r in compiled.rules]
+        self._origin = origin
+
+    def __reduce__(self):
+        if self._origin is None:
+            raise TypeError(f"policy {self.name!r} was not made by guardpolicy.load or "
+                            "guardpolicy.filter: it cannot be pickled")
+        return (_restore, (self._origin,))
 
     def __call__(self, entries: Sequence[Any]) -> list[bool]:
         """``guard_filter_fn``: ``list[GuardFilterEntry] -> list[bool]``, True = keep."""

@@ -25,8 +25,9 @@ import os
 from typing import Any
 
 from . import _core
+from ._data import DATA_DIR
 from .errors import require_str
-from .policy import Policy
+from .policy import Policy, PolicyOrigin
 
 
 @dataclasses.dataclass(frozen=True)
@@ -68,8 +69,6 @@ class PluginInfo:
 
 
 def _data_dir() -> str:
-    from . import DATA_DIR
-
     return str(DATA_DIR)
 
 
@@ -97,7 +96,17 @@ def load_plugin(path: str | os.PathLike, *, config: str = "") -> PluginInfo:
     ``init`` failed); nothing is loaded then and the process goes on.
     """
     require_str(config, "config")
-    return PluginInfo(**_plugin_fields(_core.load_plugin(os.fsencode(path), config, _data_dir())))
+    info = PluginInfo(**_plugin_fields(_core.load_plugin(os.fsencode(path), config, _data_dir())))
+    _PLUGIN_CONFIGS[info.path] = config
+    return info
+
+
+_PLUGIN_CONFIGS: dict[str, str] = {}  # the config each plugin was loaded with, by path
+
+
+def plugin_config(path: str) -> str:
+    """The ``config`` the plugin at ``path`` (as ``PluginInfo.path``) was loaded with."""
+    return _PLUGIN_CONFIGS.get(path, "")
 
 
 def plugins() -> list[PluginInfo]:
@@ -127,4 +136,10 @@ def filter(name: str, **params: Any) -> Policy:  # noqa: A001 - guardpolicy.filt
     parameter value that is not bool, int or str.
     """
     require_str(name, "name")
-    return Policy(_core.get_filter(name, params, _data_dir()))
+    return Policy(_core.get_filter(name, params, _data_dir()),
+                  PolicyOrigin(filter=name, params=tuple(sorted(params.items())), plugins=loaded_plugins()))
+
+
+def loaded_plugins() -> tuple[tuple[str, str], ...]:
+    """``(path, config)`` of every plugin loaded from a file (the built-ins have no path)."""
+    return tuple((p["path"], plugin_config(p["path"])) for p in _core.plugins(_data_dir()) if p["path"])

@@ -1,22 +1,33 @@
-"""``guardpolicy.compile``: a policy as ``guard_filter_fn``, plus its config knobs and stance.
+"""``guardpolicy.compile``: ``torch.compile`` with a policy as ``guard_filter_fn``, its config
+knobs and its stance, at no cost on calls that do not compile.
 
-The "Reducing Guard Overhead" recipe applied from the policy file:
+* The policy is passed as ``guard_filter_fn`` (on a copy of ``options``: torch pops the key
+  from the dict it is given). A ``guard_filter_fn`` already in ``options`` is refused.
+* Its ``config`` lines (``install_free_tensors``, ``use_recursive_dict_tags_for_guards``, ...,
+  declared in the schema's ``config:``) are in force while *this* object's frames compile,
+  and only then: the Dynamo callback of this object's ``OptimizeContext`` (which the
+  eval-frame hook calls on a cache miss, never on a cache hit) runs under
+  ``torch._dynamo.config.patch`` and Dynamo's compile lock. Recompiles long after warm-up
+  (a new shape) see them too; other compiled objects, in this thread or another, never do.
+* Its ``stance skip_guard_eval_unsafe after N calls`` line: once N consecutive calls of this
+  object compiled nothing, its calls run with torch's ``skip_guard_eval_unsafe`` stance. One
+  per-call hook of this object's ``OptimizeContext`` (``enter_exit_hooks``, which torch runs
+  before it reads the stance) sets the current stance's flag for the call and restores it
+  after; calls of other compiled objects keep full guard evaluation. A compile during
+  warm-up restarts the count; ``stats(compiled).reset_stance()`` goes back to warm-up.
+  The flag is process-wide while the call runs, as ``torch.compiler.set_stance`` is: a
+  compiled function of another thread called at that moment also skips guard evaluation.
 
-* the policy is passed as ``guard_filter_fn`` (on a copy of ``options``: torch pops the key
-  from the dict it is given);
-* its ``config`` lines (``install_free_tensors``, ``use_recursive_dict_tags_for_guards``, ...,
-  declared in the schema's ``config:``) are applied with ``torch._dynamo.config.patch`` around
-  every call of the compiled object (so around compilation too) and only there;
-* its ``stance skip_guard_eval_unsafe after N calls`` line runs calls under
-  ``torch.compiler.set_stance(skip_guard_eval_unsafe=True)`` once N consecutive calls have
-  compiled nothing; a compile during warm-up restarts the count; ``reset_stance()`` goes back.
+For an ``nn.Module`` the result is a ``GuardPolicyModule``, an ``OptimizedModule`` (what
+``torch.compile`` returns) that keeps the policy through ``.eval()``, ``.train()``, ``.to()``,
+``copy.deepcopy`` and pickling; for a function, ``torch.compile``'s function. guardpolicy's
+own state is in ``guardpolicy.stats(compiled)``, never in the model's attributes.
 
-Requires torch 2.8 or newer (``guard_filter_fn``; feature-detected).
+The private torch names this needs are in ``_torch_private`` (torch 2.13 and 2.14).
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
 import warnings
 from typing import Any, Callable
@@ -26,16 +37,216 @@ from .frames import FrameExplanations, compiled_frame
 from .policy import Policy
 
 _INDUCTOR = "inductor"
+_ATTR = "_guardpolicy"  # where a compiled object keeps its CompileStats
 
 
-def _torch():
-    import torch
+def _nothing() -> None:
+    """What the per-call hook returns when it changed nothing."""
 
-    if not hasattr(torch.compiler, "skip_guard_on_globals_unsafe"):
-        raise RuntimeError(
-            f"guardpolicy needs torch.compile's guard_filter_fn (torch 2.8 or newer); "
-            f"this is torch {torch.__version__}")
-    return torch
+
+class CompileStats:
+    """guardpolicy's state of one compiled object: ``guardpolicy.stats(compiled)``.
+
+    ``compiles``: frames compiled, one per ``guard_filter_fn`` call (graph-break resume
+    frames count); ``explanations``: per compiled frame, the decision and deciding rule of
+    every guard, and ``frame``, which frame (a ``FrameExplanations``; strings only: no
+    reference to live objects). With a ``stance`` line:
+    ``calls``, the calls of the compiled object (counted by the per-call hook that sets the
+    stance); ``quiet_calls``, calls since the last one that compiled; ``stance_active``, calls
+    now run with ``skip_guard_eval_unsafe``. Without one, guardpolicy adds nothing to a call
+    and ``calls`` and ``quiet_calls`` are None. Counts are plain ints updated without a lock:
+    calls from several threads at once may be under-counted. Picklable; copied with the
+    compiled object.
+    """
+
+    __slots__ = ("policy", "compiles", "explanations", "stance_active", "_calls", "_warmup",
+                 "_last_compile_call", "_stanced", "_leave_bound")
+
+    def __init__(self, policy: Policy):
+        self.policy = policy
+        self.compiles = 0
+        self.explanations: list[FrameExplanations] = []
+        self.stance_active = False
+        stance = policy.stance
+        self._warmup = stance[1] if stance and stance[0] == "skip_guard_eval_unsafe" else None
+        self._calls = 0
+        self._last_compile_call = 0
+        self._stanced: Any = None  # the DynamoStance the running call set the flag on
+        self._leave_bound = self._leave
+
+    @property
+    def needs_call_hook(self) -> bool:
+        """Whether calls need guardpolicy's per-call hook (a stance line)."""
+        return self._warmup is not None
+
+    @property
+    def calls(self) -> int | None:
+        return self._calls if self.needs_call_hook else None
+
+    @property
+    def quiet_calls(self) -> int | None:
+        return self._calls - self._last_compile_call if self.needs_call_hook else None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The ``torch._dynamo.config`` knobs in force while this object's frames compile."""
+        return self.policy.config
+
+    def reset_stance(self) -> None:
+        """Back to full guard evaluation; the warm-up count starts again."""
+        self.stance_active = False
+        self._last_compile_call = self._calls
+
+    # -- called by torch ------------------------------------------------------------------
+
+    def enter(self) -> Callable[[], None]:
+        """The per-call hook (``OptimizeContext.enter_exit_hooks``): counts the call and,
+        once warm-up is over, sets ``skip_guard_eval_unsafe`` on torch's current stance for
+        this call. Returns what torch calls when the call ends."""
+        self._calls += 1
+        if not self.stance_active:
+            if self._calls - 1 - self._last_compile_call < self._warmup:
+                return _nothing
+            self.stance_active = True
+        stance = _tp.eval_frame._stance  # torch.compiler.set_stance replaces it: read it per call
+        if stance.skip_guard_eval_unsafe:  # already set: by torch's set_stance or an outer call
+            return _nothing
+        stance.skip_guard_eval_unsafe = True
+        self._stanced = stance
+        return self._leave_bound
+
+    def _leave(self) -> None:
+        self._stanced.skip_guard_eval_unsafe = False
+        self._stanced = None
+
+    def record_compile(self, explanations: FrameExplanations) -> None:
+        self.compiles += 1
+        self._last_compile_call = self._calls
+        self.explanations.append(explanations)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.__slots__[:-2]}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+        self._stanced = None
+        self._leave_bound = self._leave
+
+    def __repr__(self) -> str:
+        calls = f"{self._calls} calls, " if self.needs_call_hook else ""
+        return (f"<guardpolicy.CompileStats {self.policy.name!r}: {calls}{self.compiles} compiles, "
+                f"stance {'on' if self.stance_active else 'off'}>")
+
+
+class GuardFilter:
+    """The ``guard_filter_fn`` that ``guardpolicy.compile`` passes: the policy's decisions,
+    and per compiled frame an explanation recorded in ``stats`` (compile time only: it
+    costs a second pass over the entries). Picklable."""
+
+    def __init__(self, stats: CompileStats):
+        self.stats = stats
+
+    def __call__(self, entries) -> list[bool]:
+        policy = self.stats.policy
+        decisions = policy(entries)
+        with warnings.catch_warnings():  # the first pass warned already, if at all
+            warnings.simplefilter("ignore", PolicyRuntimeWarning)
+            self.stats.record_compile(FrameExplanations(policy.explain(entries), compiled_frame()))
+        return decisions
+
+
+class ScopedConfigCallback:
+    """Dynamo's callback of one compiled object, run with the policy's config knobs patched
+    and Dynamo's compile lock held (so no other thread compiles under them). Only a cache
+    miss calls it. It carries the wrapped callback's ``_torchdynamo_orig_backend``, which
+    Dynamo's C side reads to pick the cache entries of a backend."""
+
+    def __init__(self, inner: Callable, stats: CompileStats):
+        self.inner = inner
+        self.stats = stats
+        self._torchdynamo_orig_backend = inner._torchdynamo_orig_backend
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        with _tp.compile_lock(), _tp.dynamo_config().patch(**self.stats.config):
+            return self.inner(*args, **kwargs)
+
+
+def _install(ctx: Any, stats: CompileStats) -> None:
+    """Adds the per-call hook and, for a policy with config lines, the scoped callback to
+    ``ctx`` (the ``OptimizeContext``). Idempotent: a deep copy or an unpickled context may
+    carry the callback already."""
+    if stats.needs_call_hook:
+        hooks = _tp.hooks_of(ctx)
+        if not any(getattr(h, "__self__", None) is stats for h in hooks):
+            hooks.append(stats.enter)
+    if stats.config and not isinstance(ctx.callback, ScopedConfigCallback):
+        ctx.callback = ScopedConfigCallback(ctx.callback, stats)
+
+
+def _rebuild_module(mod: Any, ctx: Any, stats: CompileStats) -> Any:
+    """Unpickling and ``copy.deepcopy`` of a ``GuardPolicyModule``."""
+    _install(ctx, stats)
+    return _module_class()(mod, ctx, stats)
+
+
+_MODULE_CLASS: type | None = None
+
+
+def _module_class() -> type:
+    """``GuardPolicyModule``, made on first use (importing guardpolicy does not import torch)."""
+    global _MODULE_CLASS
+    if _MODULE_CLASS is None:
+        _MODULE_CLASS = _make_module_class(_tp.OptimizedModule)
+    return _MODULE_CLASS
+
+
+def _make_module_class(base: type) -> type:
+    class GuardPolicyModule(base):  # type: ignore[misc, valid-type]
+        """``torch.compile``'s ``OptimizedModule`` with a policy: everything torch's result
+        does (``isinstance(m, nn.Module)``, ``.eval()`` returns it, ``state_dict()``,
+        ``dir()``, deepcopy, pickle), plus ``guardpolicy.stats(m)``."""
+
+        _guardpolicy: CompileStats | None = None  # a class attribute: set on the instance
+
+        def __init__(self, mod: Any, dynamo_ctx: Any, stats: CompileStats):
+            super().__init__(mod, dynamo_ctx)
+            self._guardpolicy = stats
+
+        def __reduce__(self):
+            return (_rebuild_module, (self._orig_mod, self.dynamo_ctx, self._guardpolicy))
+
+        def __repr__(self) -> str:
+            return super().__repr__().replace("OptimizedModule", "GuardPolicyModule", 1)
+
+    GuardPolicyModule.__module__ = __name__
+    GuardPolicyModule.__qualname__ = "GuardPolicyModule"
+    return GuardPolicyModule
+
+
+def __getattr__(name: str) -> Any:  # guardpolicy.runtime.GuardPolicyModule, for pickle
+    if name == "GuardPolicyModule":
+        return _module_class()
+    raise AttributeError(name)
+
+
+def stats(compiled: Any) -> CompileStats:
+    """guardpolicy's state of what ``guardpolicy.compile`` returned (calls, compiles,
+    stance, explanations). Raises TypeError for anything else."""
+    found = getattr(compiled, "__dict__", {}).get(_ATTR)
+    if not isinstance(found, CompileStats):
+        raise TypeError(f"guardpolicy.stats() takes what guardpolicy.compile returned, "
+                        f"not {type(compiled).__name__}")
+    return found
+
+
+def explain(compiled: Any) -> list[FrameExplanations]:
+    """Per frame ``compiled`` has compiled so far, a ``FrameExplanations``: per guard an
+    ``Explanation`` (keep or drop, the deciding rule with its file:line or None for the
+    default, the guard's name and guard_type), and ``frame``, the ``CompiledFrame``
+    (function, file:line, compile id). Raises TypeError for anything ``guardpolicy.compile``
+    did not return."""
+    return [FrameExplanations(frame, frame.frame) for frame in stats(compiled).explanations]
 
 
 def _options_with_filter(options: dict | None, mode: str | None, backend: Any, guard_filter_fn) -> dict:
@@ -43,6 +254,10 @@ def _options_with_filter(options: dict | None, mode: str | None, backend: Any, g
     torch refuses beside ``options``) is spelled out as the Inductor options it stands for."""
     if mode is not None and options:
         raise ValueError("Either mode or options can be specified, but both can't be specified at the same time.")
+    if options and "guard_filter_fn" in options:
+        raise ValueError(
+            "guardpolicy.compile: options already hold a guard_filter_fn; the policy is the "
+            "guard filter (to combine filters, `use` them in the policy, e.g. `use builtin.NAME`)")
     opts = dict(options or {})
     if mode is not None:
         if backend != _INDUCTOR:
@@ -54,112 +269,56 @@ def _options_with_filter(options: dict | None, mode: str | None, backend: Any, g
     return opts
 
 
-class PolicyCompiled:
-    """What ``guardpolicy.compile`` returns: calls the ``torch.compile`` result under the
-    policy's config knobs and stance; every other attribute is the compiled object's.
+def _require_torch() -> None:
+    import torch
 
-    ``calls``: calls made; ``compiles``: frames compiled (one per ``guard_filter_fn`` call);
-    ``explanations``: per compiled frame, a ``FrameExplanations``: the decision and deciding
-    rule of every guard, and ``frame``, which frame (``guardpolicy.explain(compiled)``;
-    strings only, no reference to live objects);
-    ``quiet_calls``: consecutive calls that compiled nothing; ``stance_active``: calls now run
-    under ``skip_guard_eval_unsafe``.
-    """
+    if not hasattr(torch.compiler, "skip_guard_on_globals_unsafe"):
+        raise RuntimeError(
+            f"guardpolicy needs torch.compile's guard_filter_fn (torch 2.8 or newer); "
+            f"this is torch {torch.__version__}")
+    global _tp
+    from . import _torch_private as _tp
 
-    def __init__(self, compiled: Callable, policy: Policy, torch_options: dict):
-        object.__setattr__(self, "_compiled", compiled)
-        object.__setattr__(self, "_policy", policy)
-        object.__setattr__(self, "_torch_options", torch_options)
-        object.__setattr__(self, "calls", 0)
-        object.__setattr__(self, "compiles", 0)
-        object.__setattr__(self, "quiet_calls", 0)
-        object.__setattr__(self, "stance_active", False)
-        object.__setattr__(self, "explanations", [])
-        stance = policy.stance
-        object.__setattr__(self, "_warmup", stance[1] if stance and stance[0] == "skip_guard_eval_unsafe" else None)
-
-    @property
-    def policy(self) -> Policy:
-        return self._policy
-
-    def _record_compile(self, explanations: list) -> None:
-        object.__setattr__(self, "compiles", self.compiles + 1)
-        self.explanations.append(explanations)
-
-    def _config(self):
-        config = self._policy.config
-        if not config:
-            return contextlib.nullcontext()
-        return _torch()._dynamo.config.patch(**config)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        torch = _torch()
-        before = self.compiles
-        with self._config():
-            if self.stance_active:
-                with torch.compiler.set_stance(skip_guard_eval_unsafe=True):
-                    out = self._compiled(*args, **kwargs)
-            else:
-                out = self._compiled(*args, **kwargs)
-        object.__setattr__(self, "calls", self.calls + 1)
-        quiet = self.compiles == before
-        object.__setattr__(self, "quiet_calls", self.quiet_calls + 1 if quiet else 0)
-        if self._warmup is not None and not self.stance_active and self.quiet_calls >= self._warmup:
-            object.__setattr__(self, "stance_active", True)
-        return out
-
-    def reset_stance(self) -> None:
-        """Back to full guard evaluation; the warm-up count starts again."""
-        object.__setattr__(self, "stance_active", False)
-        object.__setattr__(self, "quiet_calls", 0)
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._compiled, name)
-
-    def __setattr__(self, name: str, value: Any) -> None:
-        setattr(self._compiled, name, value)
-
-    def __repr__(self) -> str:
-        return f"<guardpolicy.PolicyCompiled {self._policy.name!r} of {self._compiled!r}>"
+    if absent := _tp.missing():
+        raise RuntimeError(f"guardpolicy.compile needs {', '.join(absent)}, which torch "
+                           f"{torch.__version__} lacks")
 
 
-def explain(compiled: PolicyCompiled) -> list[FrameExplanations]:
-    """Per frame ``compiled`` has compiled so far, a ``FrameExplanations``: per guard an
-    ``Explanation`` (keep or drop, the deciding rule with its file:line or None for the
-    default, the guard's name and guard_type), and ``frame``, the ``CompiledFrame``
-    (function, file:line, compile id)."""
-    if not isinstance(compiled, PolicyCompiled):
-        raise TypeError("explain() takes what guardpolicy.compile returned")
-    return [FrameExplanations(frame, frame.frame) for frame in compiled.explanations]
+_tp: Any = None  # guardpolicy._torch_private, imported with torch
 
 
 def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: str | None = None,  # noqa: A001
-            options: dict | None = None, backend: Any = _INDUCTOR, **torch_compile_kwargs: Any) -> PolicyCompiled:
+            options: dict | None = None, backend: Any = _INDUCTOR, **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model_or_fn, ...)`` with ``policy`` as its ``guard_filter_fn`` and the
     policy's ``config`` and ``stance`` lines applied (see the module docstring).
 
     ``policy``: a ``Policy`` or anything ``guardpolicy.load`` accepts. ``options`` is copied,
     never changed. ``mode`` becomes the Inductor options it stands for (torch refuses both).
-    Raises ``PolicyError`` for a bad policy, ``ValueError`` for ``mode`` with ``options`` or
-    with a non-inductor backend, ``RuntimeError`` on a torch without ``guard_filter_fn``.
+    Returns a ``GuardPolicyModule`` (an ``OptimizedModule``) for an ``nn.Module``, else
+    ``torch.compile``'s function; ``guardpolicy.stats(result)`` holds the counts.
+    Raises ``PolicyError`` for a bad policy, ``ValueError`` for ``mode`` with ``options``, with
+    a non-inductor backend, or for ``options`` that already hold a ``guard_filter_fn``;
+    ``RuntimeError`` on a torch without what this needs.
     """
-    torch = _torch()
+    _require_torch()
+    import torch
+
     if not isinstance(policy, Policy):
-        from . import load
+        from .loading import load
 
         policy = load(policy)
-    holder: list[PolicyCompiled] = []
-
-    def guard_filter_fn(entries):
-        decisions = policy(entries)
-        if holder:  # compile time only: explaining costs a second pass over the entries
-            with warnings.catch_warnings():  # the first pass warned already, if at all
-                warnings.simplefilter("ignore", PolicyRuntimeWarning)
-                holder[0]._record_compile(FrameExplanations(policy.explain(entries), compiled_frame()))
-        return decisions
-
-    opts = _options_with_filter(options, mode, backend, guard_filter_fn)
-    compiled = torch.compile(model_or_fn, backend=backend, options=dict(opts), **torch_compile_kwargs)
-    wrapper = PolicyCompiled(compiled, policy, opts)
-    holder.append(wrapper)
-    return wrapper
+    stats_ = CompileStats(policy)
+    opts = _options_with_filter(options, mode, backend, GuardFilter(stats_))
+    compiled = torch.compile(model_or_fn, backend=backend, options=opts, **torch_compile_kwargs)
+    ctx = _tp.dynamo_context(compiled)
+    _install(ctx, stats_)
+    if isinstance(compiled, _tp.OptimizedModule):
+        module = _module_class()(compiled._orig_mod, ctx, stats_)
+        # What torch's OptimizeContext.__call__ sets on the module it returns.
+        module._torchdynamo_orig_callable = compiled._torchdynamo_orig_callable
+        module._torchdynamo_wrapper_id = id(module)
+        module.get_compiler_config = compiled.get_compiler_config
+        return module
+    wrapped = ctx(model_or_fn)  # a new compile_wrapper: it captures the scoped callback
+    setattr(wrapped, _ATTR, stats_)
+    return wrapped

@@ -1,0 +1,282 @@
+"""Per-call latency of ``guardpolicy.compile``: the headline of ``make demo`` and the
+benchmark ``bench/bench_runtime.py`` (``make bench``), both interleaved runs.
+
+* ``headline(recommended, models, backends)``: per demo model and backend, ``eager``, ``no filter``
+  (``torch.compile``), the recommended recipe through ``gp.compile``
+  (``policies/examples/serving.gpol``: nn-module guards dropped, free tensors, the stance
+  after warm-up) and the zero-guard floor (every guard dropped, free tensors, the stance).
+* ``pair_variants`` (``measure``): per recipe, ``gp.compile(model, policy)`` (the policy carries
+  the recipe's filter, ``config`` and ``stance`` lines) against its twin ``(torch)``:
+  ``torch.compile`` with torch's own filter function, the config knob patched around the
+  first (compiling) call only, and ``torch.compiler.set_stance(skip_guard_eval_unsafe=True)``
+  entered once per block of timed calls; plus ``measure_trivial()``: the fixed cost on a trivial
+  compiled function (``x + 1``, eager backend) against ``torch.compile``.
+
+Timing: after warm-up, blocks of calls, round-robin over the variants with the first one
+rotating, ``time.perf_counter_ns`` around each call, the GC off; medians and p90 in µs, and
+ratios of medians within the same run. Each variant gets its own copy of the model's class (a
+new ``forward`` code object), so each has exactly one cache entry, as a user's model does.
+Every variant's output is checked against eager's before timing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import datetime
+import gc
+import platform
+import statistics
+import time
+import types
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+
+from . import loading
+from ._models import build, output_tensor
+from .policy import Policy
+from .runtime import compile as gp_compile
+
+WARMUP = 8  # the stance's quiet calls; timing starts after 3 * WARMUP untimed calls
+
+
+@dataclass
+class Recipe:
+    """One way to cut guard overhead, as a policy for ``gp.compile`` and the torch way."""
+
+    name: str
+    std: str | None  # std policy / torch filter name, None: keep everything
+    ift: bool
+    stance: bool
+
+    def policy_source(self) -> str:
+        ident = "".join(c if c.isalnum() else "_" for c in self.name)
+        lines = ["guardpolicy 1", f"unsafe policy p_{ident} {{"]
+        lines.append(f"  use {self.std}" if self.std else "  keep when true")
+        lines.append("  default keep")
+        if self.ift:
+            lines.append("  config install_free_tensors = true")
+        if self.stance:
+            lines.append(f"  stance skip_guard_eval_unsafe after {WARMUP} calls")
+        return "\n".join(lines + ["}", ""])
+
+
+RECIPES = [
+    Recipe("skip_guard_on_all_nn_modules +ift", "skip_guard_on_all_nn_modules", ift=True, stance=False),
+    Recipe("stance after warm-up", None, ift=False, stance=True),
+    Recipe("recommended (nn modules +ift +stance)", "skip_guard_on_all_nn_modules", ift=True, stance=True),
+    Recipe("zero-guard floor (all +ift +stance)", "skip_all_guards", ift=True, stance=True),
+]
+
+
+@dataclass
+class Variant:
+    """One timed row: ``fn`` called on the inputs; ``samples`` per call in ns."""
+
+    label: str
+    fn: Callable
+    block_ctx: Callable[[], Any] | None = None  # entered once per timed block
+    twin: str | None = None  # the torch-way variant this one is compared with
+    samples: list[int] = field(default_factory=list)
+
+
+def own_class_copy(model: Any) -> Any:
+    """A deep copy of ``model`` whose class is a new subclass with a fresh ``forward`` code
+    object: its own Dynamo cache, so variants of one model never share cache entries."""
+    model = copy.deepcopy(model)
+    cls = type(model)
+    forward = cls.forward
+    fresh = types.FunctionType(forward.__code__.replace(), forward.__globals__, forward.__name__,
+                               forward.__defaults__, forward.__closure__)
+    fresh.__kwdefaults__ = forward.__kwdefaults__
+    fresh.__dict__.update(forward.__dict__)
+    model.__class__ = type(cls.__name__, (cls,), {"forward": fresh, "__module__": cls.__module__})
+    return model
+
+
+def own_add() -> Callable:
+    def add(x):
+        return x + 1
+
+    return types.FunctionType(add.__code__.replace(), globals(), "add")
+
+
+def stance_block() -> Any:
+    return torch.compiler.set_stance(skip_guard_eval_unsafe=True)
+
+
+def torch_way(model: Any, backend: str, recipe: Recipe, inputs: tuple) -> Variant:
+    options = {}
+    if recipe.std:
+        options["guard_filter_fn"] = getattr(torch.compiler, f"{recipe.std}_unsafe")
+    fn = torch.compile(model, backend=backend, options=options or None)
+    with torch._dynamo.config.patch(install_free_tensors=recipe.ift):
+        fn(*inputs)  # compiles with the knob, the torch way: set once, around the compile
+    return Variant(f"{recipe.name} (torch)", fn, stance_block if recipe.stance else None)
+
+
+def gp_way(model: Any, backend: str, recipe: Recipe, inputs: tuple) -> Variant:
+    fn = gp_compile(model, loading.load(recipe.policy_source()), backend=backend)
+    fn(*inputs)
+    return Variant(f"{recipe.name} (gp.compile)", fn, twin=f"{recipe.name} (torch)")
+
+
+
+def pair_variants(model: Any, inputs: tuple, backend: str) -> list[Variant]:
+    """eager, no filter, and per recipe its torch-way and gp.compile variants (compiled)."""
+    out = [Variant("eager", copy.deepcopy(model)), _no_filter(model, inputs, backend)]
+    for recipe in RECIPES:
+        out.append(torch_way(own_class_copy(model), backend, recipe, inputs))
+        out.append(gp_way(own_class_copy(model), backend, recipe, inputs))
+    return out
+
+
+def headline_variants(recommended: Policy) -> Callable[[Any, tuple, str], list[Variant]]:
+    """eager, no filter, ``recommended`` and the zero-guard floor, each through
+    ``gp.compile`` (compiled), for ``measure``."""
+
+    def make(model: Any, inputs: tuple, backend: str) -> list[Variant]:
+        out = [Variant("eager", copy.deepcopy(model)), _no_filter(model, inputs, backend)]
+        fn = gp_compile(own_class_copy(model), recommended, backend=backend)
+        fn(*inputs)
+        out.append(Variant(f"recommended: {recommended.name} (gp.compile)", fn))
+        floor = gp_way(own_class_copy(model), backend, RECIPES[-1], inputs)
+        floor.label, floor.twin = "zero-guard floor: skip_all_guards +ift +stance (gp.compile)", None
+        out.append(floor)
+        return out
+
+    return make
+
+
+def _no_filter(model: Any, inputs: tuple, backend: str) -> Variant:
+    fn = torch.compile(own_class_copy(model), backend=backend)
+    fn(*inputs)
+    return Variant("no filter", fn)
+
+
+def trivial_variants() -> list[Variant]:
+    """``x + 1`` four ways: torch.compile and gp.compile (keep everything), each also with the
+    stance (torch's entered once per block; the policy's after warm-up)."""
+    plain = loading.load(Recipe("plain", None, ift=False, stance=False).policy_source())
+    stance = loading.load(Recipe("stance", None, ift=False, stance=True).policy_source())
+    return [Variant("torch.compile", torch.compile(own_add(), backend="eager")),
+            Variant("gp.compile", gp_compile(own_add(), plain, backend="eager"), twin="torch.compile"),
+            Variant("torch.compile + set_stance", torch.compile(own_add(), backend="eager"), stance_block),
+            Variant("gp.compile + stance", gp_compile(own_add(), stance, backend="eager"),
+                    twin="torch.compile + set_stance")]
+
+
+def measure(make: Callable[[Any, tuple, str], list[Variant]], models: list[str], backends: list[str],
+            calls: int, block: int, progress: Callable[[str], None] = lambda _: None) -> dict[str, list[dict]]:
+    """Per ``"model, backend"``: the summary rows of the variants ``make`` builds."""
+    tables = {}
+    for name in models:
+        model, inputs = build(name)
+        for backend in backends:
+            torch._dynamo.reset()
+            progress(f"{name}, {backend}: compiling")
+            variants = make(model, inputs, backend)
+            check_outputs(variants, inputs)
+            progress(f"{name}, {backend}: timing")
+            run(variants, inputs, calls, block)
+            tables[f"{name}, {backend}"] = summarize(variants)
+    torch._dynamo.reset()
+    return tables
+
+
+def measure_trivial(calls: int = 4000, block: int = 200) -> list[dict]:
+    torch._dynamo.reset()
+    variants = trivial_variants()
+    run(variants, (torch.ones(4),), calls, block)
+    torch._dynamo.reset()
+    return summarize(variants)
+
+
+def machine() -> str:
+    return (f"{platform.machine()} ({platform.processor() or 'cpu'}), Python {platform.python_version()}, "
+            f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
+
+
+def stamp(calls: int, block: int) -> str:
+    return (f"{datetime.date.today().isoformat()}, {machine()}; {calls} timed calls per variant, "
+            f"interleaved in blocks of {block}")
+
+
+def run(variants: list[Variant], inputs: tuple, calls: int, block: int) -> None:
+    for v in variants:  # warm-up: compile, then the stance switches on after WARMUP quiet calls
+        v.fn(*inputs)
+        with v.block_ctx() if v.block_ctx else contextlib.nullcontext():
+            for _ in range(3 * WARMUP):
+                v.fn(*inputs)
+    rounds = calls // block
+    gc.collect()
+    gc.disable()
+    try:
+        for r in range(rounds):
+            shift = r % len(variants)
+            for v in variants[shift:] + variants[:shift]:
+                fn, samples = v.fn, v.samples
+                with v.block_ctx() if v.block_ctx else contextlib.nullcontext():
+                    fn(*inputs)
+                    for _ in range(block):
+                        t0 = time.perf_counter_ns()
+                        fn(*inputs)
+                        samples.append(time.perf_counter_ns() - t0)
+    finally:
+        gc.enable()
+
+
+def summarize(variants: list[Variant]) -> list[dict]:
+    med = {v.label: statistics.median(v.samples) for v in variants}
+    base = med.get("no filter") or med.get("torch.compile")
+    rows = []
+    for v in variants:
+        s = sorted(v.samples)
+        rows.append({"variant": v.label, "median_us": med[v.label] / 1e3,
+                     "p90_us": s[int(0.9 * (len(s) - 1))] / 1e3,
+                     "vs_no_filter": med[v.label] / base,
+                     "vs_torch_way": med[v.label] / med[v.twin] if v.twin else None,
+                     "minus_torch_way_us": (med[v.label] - med[v.twin]) / 1e3 if v.twin else None})
+    return rows
+
+
+def check_outputs(variants: list[Variant], inputs: tuple) -> None:
+    """Raises SystemExit naming the first variant whose output differs from eager's."""
+    ref = output_tensor(variants[0].fn(*inputs))
+    for v in variants[1:]:
+        out = output_tensor(v.fn(*inputs))
+        if not torch.allclose(out, ref, atol=1e-5, rtol=1e-4):
+            raise SystemExit(f"{v.label}: output differs from eager")
+
+
+def table(rows: list[dict], twins: bool = True) -> list[str]:
+    """Markdown rows: median and p90 (µs), the ratio to no filter and to the torch way."""
+    head = "| variant | median µs | p90 µs | / no filter |" + (" / torch way |" if twins else "")
+    lines = [head, "|---|---:|---:|---:|" + ("---:|" if twins else "")]
+    for r in rows:
+        cells = f"| {r['variant']} | {r['median_us']:.1f} | {r['p90_us']:.1f} | {r['vs_no_filter']:.2f} |"
+        if twins:
+            cells += f" {r['vs_torch_way']:.3f} |" if r["vs_torch_way"] is not None else " |"
+        lines.append(cells)
+    return lines
+
+
+def trivial_table(rows: list[dict]) -> list[str]:
+    lines = ["| variant | median µs | p90 µs | − torch way (µs) |", "|---|---:|---:|---:|"]
+    for r in rows:
+        diff = f"{r['minus_torch_way_us']:+.2f}" if r["minus_torch_way_us"] is not None else ""
+        lines.append(f"| {r['variant']} | {r['median_us']:.2f} | {r['p90_us']:.2f} | {diff} |")
+    return lines
+
+
+def headline(recommended: Policy, models: list[str], backends: list[str], calls: int = 400, block: int = 20,
+             progress: Callable[[str], None] = lambda _: None) -> str:
+    """The answer ``make demo`` leads with, as text: per model and backend, eager, no
+    filter, the ``recommended`` policy and the zero-guard floor through ``gp.compile``."""
+    tables = measure(headline_variants(recommended), models, backends, calls, block, progress)
+    lines = [f"Per-call latency ({stamp(calls, block)}):", ""]
+    for key, rows in tables.items():
+        lines += [f"{key}", *table(rows, twins=False), ""]
+    return "\n".join(lines)
