@@ -31,10 +31,10 @@ Variants (one table row each; ``via`` says how the model was compiled)
   patched and its stance entered the torch way (as above); and, unless the policy already
   sets it, ``POLICY +ift`` with ``install_free_tensors`` added to its config lines.
 
-The ``guardpolicy.compile`` rows include what its wrapper costs per call: a
-``torch._dynamo.config.patch`` around every call for a policy with ``config`` lines, and a
-``set_stance`` context around every call once the stance is active. The ``(torch)`` rows
-pay neither; the pairs show the difference.
+The ``guardpolicy.compile`` rows pay what it adds per call: nothing for ``config`` lines
+(they act inside this object's compiles only) and one per-call hook for a ``stance`` line;
+the pairs with the ``(torch)`` rows show it. Every compiled variant uses ``--backend``
+(default ``eager``; ``inductor`` is what users run, and compiles each variant).
 
 Columns
 -------
@@ -167,25 +167,29 @@ class _RecordingPolicy(Policy):
         return {**super().config, **self._extra_config}
 
 
-def _tagged_eager_backend(tag: str) -> Callable:
+_TAG_PREFIX = "gpbench_"
+
+
+def _tagged_backend(tag: str) -> Callable:
     """A backend function distinct per variant (see the module docstring) that calls the
-    registered ``"eager"`` backend, so the compiled code is exactly ``backend="eager"``'s."""
+    registered backend named in ``tag`` (``"eager:3"``, ``"inductor:3"``), so the compiled
+    code is exactly that backend's."""
     from torch._dynamo import lookup_backend
 
-    eager = lookup_backend("eager")
+    inner = lookup_backend(tag.split(":", 1)[0])
 
     def backend(gm, example_inputs, **kwargs):
-        return eager(gm, example_inputs, **kwargs)
+        return inner(gm, example_inputs, **kwargs)
 
-    backend.__name__ = backend.__qualname__ = f"eager_{tag}"
+    backend.__name__ = backend.__qualname__ = _TAG_PREFIX + tag
     return backend
 
 
 def _backend_tag(cache_entry) -> str | None:
-    """The variant tag of a cache entry made by ``_tagged_eager_backend``, else None."""
+    """The variant tag of a cache entry made by ``_tagged_backend``, else None."""
     fn = getattr(getattr(cache_entry, "backend", None), "compiler_fn", None)
     name = getattr(fn, "__name__", "")
-    return name[len("eager_"):] if name.startswith("eager_") else None
+    return name[len(_TAG_PREFIX):] if name.startswith(_TAG_PREFIX) else None
 
 
 # --------------------------------------------------------------------------- guard trees
@@ -364,13 +368,13 @@ def _torch_compile(model, tag: str, guard_filter_fn=None):
     import torch
 
     options = {"guard_filter_fn": guard_filter_fn} if guard_filter_fn is not None else {}
-    return torch.compile(model, backend=_tagged_eager_backend(tag), options=options)
+    return torch.compile(model, backend=_tagged_backend(tag), options=options)
 
 
 def _gp_compile(model, tag: str, policy: _RecordingPolicy):
     from .runtime import compile as gp_compile
 
-    return gp_compile(model, policy, backend=_tagged_eager_backend(tag))
+    return gp_compile(model, policy, backend=_tagged_backend(tag))
 
 
 def _config_patch(config: dict[str, Any]) -> Callable[[], Any]:
@@ -575,9 +579,11 @@ class RunOptions:
     block: int = 10
     guard_iters: int = 10
     stance_after: int = 10
+    backend: str = "eager"  # every compiled variant's: "eager" or "inductor"
 
 
-def _compile_all(model, inputs, ref, variants: list[Variant], warmup: int, progress: Progress, label: str) -> None:
+def _compile_all(model, inputs, ref, variants: list[Variant], warmup: int, progress: Progress, label: str,
+                 backend: str = "eager") -> None:
     """Compiles and warms up every variant; fills compile_s, frames/offered/kept/dropped."""
     from torch._dynamo.utils import clear_compilation_metrics, get_compilation_metrics
 
@@ -590,6 +596,7 @@ def _compile_all(model, inputs, ref, variants: list[Variant], warmup: int, progr
             continue
         progress.step(f"{label}: compiling", compiled.index(v) + 1, len(compiled), v.name)
         clear_compilation_metrics()
+        v.tag = f"{backend}:{v.tag.rsplit(':', 1)[-1]}"
         v.fn, v.recorder = v.make(model, v.tag)
         with _ctx(v.setup_ctx):
             t0 = time.perf_counter()
@@ -707,7 +714,7 @@ def run_model(label: str, model, inputs: tuple, variants: list[Variant], opts: R
     try:
         with torch._dynamo.config.patch(recompile_limit=limit, accumulated_recompile_limit=acc_limit), \
                 torch.no_grad():
-            _compile_all(model, inputs, ref, variants, warmup, progress, label)
+            _compile_all(model, inputs, ref, variants, warmup, progress, label, opts.backend)
             counts = {v.name: v.recorder.counts() for v in compiled if v.recorder is not None}
             progress.step(f"{label}: guard trees and evaluation", 1, 1)
             _measure_guards(model, inputs, variants, opts.guard_iters, tree_api)
@@ -905,6 +912,9 @@ def build_parser(prog: str = "python -m guardpolicy bench") -> argparse.Argument
                              "first, about 15 ms; 0 skips them; default 10)")
     parser.add_argument("--threads", type=_positive("--threads"), default=1,
                         help="torch intra-op threads while measuring (default 1: steadier on a busy machine)")
+    parser.add_argument("--backend", choices=("eager", "inductor"), default="eager",
+                        help="the backend of every compiled variant (default eager; inductor compiles "
+                             "each variant, minutes per model)")
     parser.add_argument("--json", metavar="OUT", help="also write every number as JSON to OUT")
     parser.add_argument("--plot", metavar="OUT.png", help="also write a PNG bar chart to OUT.png (matplotlib)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
@@ -958,7 +968,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m guardpolicy bench
 
     torch.set_num_threads(args.threads)
     opts = RunOptions(calls=args.calls, warmup=args.warmup, block=args.block,
-                      guard_iters=args.guard_iters, stance_after=args.stance_after)
+                      guard_iters=args.guard_iters, stance_after=args.stance_after, backend=args.backend)
     progress = Progress(not args.quiet)
     tree_api = _tree_api_available()
     machine = machine_description()
@@ -969,6 +979,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m guardpolicy bench
         "command": " ".join([prog, *(shlex.quote(a) for a in argv)]),
         "date": time.strftime("%Y-%m-%d"),
         "calls": opts.calls,
+        "backend": opts.backend,
         "warmup": {},
         "block": opts.block,
         "guard_iters": opts.guard_iters,
@@ -988,7 +999,7 @@ def main(argv: list[str] | None = None, prog: str = "python -m guardpolicy bench
         rows = run_model(label, model, inputs, variants, opts, progress, tree_api)
         report["warmup"][label] = warmup_calls(opts, rows)
         header = (
-            f"== {label} | torch {torch.__version__} | {opts.calls} timed calls per variant "
+            f"== {label} | {opts.backend} backend | torch {torch.__version__} | {opts.calls} timed calls per variant "
             f"(interleaved, blocks of {opts.block}, {report['warmup'][label]} warm-up) | {machine}, "
             f"{torch.get_num_threads()} torch threads"
         )

@@ -1,13 +1,16 @@
-"""``python -m guardpolicy demo`` (what ``make demo`` runs): ``python -m guardpolicy bench``
-with the demo's defaults and its older option spelling.
+"""``python -m guardpolicy demo`` (what ``make demo`` runs).
 
-It measures the demo models (``guardpolicy._models.DEMO_MODELS``: an MLP with LayerNorm and
-a small random GPT-2) under every variant of ``guardpolicy.bench`` (eager; no filter; each
-standard policy and torch's own function, each also with ``install_free_tensors``; the
-stance after warm-up) and prints one table per model. How the numbers are obtained is in
-``guardpolicy.bench``'s docstring.
+First the answer a user wants, per demo model (``guardpolicy._models.DEMO_MODELS``: an MLP
+with LayerNorm and a small random GPT-2) and backend (``inductor``, what users run, and
+``eager``): per-call median and p90 of eager, ``torch.compile`` with no filter, the
+recommended recipe through ``gp.compile`` (``--recommended``, default
+``policies/examples/serving.gpol``) and the zero-guard floor, with ratios to no filter
+(``guardpolicy.latency``). Then the detailed table of ``python -m guardpolicy bench``
+(eager backend: every standard policy and torch's own function, each also with
+``install_free_tensors``; the stance; guards offered, kept and in the tree).
 
-    python -m guardpolicy demo [--models mlp,gpt2] [--calls 300] [--warmup 20] [--block 10] [--json OUT] [--plot PNG]
+    python -m guardpolicy demo [--models mlp,gpt2] [--backends inductor,eager] [--recommended FILE]
+                               [--calls 300] [--warmup 20] [--block 10] [--json OUT] [--plot PNG]
 
 Exit status as ``bench``: 0 when every variant matches eager and every cross-check holds,
 1 otherwise, 2 on bad arguments.
@@ -18,6 +21,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from . import latency, loading
+from .errors import PolicyError
 from ._models import DEMO_MODELS, MODEL_NAMES
 from .bench import machine_description  # noqa: F401 - re-exported (bench/bench_e2e.py uses it)
 from .bench import main as bench_main
@@ -34,6 +39,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", default="10", help="consecutive calls per variant per round (default 10)")
     parser.add_argument("--models", default=",".join(DEMO_MODELS),
                         help=f"comma-separated, from {','.join(MODEL_NAMES)}")
+    parser.add_argument("--backends", default="inductor,eager",
+                        help="comma-separated backends of the headline table (default inductor,eager)")
+    parser.add_argument("--recommended", default="policies/examples/serving.gpol", metavar="FILE",
+                        help="the recipe of the headline table (default policies/examples/serving.gpol)")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     parser.add_argument("--plot", metavar="PNG", help="also write a bar chart to PNG (matplotlib)")
     args = parser.parse_args(argv)
@@ -41,6 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [m for m in models if m not in MODEL_NAMES]
     if not models or unknown:
         parser.error(f"--models: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(MODEL_NAMES)}")
+    try:
+        recommended = loading.load(args.recommended)
+    except PolicyError as e:
+        print(f"python -m guardpolicy demo: --recommended: {e}", file=sys.stderr)
+        return 2
+    backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    print(latency.headline(recommended, models, backends, calls=int(args.calls), block=20,
+                           progress=lambda msg: print(msg, file=sys.stderr, flush=True)), flush=True)
+    print("Details (eager backend): every filter variant, guards and per-call latency\n", flush=True)
     bench_argv = ["--model", *models, "--calls", args.calls, "--warmup", args.warmup, "--block", args.block]
     if args.json:
         bench_argv += ["--json", args.json]

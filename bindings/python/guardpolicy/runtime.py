@@ -59,14 +59,14 @@ class CompileStats:
     compiled object.
     """
 
-    __slots__ = ("policy", "compiles", "explanations", "stance_active", "_calls", "_warmup",
+    __slots__ = ("policy", "compiles", "explanations", "_active", "_calls", "_warmup",
                  "_last_compile_call", "_stanced", "_leave_bound")
 
     def __init__(self, policy: Policy):
         self.policy = policy
         self.compiles = 0
         self.explanations: list[FrameExplanations] = []
-        self.stance_active = False
+        self._active = False
         stance = policy.stance
         self._warmup = stance[1] if stance and stance[0] == "skip_guard_eval_unsafe" else None
         self._calls = 0
@@ -88,13 +88,18 @@ class CompileStats:
         return self._calls - self._last_compile_call if self.needs_call_hook else None
 
     @property
+    def stance_active(self) -> bool:
+        """Whether the next call runs with ``skip_guard_eval_unsafe``."""
+        return self._active or (self._warmup is not None and self.quiet_calls >= self._warmup)
+
+    @property
     def config(self) -> dict[str, Any]:
         """The ``torch._dynamo.config`` knobs in force while this object's frames compile."""
         return self.policy.config
 
     def reset_stance(self) -> None:
         """Back to full guard evaluation; the warm-up count starts again."""
-        self.stance_active = False
+        self._active = False
         self._last_compile_call = self._calls
 
     # -- called by torch ------------------------------------------------------------------
@@ -104,10 +109,10 @@ class CompileStats:
         once warm-up is over, sets ``skip_guard_eval_unsafe`` on torch's current stance for
         this call. Returns what torch calls when the call ends."""
         self._calls += 1
-        if not self.stance_active:
+        if not self._active:
             if self._calls - 1 - self._last_compile_call < self._warmup:
                 return _nothing
-            self.stance_active = True
+            self._active = True
         stance = _tp.eval_frame._stance  # torch.compiler.set_stance replaces it: read it per call
         if stance.skip_guard_eval_unsafe:  # already set: by torch's set_stance or an outer call
             return _nothing
