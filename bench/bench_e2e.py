@@ -42,8 +42,8 @@ import torch._dynamo
 from torch._guards import GuardSource
 
 import guardpolicy as gp
-from guardpolicy.demo import machine_description
-from guardpolicy._models import build_gpt2, build_mlp
+from guardpolicy.tools.demo import machine_description
+from guardpolicy.tools._models import build_gpt2, build_mlp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RULES30 = os.path.join(HERE, "policies", "rules30.gpol")

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Per-call latency of ``guardpolicy.compile`` against the same settings applied the torch
-way, in one interleaved run per model and backend (``guardpolicy.latency`` says how), and
+way, in one interleaved run per model and backend (``guardpolicy.tools.latency`` says how), and
 the fixed cost on a trivial compiled function. Prints markdown; ``make bench`` puts it into
 bench/RESULTS.md.
 
@@ -15,7 +15,7 @@ import sys
 
 import torch
 
-from guardpolicy import latency
+from guardpolicy.tools import latency
 
 
 def main(argv: list[str] | None = None) -> int:

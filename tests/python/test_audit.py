@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import guardpolicy as gp
-from guardpolicy import audit
+from guardpolicy.tools import audit
 
 KEEP_ALL_FILE = Path(__file__).resolve().parents[2] / "policies" / "examples" / "keep_all.gpol"
 

@@ -1,4 +1,4 @@
-"""guardpolicy.capture: snapshots of guard entries are faithful to the live extractor
+"""guardpolicy.tools.capture: snapshots of guard entries are faithful to the live extractor
 (``policy(entries) == policy.evaluate(rows)``), survive a JSON round trip, hold no live
 objects, and ``python -m guardpolicy capture`` records what a script compiles."""
 
@@ -17,7 +17,7 @@ import pytest
 import torch
 
 import guardpolicy as gp
-from guardpolicy.capture import FIELDS, Snapshot, capture, entry_row, entry_rows, recording
+from guardpolicy.tools.capture import FIELDS, Snapshot, capture, entry_row, entry_rows, recording
 from conftest import MODEL_FACTORIES, MODEL_NAMES, MLP
 
 
@@ -224,7 +224,7 @@ def test_recording_chains_user_filter_and_restores_compile():
 
 
 def test_import_does_not_import_torch():
-    code = "import sys, guardpolicy.capture; assert 'torch' not in sys.modules, 'torch imported'"
+    code = "import sys, guardpolicy.tools.capture; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -5,7 +5,7 @@ import sys
 from pathlib import Path
 
 import guardpolicy as gp
-from guardpolicy.capture import capture
+from guardpolicy.tools.capture import Snapshot, capture
 
 CLI = Path(sys.executable).parent / "guardpolicy"
 
@@ -39,7 +39,7 @@ def test_check_rows_agree_with_live_entries(mlp_model):
 
     torch._dynamo.reset()
     torch.compile(model, backend="eager", options={"guard_filter_fn": record})(*args)
-    from guardpolicy.capture import entry_rows
+    from guardpolicy.tools.capture import entry_rows
 
     rows = entry_rows(seen)
     for name in gp.STD_POLICIES:
@@ -65,7 +65,7 @@ def test_check_refuses_a_snapshot_outside_the_schema(tmp_path, mlp_model):
     frames = snapshot.to_dict()["frames"]
     frames[0]["entries"][2]["guard_source"] = "NOPE"
     bad = tmp_path / "bad.json"
-    gp.capture.Snapshot(frames=frames, torch=snapshot.torch, schema_version=snapshot.schema_version).to_json(bad)
+    Snapshot(frames=frames, torch=snapshot.torch, schema_version=snapshot.schema_version).to_json(bad)
     r = subprocess.run([str(CLI), "check", str(gp.std_policy_path("skip_guard_on_globals")), "--guards", str(bad)],
                        capture_output=True, text=True)
     assert r.returncode == 2

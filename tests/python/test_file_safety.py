@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 import guardpolicy as gp
-from guardpolicy.capture import Snapshot
+from guardpolicy.tools.capture import Snapshot
 
 CLI = Path(sys.executable).parent / "guardpolicy"
 POLICY = "guardpolicy 1\nunsafe policy p { drop when is_global }\n"
@@ -114,7 +114,7 @@ def test_policy_save_refuses_what_compile_refuses(src, fifo, tmp_path):
 
 
 def test_snapshot_to_json_refuses_a_fifo(fifo):
-    r = run_python("import sys\nfrom guardpolicy.capture import Snapshot\n"
+    r = run_python("import sys\nfrom guardpolicy.tools.capture import Snapshot\n"
                    "Snapshot(frames=[], torch='', schema_version=1).to_json(sys.argv[1])\n", fifo)
     assert r.returncode == 1
     assert "OSError: [Errno 22] it is a FIFO, not a regular file" in r.stderr
@@ -159,7 +159,7 @@ def test_snapshot_fifo_and_schema_fifo_are_refused_without_hanging(src, fifo):
     r = run("lint", "--schema", fifo, src)
     assert r.returncode == 2
     assert f"{fifo}: cannot read the schema file: is a FIFO, not a regular file" in r.stderr
-    r = run_python("import sys\nfrom guardpolicy.capture import Snapshot\nSnapshot.from_json(sys.argv[1])\n", fifo)
+    r = run_python("import sys\nfrom guardpolicy.tools.capture import Snapshot\nSnapshot.from_json(sys.argv[1])\n", fifo)
     assert r.returncode == 1
     assert "OSError: [Errno 22] is a FIFO, not a regular file" in r.stderr
 

@@ -847,7 +847,7 @@ def test_cli_bad_plugin_is_a_usage_error(tmp_path):
 def test_cli_check_with_plugin_matches_live_decisions(tmp_path, mlp_model):
     """`guardpolicy check --plugin libgp_names.so shallow_guards.gpol --guards snap.json`
     decides every recorded guard like the live policy did on the GuardFilterEntry objects."""
-    from guardpolicy.capture import capture
+    from guardpolicy.tools.capture import capture
 
     snapshot = capture(mlp_model.fn, *mlp_model.args)
     snap = tmp_path / "mlp.json"

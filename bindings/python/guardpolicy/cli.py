@@ -17,7 +17,7 @@ from . import _core
 from .loading import DATA_DIR
 
 #: Subcommands implemented in Python: name -> module with main(argv) -> int.
-PYTHON_TOOLS = {"capture": "capture", "bench": "bench", "audit": "audit", "demo": "demo"}
+PYTHON_TOOLS = {"capture": "tools.capture", "bench": "tools.bench", "audit": "tools.audit", "demo": "tools.demo"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -34,6 +34,7 @@ from typing import Any, Callable
 
 from .errors import PolicyRuntimeWarning
 from .frames import FrameExplanations, compiled_frame
+from .loading import load
 from .policy import Policy
 
 _INDUCTOR = "inductor"
@@ -309,8 +310,6 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     import torch
 
     if not isinstance(policy, Policy):
-        from .loading import load
-
         policy = load(policy)
     stats_ = CompileStats(policy)
     opts = _options_with_filter(options, mode, backend, GuardFilter(stats_))

@@ -4,7 +4,7 @@ cutting it that torch and guardpolicy offer, measured in one interleaved run.
     python -m guardpolicy bench [--model mlp|gpt2|bert|llama|SCRIPT.py ...]
                                 [--policy FILE[:NAME] ...] [--calls N] [--json OUT] [--plot OUT.png]
 
-``make demo`` runs this through ``python -m guardpolicy demo`` (``guardpolicy.demo``).
+``make demo`` runs this through ``python -m guardpolicy demo`` (``guardpolicy.tools.demo``).
 
 Variants (one table row each; ``via`` says how the model was compiled)
 -----------------------------------------------------------------------
@@ -97,12 +97,12 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from .errors import PolicyError
-from .loading import STD_POLICIES, load, load_std
-from ._files import refuse_bad_outputs, write_file
+from ..errors import PolicyError
+from ..loading import STD_POLICIES, load, load_std
+from .._files import refuse_bad_outputs, write_file
 from ._models import DEMO_MODELS, MODEL_NAMES, build, load_script, output_tensor
-from .policy import Policy
-from .runtime import stats
+from ..policy import Policy
+from ..runtime import stats
 
 EAGER = "eager"
 BASELINE = "no filter"
@@ -372,7 +372,7 @@ def _torch_compile(model, tag: str, guard_filter_fn=None):
 
 
 def _gp_compile(model, tag: str, policy: _RecordingPolicy):
-    from .runtime import compile as gp_compile
+    from ..runtime import compile as gp_compile
 
     return gp_compile(model, policy, backend=_tagged_backend(tag))
 

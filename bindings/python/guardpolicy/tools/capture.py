@@ -6,7 +6,7 @@ the C++ binding reads it (``bindings/entry_extractor.cpp``). So for any policy
 ``policy.evaluate(rows) == policy(entries)``, and a snapshot can be saved, diffed, fed to
 benchmarks and replayed without torch, the model or the live entries.
 
-    from guardpolicy.capture import capture
+    from guardpolicy.tools.capture import capture
     snap = capture(model, x)                 # compiles with backend="eager", calls once
     snap.to_json("entries.json")
     policy.evaluate(snap.rows())             # decisions, as policy(entries) would give
@@ -29,8 +29,8 @@ import re
 import sys
 from typing import Any, Callable, Iterator
 
-from .loading import DATA_DIR
-from .frames import compiled_frame
+from ..frames import compiled_frame
+from ..loading import DATA_DIR
 
 from . import _core
 
@@ -193,7 +193,7 @@ class Snapshot:
         """Writes the snapshot as JSON (gzip-compressed when ``path`` ends in ``.gz``),
         atomically; refuses (``OSError``) a FIFO, a device, a read-only file or one of
         ``inputs``, leaving it as it was."""
-        from ._files import write_file
+        from .._files import write_file
 
         path = os.fspath(path)
         data = (json.dumps(self.to_dict(), separators=(",", ":")) + "\n").encode("utf-8")
@@ -206,7 +206,7 @@ class Snapshot:
         """Reads a snapshot written by ``to_json`` (gzip data is recognized by its magic).
         Raises ``OSError`` for a missing or non-regular file and for more than 128 MiB of
         JSON, stored or inflated (the limit ``guardpolicy check`` applies)."""
-        from . import _core
+        from .. import _core
 
         return cls.from_dict(json.loads(_core.read_snapshot_file(os.fsencode(path))))
 
@@ -399,7 +399,7 @@ def main(argv: list[str] | None = None) -> int:
     if is_script and not os.path.isfile(ns.target):
         parser.error(f"no such script: {ns.target} (give SCRIPT.py or module:function)")
 
-    from ._files import refuse_bad_outputs
+    from .._files import refuse_bad_outputs
 
     inputs = (ns.target,) if is_script else ()
     refuse_bad_outputs(parser, [ns.output], inputs)  # before the script: its guards would be lost

@@ -34,10 +34,10 @@ from typing import Any, Callable
 
 import torch
 
-from . import loading
+from .. import loading
 from ._models import build, output_tensor
-from .policy import Policy
-from .runtime import compile as gp_compile
+from ..policy import Policy
+from ..runtime import compile as gp_compile
 
 WARMUP = 8  # the stance's quiet calls; timing starts after 3 * WARMUP untimed calls
 

@@ -33,7 +33,7 @@ a guard for it (in torch 2.13: hooks added after compiling, ``skip_nnmodule_hook
 A stale cell under a policy that dropped nothing (``keep_all``) whose control is right is a
 bug in guardpolicy: it is printed, and the command exits 1.
 
-The audit models wrap a core (``guardpolicy._models``' MLP, or a tiny transformers GPT-2
+The audit models wrap a core (``guardpolicy.tools._models``' MLP, or a tiny transformers GPT-2
 with its dropout probabilities at 0 so that ``train()`` stays deterministic) in
 ``AuditModel``, whose forward reads every piece of state a change touches, so that each
 change shows in the output when nothing guards it.
@@ -52,9 +52,9 @@ import sys
 from collections import Counter
 from typing import Any, Callable
 
-from .loading import STD_POLICIES, load, load_std
-from .runtime import stats
-from ._files import refuse_bad_outputs, write_file
+from ..loading import STD_POLICIES, load, load_std
+from ..runtime import stats
+from .._files import refuse_bad_outputs, write_file
 
 #: The audit models ``--model`` accepts.
 MODEL_NAMES = ("mlp", "gpt2")
@@ -500,8 +500,8 @@ def run_trial(model_name: str, policy: Callable | None, change: Change,
         with torch._dynamo.config.patch(**config):
             return run_trial(model_name, policy, change)
 
-    from .policy import Policy
-    from .runtime import compile as policy_compile
+    from ..policy import Policy
+    from ..runtime import compile as policy_compile
 
     torch._dynamo.reset()
     model, inputs = build_audit_model(model_name)
@@ -847,7 +847,7 @@ def main(argv: list[str] | None = None) -> int:
         config = _parse_config(args.dynamo_config)
     except ValueError as e:
         parser.error(str(e))
-    from .errors import PolicyError
+    from ..errors import PolicyError
 
     try:
         policies = [resolve_policy(spec) for spec in (args.policy or DEFAULT_POLICIES)]

@@ -1,11 +1,11 @@
 """``python -m guardpolicy demo`` (what ``make demo`` runs).
 
-First the answer a user wants, per demo model (``guardpolicy._models.DEMO_MODELS``: an MLP
+First the answer a user wants, per demo model (``guardpolicy.tools._models.DEMO_MODELS``: an MLP
 with LayerNorm and a small random GPT-2) and backend (``inductor``, what users run, and
 ``eager``): per-call median and p90 of eager, ``torch.compile`` with no filter, the
 recommended recipe through ``gp.compile`` (``--recommended``, default
 ``policies/examples/serving.gpol``) and the zero-guard floor, with ratios to no filter
-(``guardpolicy.latency``). Then the detailed table of ``python -m guardpolicy bench``
+(``guardpolicy.tools.latency``). Then the detailed table of ``python -m guardpolicy bench``
 (eager backend: every standard policy and torch's own function, each also with
 ``install_free_tensors``; the stance; guards offered, kept and in the tree).
 
@@ -21,8 +21,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from . import latency, loading
-from .errors import PolicyError
+from .. import loading
+
+from . import latency
+from ..errors import PolicyError
 from ._models import DEMO_MODELS, MODEL_NAMES
 from .bench import machine_description  # noqa: F401 - re-exported (bench/bench_e2e.py uses it)
 from .bench import main as bench_main
