@@ -352,4 +352,4 @@ def test_explain_says_which_frame_each_list_belongs_to():
     assert resume.frame.compile_id == "1/0"
     # Still a list of Explanation per guard, as before.
     assert isinstance(first, list) and first and all(isinstance(e, gp.Explanation) for e in first)
-    assert first == compiled.explanations[0] and first is not compiled.explanations[0]
+    assert first == gp.stats(compiled).explanations[0] and first is not gp.stats(compiled).explanations[0]
