@@ -159,6 +159,7 @@ fuzz: sanitize-build
 bench: build
 	$(PY) bench/make_results.py --vm-bench $(BUILD_DIR)/bench/guardpolicy_vm_bench
 	$(PY) bench/compile_share.py --results bench/RESULTS.md --before bench/data/compile_share_before.json
+	$(PY) bench/bench_runtime.py --results bench/RESULTS.md
 
 clean:
 	rm -rf $(BUILD_DIR) $(SAN_DIR) $(TSAN_DIR) build-py*-torch*

@@ -42,9 +42,10 @@ from typing import Any, Callable
 
 import torch
 import torch._dynamo
+from results_section import write_section
 
 import guardpolicy as gp
-from guardpolicy._models import build_gpt2, build_mlp
+from guardpolicy.tools._models import build_gpt2, build_mlp
 
 HERE = Path(__file__).resolve().parent
 RULES30 = HERE / "policies" / "rules30.gpol"
@@ -63,7 +64,7 @@ def build_gpt2_12l() -> tuple[Any, tuple]:
     return GPT2LMHeadModel(config).eval(), (torch.randint(0, 256, (1, 16)),)
 
 
-#: The demo models (guardpolicy._models.DEMO_MODELS) and a 12-layer GPT-2.
+#: The demo models (guardpolicy.tools._models.DEMO_MODELS) and a 12-layer GPT-2.
 MODELS: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "mlp": build_mlp,
     "gpt2": build_gpt2,
@@ -182,16 +183,6 @@ def section(after: dict, before: dict | None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: Path, text: str) -> None:
-    old = path.read_text() if path.exists() else ""
-    if BEGIN in old and END in old:
-        head, rest = old.split(BEGIN, 1)
-        new = head + text + rest.split(END, 1)[1].lstrip("\n")
-    else:
-        new = old.rstrip("\n") + ("\n\n" if old else "") + text
-    path.write_text(new)
-
-
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeats", type=int, default=3)
@@ -208,7 +199,7 @@ def main(argv: list[str]) -> int:
         Path(args.json).write_text(json.dumps(run, indent=1) + "\n")
     if args.results:
         before = json.loads(Path(args.before).read_text()) if args.before else None
-        write_section(Path(args.results), section(run, before))
+        write_section(Path(args.results), BEGIN, END, section(run, before))
         print(f"wrote the compile-share section of {args.results}")
     worst = max(r["share"] for r in run["results"])
     return 0 if worst <= TARGET else 1

@@ -1,0 +1,22 @@
+"""Writes one marked section of bench/RESULTS.md, leaving the rest of the file as it is.
+
+Each benchmark script that records into RESULTS.md owns the text between its two markers
+(``<!-- NAME: begin ... -->`` and ``<!-- NAME: end -->``); a file without them gets the
+section appended.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_section(path: Path, begin: str, end: str, text: str) -> None:
+    """Replaces the text from ``begin`` to ``end`` (both included) of ``path`` with
+    ``text``, which starts with ``begin`` and ends with ``end``."""
+    old = path.read_text(encoding="utf-8") if path.exists() else ""
+    if begin in old and end in old:
+        head, rest = old.split(begin, 1)
+        new = head + text + rest.split(end, 1)[1].lstrip("\n")
+    else:
+        new = old.rstrip("\n") + ("\n\n" if old else "") + text
+    path.write_text(new, encoding="utf-8")
