@@ -10,7 +10,8 @@ from pathlib import Path
 import yaml
 
 import guardpolicy as gp
-from guardpolicy import _core, capture, pygments_lexer
+from guardpolicy import _core, pygments_lexer
+from guardpolicy.tools import capture
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "policies" / "schema" / "guard_entry.yaml"

@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterator
 from ..frames import compiled_frame
 from ..loading import DATA_DIR
 
-from . import _core
+from .. import _core
 
 #: Schema fields, in schema order: the keys of every row. The binding's field table,
 #: generated from policies/schema/guard_entry.yaml when the package is built.
