@@ -14,10 +14,10 @@
 #include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
 #include "files.h"
-#include "guardpolicy/filter_module.h"
 #include "guardpolicy/keywords.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/plugin.h"
+#include "guardpolicy/plugin_loader.h"
 #include "guardpolicy/registry.h"
 #include "guardpolicy/policy.h"
 #include "guardpolicy/vm.h"
@@ -97,7 +97,7 @@ py::dict LoadPlugin(const py::bytes& raw_path, const std::string& config, const 
     throw py::value_error("embedded null byte in the plugin path or config");
   }
   std::shared_ptr<const Schema> base = SchemaFor(data_dir);
-  std::shared_ptr<const Plugin> plugin = Plugin::Load(path, config);
+  std::shared_ptr<const Plugin> plugin = guardpolicy::LoadPlugin(path, config);
   auto extended = std::make_shared<const Schema>(base->WithPlugin(plugin));
   py::dict info = PluginInfo(*plugin);  // before anything is committed: it may raise
   std::lock_guard<std::mutex> lock(schema_mu);

@@ -1,6 +1,6 @@
 // main.cpp: uses an installed guardpolicy. Compiles an inline policy (which `use`s a policy of
 // the installed standard library), evaluates it on a few entries, then loads the C plugin
-// with guardpolicy::Plugin::Load and runs a policy that calls its function. Prints what it
+// with guardpolicy::LoadPlugin and runs a policy that calls its function. Prints what it
 // finds; exits 1 on any mismatch.
 #include <cstring>
 #include <exception>
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include <guardpolicy/plugin.h>
+#include <guardpolicy/plugin_loader.h>
 #include <guardpolicy/policy.h>
 #include <guardpolicy/schema.h>
 #include <guardpolicy/vm.h>
@@ -86,7 +86,7 @@ bool RunPolicy(const std::string& data_dir) {
 // Loads the plugin through guardpolicy's loader, adds it to the schema and runs a policy
 // that calls its function.
 bool LoadPlugin(const std::string& data_dir, const std::string& path) {
-  std::shared_ptr<const gp::Plugin> plugin = gp::Plugin::Load(path);
+  std::shared_ptr<const gp::Plugin> plugin = gp::LoadPlugin(path);
   auto schema = std::make_shared<const gp::Schema>(
       gp::Schema::FromFile(data_dir + "/schema/guard_entry.yaml").WithPlugin(plugin));
   gp::Loader loader(schema, data_dir + "/std");

@@ -7,7 +7,7 @@
 
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/extension_host.h"
-#include "guardpolicy/plugin.h"
+#include "guardpolicy/plugin_loader.h"
 #include "guardpolicy/registry.h"
 #include "test_util.h"
 
@@ -27,7 +27,7 @@ const std::string kExamples = GUARDPOLICY_EXAMPLE_PLUGIN_DIR;
 // The PluginError message of loading `path` (and adding it to the schema), or "".
 std::string LoadError(const std::string& path) {
   try {
-    (void)TestSchema()->WithPlugin(Plugin::Load(path));
+    (void)TestSchema()->WithPlugin(LoadPlugin(path));
   } catch (const PluginError& e) {
     return e.what();
   }
@@ -77,9 +77,9 @@ TEST(PluginLoader, EveryBadPluginIsAClearErrorAndTheProcessGoesOn) {
 }
 
 TEST(PluginLoader, NamesMustBeNewAcrossPlugins) {
-  const Schema one = TestSchema()->WithPlugin(Plugin::Load(kBad + "/good.so"));
+  const Schema one = TestSchema()->WithPlugin(LoadPlugin(kBad + "/good.so"));
   try {
-    (void)one.WithPlugin(Plugin::Load(kBad + "/good.so"));
+    (void)one.WithPlugin(LoadPlugin(kBad + "/good.so"));
     FAIL();
   } catch (const PluginError& e) {
     EXPECT_NE(std::string(e.what()).find("plugin `good`: a plugin with this name is already loaded"), std::string::npos);
@@ -152,7 +152,7 @@ TEST(PluginCalls, ExampleFieldsFunctionsAndFiltersTypeCheckAndRun) {
 
 TEST(PluginCalls, FailingCallbacksThrowPluginErrorWithTheirMessage) {
   for (const char* kind : {"extract", "call", "filter"}) {
-    auto schema = std::make_shared<const Schema>(TestSchema()->WithPlugin(Plugin::Load(kBad + "/" + kind + ".so")));
+    auto schema = std::make_shared<const Schema>(TestSchema()->WithPlugin(LoadPlugin(kBad + "/" + kind + ".so")));
     Loader loader(schema, testing::kDataDir + "/std");
     auto policy = loader.Load(Src("guardpolicy 1\nunsafe policy p {\n  drop when good.flag\n  drop when good.one(1) == 1\n"
                                   "  use good.drop_all\n}\n"),

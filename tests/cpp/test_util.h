@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "guardpolicy/plugin.h"
+#include "guardpolicy/plugin_loader.h"
 #include "guardpolicy/policy.h"
 #include "guardpolicy/vm.h"
 
@@ -22,8 +22,8 @@ inline std::shared_ptr<const Schema> TestSchema() {
 // policies/examples/ use.
 inline std::shared_ptr<const Schema> PluginSchema() {
   static auto schema = std::make_shared<const Schema>(
-      TestSchema()->WithPlugin(Plugin::Load(std::string(GUARDPOLICY_EXAMPLE_PLUGIN_DIR) + "/libgp_modinfo.so"))
-          .WithPlugin(Plugin::Load(std::string(GUARDPOLICY_EXAMPLE_PLUGIN_DIR) + "/libgp_names.so")));
+      TestSchema()->WithPlugin(LoadPlugin(std::string(GUARDPOLICY_EXAMPLE_PLUGIN_DIR) + "/libgp_modinfo.so"))
+          .WithPlugin(LoadPlugin(std::string(GUARDPOLICY_EXAMPLE_PLUGIN_DIR) + "/libgp_names.so")));
   return schema;
 }
 

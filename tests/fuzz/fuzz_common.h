@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "guardpolicy/plugin.h"
+#include "guardpolicy/plugin_loader.h"
 #include "guardpolicy/policy.h"
 #include "guardpolicy/vm.h"
 
@@ -15,7 +15,7 @@ namespace guardpolicy::fuzz {
 inline std::shared_ptr<const Schema> FuzzSchema() {
   static const auto schema = std::make_shared<const Schema>(
       Schema::FromFile(std::string(GUARDPOLICY_SOURCE_DATA_DIR) + "/schema/guard_entry.yaml")
-          .WithPlugin(Plugin::Load(std::string(GUARDPOLICY_EXAMPLE_PLUGIN_DIR) + "/libgp_names.so")));
+          .WithPlugin(LoadPlugin(std::string(GUARDPOLICY_EXAMPLE_PLUGIN_DIR) + "/libgp_names.so")));
   return schema;
 }
 

@@ -150,7 +150,7 @@ def test_std_policy_as_guard_filter_fn(kind, name, model):
 
 # --------------------------------------------------------------------------- native built-ins
 
-# torch's six filters are also implemented natively (plugins/builtin, namespace `builtin`).
+# torch's six filters are also implemented natively (core/src/plugin/builtin_filters.cpp, namespace `builtin`).
 # Four ways to run each must decide exactly like torch.compiler.<name>_unsafe: the native
 # filter through the registry, `use builtin.<name>` in a policy, the filter called in a
 # condition (`drop when builtin.<name>()` is true exactly where it drops) and the std policy.

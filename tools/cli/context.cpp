@@ -2,7 +2,7 @@
 #include "context.h"
 
 #include "guardpolicy/diag_codes.h"
-#include "guardpolicy/plugin.h"
+#include "guardpolicy/plugin_loader.h"
 
 #include <filesystem>
 
@@ -25,7 +25,7 @@ std::unique_ptr<Loader> Context::MakeLoader() const {
   const std::string schema_file =
       schema_path.empty() ? (dir / "schema" / "guard_entry.yaml").string() : schema_path;
   Schema schema = Schema::FromFile(schema_file);
-  for (const std::string& path : plugins) schema = schema.WithPlugin(Plugin::Load(path));
+  for (const std::string& path : plugins) schema = schema.WithPlugin(LoadPlugin(path));
   CompileOptions options;
   options.opt_level = opt_level;
   options.policy_option = "--policy NAME";

@@ -9,7 +9,7 @@
 Four kinds of entries, all returned as ``Policy`` objects (a ``guard_filter_fn``):
 
 - ``builtin``: ``builtin.<name>``, torch's six ``torch.compiler.*_unsafe`` filters implemented
-  natively (plugins/builtin), decisions identical to torch's functions;
+  natively (core/src/plugin/builtin_filters.cpp), decisions identical to torch's functions;
 - ``std``: the same six written in the language (policies/std/*.gpol);
 - ``plugin``: ``<plugin>.<filter>`` from a loaded plugin shared library;
 - ``policy``: every policy loaded with ``guardpolicy.load`` in this process and still alive,

@@ -11,23 +11,11 @@
 #include <string>
 #include <vector>
 
+#include "guardpolicy/literal.h"
 #include "guardpolicy/source.h"
 #include "guardpolicy/types.h"
 
 namespace guardpolicy {
-
-enum class Decision : uint8_t { kKeep = 0, kDrop = 1 };
-const char* DecisionName(Decision d);
-
-// A literal as written: "text", 42, -1, true, false.
-struct Literal {
-  enum class Kind : uint8_t { kString, kInt, kBool };
-  Kind kind = Kind::kBool;
-  std::string str;
-  int64_t i = 0;
-  bool b = false;
-  SourceRange range;
-};
 
 enum class ExprKind : uint8_t {
   kLiteral,   // literal
@@ -169,6 +157,9 @@ struct TestDecl {
 
 struct Module {
   SourceFilePtr file;
+  // Non-empty when the module stands for a plugin's filters (its policies are the filters
+  // `<plugin>.<filter>`, its source made up by the loader): the plugin's namespace.
+  std::string plugin;
   int64_t version = 0;
   SourceRange version_range;
   std::vector<PolicyDecl> policies;

@@ -13,7 +13,6 @@
 #include <string_view>
 #include <vector>
 
-#include "guardpolicy/ast.h"
 #include "guardpolicy/schema.h"
 #include "guardpolicy/types.h"
 

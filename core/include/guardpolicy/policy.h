@@ -96,6 +96,9 @@ class Loader final : public PolicyResolver {
   std::vector<std::string> KnownPolicies(const Module& from) override;
 
  private:
+  // Lint of a module that stands for plugin `plugin`'s filters (Module::plugin), or of
+  // policy source (`plugin` empty).
+  LintResult LintModule(SourceFilePtr file, std::string_view plugin);
   const Module* LoadLibraryModule(const std::string& name);
   const Module* LoadPluginModule(std::string_view ns);
 
@@ -103,6 +106,7 @@ class Loader final : public PolicyResolver {
   std::string std_dir_;
   CompileOptions options_;
   std::map<std::string, std::unique_ptr<Module>, std::less<>> library_;
+  std::map<std::string, std::unique_ptr<Module>, std::less<>> plugin_modules_;  // by namespace
   std::set<std::string, std::less<>> in_progress_;
   Diagnostics library_diagnostics_;
 };

@@ -2,7 +2,7 @@
 //
 // Four kinds of entries:
 //   builtin  `builtin.<name>`: torch's six torch.compiler.*_unsafe filters, native
-//            (plugins/builtin), always in a schema read with Schema::FromFile;
+//            (core/src/plugin/builtin_filters.cpp), always in a schema read with Schema::FromFile;
 //   std      `<name>`: the same six written in the language (<std_dir>/<name>.gpol);
 //   plugin   `<plugin>.<filter>`: a filter of a plugin in the schema (Schema::WithPlugin);
 //   policy   `<name>`: a compiled policy registered with AddPolicy, while it is alive.

@@ -14,7 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "guardpolicy/ast.h"
+#include "guardpolicy/literal.h"
 #include "guardpolicy/types.h"
 
 namespace guardpolicy {

@@ -1,4 +1,4 @@
-// types.h: the value types of the policy language.
+// types.h: the value types of the policy language, and its two decisions.
 //
 // bool, int (int64), string (UTF-8 bytes), enum:<E> and set:<E> over an enum declared in
 // the schema. `Type` is a small value; `enum_index` indexes Schema::enums().
@@ -8,6 +8,10 @@
 #include <string>
 
 namespace guardpolicy {
+
+// What a policy decides for a guard entry.
+enum class Decision : uint8_t { kKeep = 0, kDrop = 1 };
+inline const char* DecisionName(Decision d) { return d == Decision::kDrop ? "drop" : "keep"; }
 
 enum class TypeKind : uint8_t { kError, kBool, kInt, kString, kEnum, kEnumSet };
 

@@ -3,8 +3,6 @@
 
 namespace guardpolicy {
 
-const char* DecisionName(Decision d) { return d == Decision::kDrop ? "drop" : "keep"; }
-
 const char* BinaryOpName(BinaryOp op) {
   switch (op) {
     case BinaryOp::kEq: return "==";

@@ -1,8 +1,6 @@
 // printer.cpp: expressions back to canonical source text.
 #include "guardpolicy/printer.h"
 
-#include "../parser/literals.h"
-
 namespace guardpolicy {
 namespace {
 
@@ -76,7 +74,7 @@ class Printer {
 
 std::string PrintLiteral(const Literal& lit) {
   switch (lit.kind) {
-    case Literal::Kind::kString: return parser_internal::QuoteString(lit.str);
+    case Literal::Kind::kString: return QuoteString(lit.str);
     case Literal::Kind::kInt: return std::to_string(lit.i);
     case Literal::Kind::kBool: return lit.b ? "true" : "false";
   }

@@ -3,8 +3,8 @@
 
 #include <fmt/format.h>
 
-#include "../parser/literals.h"
 #include "guardpolicy/bytecode.h"
+#include "guardpolicy/literal.h"
 
 namespace guardpolicy {
 namespace {
@@ -44,7 +44,7 @@ class Listing {
     switch (c.type.kind) {
       case TypeKind::kBool: return c.i ? "true" : "false";
       case TypeKind::kInt: return std::to_string(c.i);
-      case TypeKind::kString: return parser_internal::QuoteString(c.s);
+      case TypeKind::kString: return QuoteString(c.s);
       case TypeKind::kEnum: return c.s;
       case TypeKind::kEnumSet: {
         std::string out = "{";
@@ -60,7 +60,7 @@ class Listing {
   std::string Set(const ConstSet& s) const {
     std::string out = "{";
     if (s.elem.kind == TypeKind::kEnum) AddMembers(out, s.elem.enum_index, s.bits);
-    for (const auto& str : s.strings) Add(out, parser_internal::QuoteString(str));
+    for (const auto& str : s.strings) Add(out, QuoteString(str));
     for (const int64_t i : s.ints) Add(out, std::to_string(i));
     return out + "}";
   }

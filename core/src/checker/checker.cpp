@@ -105,8 +105,7 @@ class PolicyChecker {
         const std::string best = ClosestMatch(arg.name, names);
         diags_.Error(codes::kBadParameter, arg.range,
                      fmt::format("{} `{}` has no parameter `{}`",
-                                 target.module && target.module->file && target.module->file->path().starts_with("plugin:")
-                                     ? "filter" : "policy",
+                                 target.module && !target.module->plugin.empty() ? "filter" : "policy",
                                  target.name, arg.name),
                      best.empty() ? "" : fmt::format("did you mean `{}`?", best));
         continue;

@@ -93,7 +93,7 @@ class CodeGen {
         return;
       }
     }
-    const bool filter = target->module && target->module->file && target->module->file->path().starts_with("plugin:");
+    const bool filter = target->module && !target->module->plugin.empty();
     const SourceRange* outer = filter_use_;
     if (filter && !filter_use_) filter_use_ = &use.range;
     CompileItems(*target, args, depth + 1);

@@ -42,19 +42,4 @@ std::optional<int64_t> ParseInt(std::string_view digits, bool negative) {
   return magnitude == kMaxPositive + 1 ? INT64_MIN : -static_cast<int64_t>(magnitude);
 }
 
-std::string QuoteString(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '\\': out += "\\\\"; break;
-      case '"': out += "\\\""; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      case '\r': out += "\\r"; break;
-      default: out.push_back(c);
-    }
-  }
-  return out + "\"";
-}
-
 }  // namespace guardpolicy::parser_internal

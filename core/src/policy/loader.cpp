@@ -4,9 +4,9 @@
 
 #include <fmt/format.h>
 
+#include "filter_module.h"
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/diag_codes.h"
-#include "guardpolicy/filter_module.h"
 #include "guardpolicy/optimizer.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/policy.h"
@@ -32,7 +32,9 @@ Loader::Loader(std::shared_ptr<const Schema> schema, std::string std_dir, Compil
 
 Loader::~Loader() = default;
 
-LintResult Loader::Lint(SourceFilePtr file) {
+LintResult Loader::Lint(SourceFilePtr file) { return LintModule(std::move(file), ""); }
+
+LintResult Loader::LintModule(SourceFilePtr file, std::string_view plugin) {
   LintResult result;
   // A compiled policy given where source is read (lint, fmt, test, compile): its bytes are
   // no source to complain about (a NUL byte, GP0004); say what it is.
@@ -46,6 +48,7 @@ LintResult Loader::Lint(SourceFilePtr file) {
   ParseResult parsed = Parse(std::move(file), options_);
   result.diagnostics = std::move(parsed.diagnostics);
   result.module = std::move(parsed.module);
+  if (result.module) result.module->plugin = std::string(plugin);
   // Checking a tree with syntax errors would only add noise about the same mistakes.
   if (result.module && !result.diagnostics.HasErrors()) {
     result.diagnostics.Append(Check(*result.module, *schema_, *this, options_));
@@ -183,17 +186,18 @@ const Module* Loader::LoadLibraryModule(const std::string& name) {
 const Module* Loader::LoadPluginModule(std::string_view ns) {
   const Plugin* plugin = schema_->FindPlugin(ns);
   if (plugin == nullptr) return nullptr;
-  const std::string key = "plugin:" + std::string(ns);
-  if (auto it = library_.find(key); it != library_.end()) return it->second.get();
-  library_[key] = nullptr;
-  LintResult lint = Lint(std::make_shared<const SourceFile>(key, FilterModuleSource(*plugin)));
+  if (auto it = plugin_modules_.find(ns); it != plugin_modules_.end()) return it->second.get();
+  std::unique_ptr<Module>& slot = plugin_modules_[std::string(ns)];
+  // The path names the made-up source in diagnostics only.
+  auto source = std::make_shared<const SourceFile>("plugin:" + std::string(ns), FilterModuleSource(*plugin));
+  LintResult lint = LintModule(std::move(source), ns);
   for (const Diagnostic& d : lint.diagnostics.items()) {
     if (d.severity == Severity::kError) library_diagnostics_.Add(d);
   }
   if (!lint.module || lint.diagnostics.HasErrors()) return nullptr;
   for (PolicyDecl& p : lint.module->policies) p.name = std::string(ns) + "." + p.name;
-  library_[key] = std::move(lint.module);
-  return library_[key].get();
+  slot = std::move(lint.module);
+  return slot.get();
 }
 
 const PolicyDecl* Loader::Resolve(std::string_view name, const Module& from) {

@@ -1,9 +1,9 @@
 // schema.cpp: reading policies/schema/guard_entry.yaml with yaml-cpp.
 #include "guardpolicy/schema.h"
 
+#include "guardpolicy/builtin_filters.h"
 #include "guardpolicy/file_io.h"
 #include "guardpolicy/fnv1a.h"
-#include "guardpolicy/plugin.h"
 
 #include <fmt/format.h>
 #include <yaml-cpp/yaml.h>

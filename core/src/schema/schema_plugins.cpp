@@ -1,7 +1,6 @@
 // schema_plugins.cpp: adding a plugin's declarations to a schema (the checks that need it).
 #include <fmt/format.h>
 
-#include "guardpolicy/filter_module.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/schema.h"
 

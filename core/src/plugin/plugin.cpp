@@ -1,8 +1,5 @@
-// plugin.cpp: dlopen, the ABI version check, the plugin's table and calls into it.
+// plugin.cpp: the host adapter: the ABI version check, the plugin's table and calls into it.
 #include "guardpolicy/plugin.h"
-
-#include <dlfcn.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 
@@ -56,6 +53,21 @@ std::vector<std::string> NullTerminated(const char* const* list) {
 
 }  // namespace
 
+Literal DefaultLiteral(const PluginParam& p) {
+  Literal lit;
+  if (p.type == "bool") {
+    lit.kind = Literal::Kind::kBool;
+    lit.b = p.default_int != 0;
+  } else if (p.type == "int") {
+    lit.kind = Literal::Kind::kInt;
+    lit.i = p.default_int;
+  } else {
+    lit.kind = Literal::Kind::kString;
+    lit.str = p.default_string;
+  }
+  return lit;
+}
+
 gp_entry_view HostStrings::View(const gp_value* fields, uint32_t num_fields, void* py_entry) {
   gp_entry_view v{};
   v.struct_size = sizeof(gp_entry_view);
@@ -75,42 +87,10 @@ const char* HostStrings::KeepThunk(void* host, const char* str, size_t len) noex
   }
 }
 
-std::shared_ptr<const Plugin> Plugin::Load(const std::string& path_in, const std::string& config) {
-  if (path_in.empty()) throw PluginError("cannot load a plugin from an empty path");
-  if (path_in.find('\0') != std::string::npos) throw PluginError("a plugin path holds a NUL byte");
-  // A file, never a name for the dynamic linker's search ("libz.so.1" would find the
-  // system's library): a bare file name is relative to the working directory.
-  const std::string path = path_in.find('/') == std::string::npos ? "./" + path_in : path_in;
-  // dlopen would block forever on a FIFO and read a device: only a regular file is loaded
-  // (a missing one is dlopen's to report).
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
-    const std::string kind = NonRegularKind(st.st_mode);
-    throw PluginError(fmt::format("{}: cannot load the plugin: it is {}, not a regular file", path, kind));
-  }
-  // RTLD_LOCAL: plugins do not see each other's symbols.
-  void* library = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* why = dlerror();
-    throw PluginError(fmt::format("{}: cannot load the plugin: {}", path, why ? why : "dlopen failed"));
-  }
-  std::shared_ptr<Plugin> p(new Plugin());
-  p->library_ = library;  // closed by ~Plugin from here on
-  p->origin_ = path;
-  dlerror();
-  void* sym = dlsym(library, GP_PLUGIN_ENTRY_POINT);
-  if (sym == nullptr) {
-    throw PluginError(fmt::format("{}: not a guardpolicy plugin: no `{}` symbol", path, GP_PLUGIN_ENTRY_POINT));
-  }
-  const gp_plugin_api* api = reinterpret_cast<gp_plugin_get_api_fn>(sym)();
-  p->ReadTable(api);
-  p->Init(config);
-  return p;
-}
-
 std::shared_ptr<const Plugin> Plugin::FromTable(const gp_plugin_api* api, const std::string& origin,
-                                                const std::string& config) {
+                                                const std::string& config, std::shared_ptr<void> library) {
   std::shared_ptr<Plugin> p(new Plugin());
+  p->library_ = std::move(library);
   p->origin_ = origin;
   p->ReadTable(api);
   p->Init(config);
@@ -119,7 +99,6 @@ std::shared_ptr<const Plugin> Plugin::FromTable(const gp_plugin_api* api, const 
 
 Plugin::~Plugin() {
   if (initialized_ && api_.destroy && state_) api_.destroy(state_);
-  if (library_) dlclose(library_);
 }
 
 void Plugin::ReadTable(const gp_plugin_api* api) {

@@ -13,7 +13,7 @@
 //                                            (guard_type == "TENSOR_MATCH" and not is_global)
 #include <string_view>
 
-#include "guardpolicy/plugin.h"
+#include "guardpolicy/builtin_filters.h"
 
 namespace guardpolicy {
 namespace {

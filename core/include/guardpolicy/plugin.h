@@ -1,11 +1,12 @@
-// plugin.h: a loaded plugin (plugin_api.h) as the host sees it.
+// plugin.h: the host adapter, a plugin's table (plugins/include/guardpolicy/plugin_api.h) as
+// the host sees it. The schema, the VM and the bindings know plugins only through this.
 //
-// Plugin::Load dlopen()s a shared library, finds gp_plugin_get_api, checks the ABI version
-// (major equal, minor not newer than the host's), copies and checks the declarations that
-// need no schema (names, required callbacks, counts), then calls init. The checks that need
-// the schema (types, `reads`, clashes with schema names or other plugins) are made by
-// Schema::WithPlugins. Every failure throws PluginError("<file>: <reason>"); nothing is left
-// loaded after a failure.
+// Plugin::FromTable checks the ABI version (major equal, minor not newer than the host's),
+// copies and checks the declarations that need no schema (names, required callbacks,
+// counts), then calls init. The checks that need the schema (types, `reads`, clashes with
+// schema names or other plugins) are made by Schema::WithPlugin. Every failure throws
+// PluginError("<origin>: <reason>"). Shared libraries are opened by the loader
+// (plugin_loader.h); torch's built-in filters are a table linked in (builtin_filters.h).
 //
 // Calls into a plugin (Extract, Call, RunFilter) are serialized by a lock per plugin and
 // throw PluginError carrying the plugin's get_last_error text when the callback fails.
@@ -21,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "guardpolicy/literal.h"
 #include "guardpolicy/plugin_api.h"
 
 namespace guardpolicy {
@@ -69,11 +71,12 @@ struct PluginFilter {
 
 class Plugin {
  public:
-  // Loads the shared library at `path` and initializes it with `config`.
-  static std::shared_ptr<const Plugin> Load(const std::string& path, const std::string& config = "");
-  // A table linked into this process (the built-ins, tests); `origin` names it in errors.
+  // The plugin behind `api`, initialized with `config`; `origin` (its file, or "builtin")
+  // names it in errors. `library` keeps the code behind the table loaded while the plugin
+  // lives (null for a table linked into this process: the built-ins, tests).
   static std::shared_ptr<const Plugin> FromTable(const gp_plugin_api* api, const std::string& origin,
-                                                 const std::string& config = "");
+                                                 const std::string& config = "",
+                                                 std::shared_ptr<void> library = nullptr);
   ~Plugin();
   Plugin(const Plugin&) = delete;
   Plugin& operator=(const Plugin&) = delete;
@@ -101,8 +104,8 @@ class Plugin {
   void Init(const std::string& config);
   [[noreturn]] void Fail(const std::string& what) const;  // with get_last_error
 
+  std::shared_ptr<void> library_;  // released after the destructor's `destroy` call
   gp_plugin_api api_{};  // the plugin's table, zero past its struct_size
-  void* library_ = nullptr;
   void* state_ = nullptr;
   bool initialized_ = false;
   std::string origin_, name_, version_, description_;
@@ -112,10 +115,7 @@ class Plugin {
   mutable std::mutex mu_;
 };
 
-// The torch built-in filters (torch.compiler.*_unsafe, torch 2.8-2.13), implemented
-// natively under the namespace `builtin`: skip_guard_on_inbuilt_nn_modules,
-// skip_guard_on_all_nn_modules, keep_tensor_guards(keep_parameters), skip_guard_on_globals,
-// skip_all_guards, keep_portable_guards. One shared instance.
-std::shared_ptr<const Plugin> BuiltinPlugin();
+// A filter parameter's default as a literal of its type (`p.has_default` must hold).
+Literal DefaultLiteral(const PluginParam& p);
 
 }  // namespace guardpolicy

@@ -12,28 +12,13 @@
 // (a filter called in a condition is true when it drops the entry; the policy's default
 // is keep, so `use` of it drops exactly what the filter drops and lets the rest fall
 // through to the next rule).
-#include "guardpolicy/filter_module.h"
+#include "filter_module.h"
 
 #include <fmt/format.h>
 
 #include "guardpolicy/printer.h"
 
 namespace guardpolicy {
-
-Literal DefaultLiteral(const PluginParam& p) {
-  Literal lit;
-  if (p.type == "bool") {
-    lit.kind = Literal::Kind::kBool;
-    lit.b = p.default_int != 0;
-  } else if (p.type == "int") {
-    lit.kind = Literal::Kind::kInt;
-    lit.i = p.default_int;
-  } else {
-    lit.kind = Literal::Kind::kString;
-    lit.str = p.default_string;
-  }
-  return lit;
-}
 
 namespace {
 

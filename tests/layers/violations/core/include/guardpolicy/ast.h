@@ -1,0 +1,2 @@
+// The syntax tree (stand-in).
+#pragma once

@@ -1,0 +1,2 @@
+// The VM, reaching the syntax tree through bytecode.h.
+#include "guardpolicy/bytecode.h"

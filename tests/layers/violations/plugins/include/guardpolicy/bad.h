@@ -1,0 +1,2 @@
+/* A plugin header that includes a core header. */
+#include "guardpolicy/bytecode.h"
