@@ -91,7 +91,7 @@ py::dict PluginInfo(const Plugin& p) {
 }
 
 // Loads a plugin and makes every later load under `data_dir` see its declarations.
-py::dict LoadPlugin(const py::bytes& raw_path, const std::string& config, const std::string& data_dir) {
+py::dict LoadPluginFile(const py::bytes& raw_path, const std::string& config, const std::string& data_dir) {
   const std::string path = raw_path;
   if (path.find('\0') != std::string::npos || config.find('\0') != std::string::npos) {
     throw py::value_error("embedded null byte in the plugin path or config");
@@ -439,7 +439,7 @@ PYBIND11_MODULE(_core, m) {
       PyErr_SetObject(cls.ptr(), FsStr(e.what()).ptr());
     }
   });
-  m.def("load_plugin", &LoadPlugin, py::arg("path"), py::arg("config"), py::arg("data_dir"),
+  m.def("load_plugin", &LoadPluginFile, py::arg("path"), py::arg("config"), py::arg("data_dir"),
         "loads a plugin shared library; returns its declarations; raises PluginError");
   m.def("plugins", &Plugins, py::arg("data_dir"), "the loaded plugins (the built-ins first)");
   m.def("filters", &Filters, py::arg("data_dir"), "the registry: every filter by name");
