@@ -16,7 +16,7 @@
 
 #include "cli.h"
 #include "guardpolicy/file_io.h"
-#include "guardpolicy/plugin.h"
+#include "guardpolicy/plugin_loader.h"
 #include "guardpolicy/snapshot.h"
 #include "test_util.h"
 
@@ -114,7 +114,7 @@ TEST_F(FileIo, SchemaFifoIsRefused) {
 TEST_F(FileIo, PluginThatIsNotARegularFileIsRefusedBeforeDlopen) {
   for (const std::string& path : {std::string("/dev/null"), dir_.string()}) {
     try {
-      Plugin::Load(path);
+      LoadPlugin(path);
       FAIL() << path << " was loaded";
     } catch (const PluginError& e) {
       const std::string kind = path == "/dev/null" ? "a character device" : "a directory";

@@ -10,7 +10,6 @@
 #include <fmt/format.h>
 #include <re2/re2.h>
 
-#include "guardpolicy/file_io.h"
 #include "guardpolicy/keywords.h"
 #include "guardpolicy/source.h"
 
