@@ -50,12 +50,13 @@ class Recipe:
     std: str | None  # std policy / torch filter name, None: keep everything
     ift: bool
     stance: bool
+    default: str = "keep"  # the std policy's own default (a `use` does not bring it)
 
     def policy_source(self) -> str:
         ident = "".join(c if c.isalnum() else "_" for c in self.name)
         lines = ["guardpolicy 1", f"unsafe policy p_{ident} {{"]
         lines.append(f"  use {self.std}" if self.std else "  keep when true")
-        lines.append("  default keep")
+        lines.append(f"  default {self.default}")
         if self.ift:
             lines.append("  config install_free_tensors = true")
         if self.stance:
@@ -67,7 +68,7 @@ RECIPES = [
     Recipe("skip_guard_on_all_nn_modules +ift", "skip_guard_on_all_nn_modules", ift=True, stance=False),
     Recipe("stance after warm-up", None, ift=False, stance=True),
     Recipe("recommended (nn modules +ift +stance)", "skip_guard_on_all_nn_modules", ift=True, stance=True),
-    Recipe("zero-guard floor (all +ift +stance)", "skip_all_guards", ift=True, stance=True),
+    Recipe("zero-guard floor (all +ift +stance)", "skip_all_guards", ift=True, stance=True, default="drop"),
 ]
 
 
