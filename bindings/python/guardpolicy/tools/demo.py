@@ -58,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"python -m guardpolicy demo: --recommended: {e}", file=sys.stderr)
         return 2
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    import torch
+
+    torch.set_num_threads(1)  # as the detailed bench (its --threads default): per-call overhead shows
     print(latency.headline(recommended, models, backends, calls=int(args.calls), block=20,
                            progress=lambda msg: print(msg, file=sys.stderr, flush=True)), flush=True)
     print("Details (eager backend): every filter variant, guards and per-call latency\n", flush=True)
