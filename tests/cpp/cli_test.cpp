@@ -8,21 +8,14 @@
 #include <string>
 
 #include "cli.h"
+#include "cli_runner.h"
 #include "test_util.h"
 
 namespace guardpolicy {
 namespace {
 
-struct CliResult {
-  int rc;
-  std::string out, err;
-};
-
-CliResult RunCli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int rc = cli::Run(args, out, err, testing::kDataDir);
-  return {rc, out.str(), err.str()};
-}
+using testing::CliResult;
+using testing::RunCli;
 
 std::string WriteTemp(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + name;

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "cli.h"
+#include "cli_runner.h"
 #include "guardpolicy/file_io.h"
 #include "guardpolicy/plugin_loader.h"
 #include "guardpolicy/snapshot.h"
@@ -64,16 +65,8 @@ class FileIo : public ::testing::Test {
   fs::path dir_;
 };
 
-struct CliResult {
-  int rc;
-  std::string out, err;
-};
-
-CliResult RunCli(std::vector<std::string> args) {
-  std::ostringstream out, err;
-  const int rc = cli::Run(args, out, err, testing::kDataDir);
-  return {rc, out.str(), err.str()};
-}
+using testing::CliResult;
+using testing::RunCli;
 
 const std::string kPolicy = "guardpolicy 1\nunsafe policy p { drop when is_global }\n";
 
