@@ -31,7 +31,7 @@ class EntryRows {
   std::vector<Value> Views(const Program& program) const {
     std::vector<Value> out;
     for (const auto& row : rows()) {
-      for (const std::string& f : program.fields) out.push_back(row.at(f));
+      for (const std::string& f : program.image().fields) out.push_back(row.at(f));
     }
     return out;
   }

@@ -60,7 +60,7 @@ void BM_Vm(benchmark::State& state, const Case& c, int opt_level) {
   auto policy = loader.Load(SourceFileFromPath(c.path), "", {});
   const Program& program = policy->program();
   const std::vector<Value> views = Rows().Views(program);
-  const size_t width = program.fields.size(), n = Rows().rows().size();
+  const size_t width = program.image().fields.size(), n = Rows().rows().size();
   for (auto _ : state) {
     int drops = 0;
     for (size_t r = 0; r < n; ++r) drops += Evaluate(program, views.data() + r * width).decision == Decision::kDrop;

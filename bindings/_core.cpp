@@ -358,7 +358,7 @@ py::list Lint(const std::string& text, const py::bytes& raw_path, bool from_file
 
 py::list RuleTable(const PyPolicy& p) {
   py::list rules;
-  for (const RuleInfo& r : p.policy().program().rules) {
+  for (const RuleInfo& r : p.policy().program().image().rules) {
     py::dict d;
     d["policy"] = r.policy;
     d["file"] = r.file;
@@ -402,10 +402,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("name", [](const PyPolicy& p) { return p.policy().name(); })
       .def_property_readonly("doc", [](const PyPolicy& p) { return p.policy().doc(); })
       .def_property_readonly("is_unsafe", [](const PyPolicy& p) { return p.policy().is_unsafe(); })
-      .def_property_readonly("fields", [](const PyPolicy& p) { return p.policy().program().fields; })
+      .def_property_readonly("fields", [](const PyPolicy& p) { return p.policy().program().image().fields; })
       .def_property_readonly("rules", &RuleTable)
       .def_property_readonly("default_decision", [](const PyPolicy& p) {
-        return std::string(DecisionName(p.policy().program().default_decision));
+        return std::string(DecisionName(p.policy().program().image().default_decision));
       })
       .def_property_readonly("on_error", [](const PyPolicy& p) {
         return std::string(OnErrorName(p.policy().on_error()));
@@ -420,13 +420,13 @@ PYBIND11_MODULE(_core, m) {
         for (const auto& [k, v] : p.policy().meta().params) d[py::str(k)] = LiteralToPython(v);
         return d;
       })
-      .def_property_readonly("source_file", [](const PyPolicy& p) { return FsStr(p.policy().program().default_file); })
+      .def_property_readonly("source_file", [](const PyPolicy& p) { return FsStr(p.policy().program().image().default_file); })
       .def_property_readonly("stance", [](const PyPolicy& p) -> py::object {
         const auto& s = p.policy().stance();
         if (!s) return py::none();
         return py::make_tuple(s->stance, s->after_calls);
       })
-      .def("disassemble", [](const PyPolicy& p) { return Disassemble(p.policy().program(), *p.schema()); })
+      .def("disassemble", [](const PyPolicy& p) { return Disassemble(p.policy().program().image(), *p.schema()); })
       .def("serialize", [](const PyPolicy& p) {
         return py::bytes(SerializePolicy(p.policy(), *p.schema()));
       });

@@ -114,11 +114,11 @@ static std::optional<FieldId> CoreFieldId(std::string_view field) {
 
 ExtractorPlan::ExtractorPlan(const Program& program, std::shared_ptr<const Schema> schema_in)
     : schema(std::move(schema_in)) {
-  names = program.fields;
-  types = program.field_types;
-  plugin_slots.resize(program.fields.size());
-  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
-    const std::string& field = program.fields[slot];
+  names = program.image().fields;
+  types = program.image().field_types;
+  plugin_slots.resize(program.image().fields.size());
+  for (size_t slot = 0; slot < program.image().fields.size(); ++slot) {
+    const std::string& field = program.image().fields[slot];
     PluginSlot& ps = plugin_slots[slot];
     const int index = schema->FindField(field);
     const int fn = index < 0 ? schema->FindFunction(field) : -1;
@@ -130,7 +130,7 @@ ExtractorPlan::ExtractorPlan(const Program& program, std::shared_ptr<const Schem
     } else if (fn >= 0 && schema->functions()[fn].is_filter) {
       ids.push_back(FieldId::kFilter);
       ps.filter = &schema->functions()[fn];
-      ps.params = program.field_args[slot];
+      ps.params = program.image().field_args[slot];
       reads = &ps.filter->reads;
       has_filters = true;
     } else if (auto id = CoreFieldId(field)) {

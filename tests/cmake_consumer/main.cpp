@@ -42,7 +42,7 @@ struct Case {
 std::vector<gp::Value> Fields(const gp::Program& program, const gp::Schema& schema, const Case& c) {
   const gp::EnumInfo& guard_types = schema.enums()[schema.FindEnum("GuardType")];
   std::vector<gp::Value> values;
-  for (const std::string& field : program.fields) {
+  for (const std::string& field : program.image().fields) {
     if (field == "guard_type") {
       values.push_back({guard_types.Find(c.guard_type), 0, c.guard_type});
     } else if (field == "name") {

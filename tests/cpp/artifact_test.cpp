@@ -41,7 +41,7 @@ TEST(Artifact, RoundTripKeepsDisassemblyAndMetadataForEveryPolicy) {
     for (const PolicyDecl& decl : lint.module->policies) {
       auto compiled = loader.Load(file, decl.name, {});
       auto loaded = RoundTrip(*compiled, *testing::PluginSchema());
-      EXPECT_EQ(Disassemble(loaded->program(), loader.schema()), Disassemble(compiled->program(), loader.schema()))
+      EXPECT_EQ(Disassemble(loaded->program().image(), loader.schema()), Disassemble(compiled->program().image(), loader.schema()))
           << path;
       EXPECT_EQ(loaded->name(), compiled->name());
       EXPECT_EQ(loaded->is_unsafe(), compiled->is_unsafe());
@@ -65,7 +65,7 @@ std::string ServingBytes() {
 void LoadOrRefuse(const std::string& bytes, int& refused, int& accepted) {
   try {
     auto p = DeserializePolicy(bytes, *testing::TestSchema(), "x.gpolc");
-    std::vector<Value> view(p->program().fields.size() + 1);
+    std::vector<Value> view(p->program().image().fields.size() + 1);
     Evaluate(p->program(), view.data());
     ++accepted;
   } catch (const PolicyError& e) {

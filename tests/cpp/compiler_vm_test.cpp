@@ -31,7 +31,7 @@ TEST(CompilerVm, KeepTensorGuardsMatchesTorchSemantics) {
   auto path = testing::kDataDir + "/std/keep_tensor_guards.gpol";
   auto p = loader.Load(SourceFileFromPath(path), "", {});
   const Program& prog = p->program();
-  EXPECT_EQ(prog.fields, (std::vector<std::string>{"guard_type", "value.is_parameter"}));
+  EXPECT_EQ(prog.image().fields, (std::vector<std::string>{"guard_type", "value.is_parameter"}));
   auto tensor = Guard("TENSOR_MATCH");
   EXPECT_EQ(tensor.Bool("value.is_parameter", false).Run(prog).decision, Decision::kKeep);
   EXPECT_EQ(tensor.Bool("value.is_parameter", true).Run(prog).decision, Decision::kDrop);
@@ -57,7 +57,7 @@ TEST(CompilerVm, FirstMatchingRuleDecidesAndReportsItsRule) {
   Outcome o = Guard("SHAPE_ENV", "GLOBAL").Run(prog);
   EXPECT_EQ(o.decision, Decision::kKeep);
   EXPECT_EQ(o.rule, 0);
-  EXPECT_EQ(prog.rules[0].line, 3);
+  EXPECT_EQ(prog.image().rules[0].line, 3);
   o = Guard("ID_MATCH", "GLOBAL").Run(prog);
   EXPECT_EQ(o.decision, Decision::kDrop);
   EXPECT_EQ(o.rule, 1);
@@ -109,9 +109,9 @@ TEST(CompilerVm, UseInlinesRulesButNotTheDefault) {
       "  default keep\n"
       "}\n");
   const Program& prog = p->program();
-  ASSERT_EQ(prog.rules.size(), 2u);
-  EXPECT_EQ(prog.rules[1].policy, "skip_guard_on_globals");
-  EXPECT_NE(prog.rules[1].file.find("std/skip_guard_on_globals.gpol"), std::string::npos);
+  ASSERT_EQ(prog.image().rules.size(), 2u);
+  EXPECT_EQ(prog.image().rules[1].policy, "skip_guard_on_globals");
+  EXPECT_NE(prog.image().rules[1].file.find("std/skip_guard_on_globals.gpol"), std::string::npos);
   EXPECT_EQ(Guard("ID_MATCH").Bool("is_global", true).Run(prog).decision, Decision::kDrop);
   EXPECT_EQ(Guard("ID_MATCH").Bool("is_global", false).Run(prog).decision, Decision::kKeep);
 }
@@ -159,7 +159,7 @@ TEST(CompilerVm, ConstantConditionsFoldToJumps) {
   auto p = Compile("unsafe policy p(on: bool = false) {\n  drop when on and is_global\n  drop when true\n}\n");
   const Program& prog = p->program();
   // `on` is false: rule 0 never loads is_global.
-  EXPECT_TRUE(prog.fields.empty());
+  EXPECT_TRUE(prog.image().fields.empty());
   EXPECT_EQ(Entry().Run(prog).rule, 1);
 }
 
@@ -183,12 +183,10 @@ TEST(CompilerVm, RegexPrefilterAgreesWithRe2) {
       "axb", "abbc", "ac", "abc", "cd", "cababd", "", "x_weight", "self.Linear", "self.LINEAR",
       "L['self']._modules['attn_dropout']", "L['self']._modules['DROP']"};
   for (const std::string& pattern : patterns) {
-    Program p;
-    p.regexes = {pattern};
-    ASSERT_EQ(p.Finalize(), "") << pattern;
+    const Program p = testing::RegexProgram({pattern});
     for (const std::string& s : subjects) {
-      EXPECT_EQ(vm_internal::Matches(p, 0, s), RE2::PartialMatch(s, *p.compiled_regexes[0]))
-          << "pattern " << pattern << " on " << s << " (" << p.regex_filters[0].atoms.size() << " atoms)";
+      EXPECT_EQ(vm_internal::Matches(p, 0, s), RE2::PartialMatch(s, p.regex(0)))
+          << "pattern " << pattern << " on " << s << " (" << p.regex_filter(0).atoms.size() << " atoms)";
     }
   }
 }
@@ -201,14 +199,19 @@ TEST(CompilerVm, RegexPrefilterAgreesWithRe2OnRandomPatterns) {
   for (int n = 0; n < 3000; ++n) {
     std::string pattern;
     for (int k = 1 + static_cast<int>(rng() % 6); k > 0; --k) pattern += pieces[rng() % pieces.size()];
-    Program p;
-    p.regexes = {pattern};
-    if (!p.Finalize().empty()) continue;  // not a valid RE2 pattern
+    std::optional<Program> linked;
+    try {
+      linked = testing::RegexProgram({pattern});
+    } catch (const LinkError& e) {
+      ASSERT_EQ(e.kind(), LinkError::Kind::kBadRegex) << pattern;
+      continue;  // not a valid RE2 pattern
+    }
+    const Program& p = *linked;
     for (int j = 0; j < 40; ++j) {
       std::string subject;
       for (int k = static_cast<int>(rng() % 8); k > 0; --k) subject += "ab_.]c["[rng() % 7];
-      ASSERT_EQ(vm_internal::Matches(p, 0, subject), RE2::PartialMatch(subject, *p.compiled_regexes[0]))
-          << "pattern " << pattern << " on " << subject << " (" << p.regex_filters[0].atoms.size() << " atoms)";
+      ASSERT_EQ(vm_internal::Matches(p, 0, subject), RE2::PartialMatch(subject, p.regex(0)))
+          << "pattern " << pattern << " on " << subject << " (" << p.regex_filter(0).atoms.size() << " atoms)";
       ++compared;
     }
   }
@@ -270,11 +273,11 @@ TEST(Optimizer, GuardTypeClassesGetTheirOwnCopyOfTheirRules) {
   Loader loader0(testing::TestSchema(), testing::kDataDir + "/std", opts);
   auto o0 = loader0.Load(Src("guardpolicy 1\n" + body), "", {});
   const Program& prog = o1->program();
-  ASSERT_EQ(prog.code[0].op, Opcode::kDispatch);
+  ASSERT_EQ(prog.image().code[0].op, Opcode::kDispatch);
   int dispatches = 0, guard_type_tests = 0;
-  const int32_t guard_type = static_cast<int32_t>(std::find(prog.fields.begin(), prog.fields.end(), "guard_type") -
-                                                  prog.fields.begin());
-  for (const Instruction& ins : prog.code) {
+  const int32_t guard_type = static_cast<int32_t>(std::find(prog.image().fields.begin(), prog.image().fields.end(), "guard_type") -
+                                                  prog.image().fields.begin());
+  for (const Instruction& ins : prog.image().code) {
     dispatches += ins.op == Opcode::kDispatch;
     guard_type_tests += (ins.op == Opcode::kBranchCompare || ins.op == Opcode::kBranchInSet) && ins.a == guard_type;
   }
@@ -310,7 +313,7 @@ TEST(Optimizer, TooManyCopiesFallBackToOneDispatchPerRule) {
   const Program& prog = p->program();
   // 31 classes x 20 shared rules would be about 2,000 instructions; per-rule tables keep the
   // code near its -O0 size (known_enum_values then turns most of them into jumps).
-  EXPECT_LT(prog.code.size(), 400u);
+  EXPECT_LT(prog.image().code.size(), 400u);
   for (size_t i = 0; i < 30 && i < members.size(); ++i) {
     Entry e = Guard(members[i]);
     const std::string name = "xn" + std::to_string(i) + "e3";  // Entry keeps a view

@@ -147,7 +147,7 @@ TEST(Corpus, AcceptFilesLintCleanAndDisassembleAsRecorded) {
     EXPECT_TRUE(lint.diagnostics.empty()) << RenderText(lint.diagnostics);
     std::string listing;
     for (const PolicyDecl& decl : lint.module->policies) {
-      listing += Disassemble(loader.Load(CorpusFile(p, "accept"), decl.name, {})->program(), loader.schema());
+      listing += Disassemble(loader.Load(CorpusFile(p, "accept"), decl.name, {})->program().image(), loader.schema());
     }
     CompareGolden(fs::path(p).replace_extension(".disasm"), Portable(listing));
   }

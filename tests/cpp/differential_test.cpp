@@ -134,7 +134,7 @@ class Generator {
 
 std::vector<Value> View(const Program& p, const FieldValues& entry) {
   std::vector<Value> view;
-  for (const std::string& f : p.fields) view.push_back(entry.at(f));
+  for (const std::string& f : p.image().fields) view.push_back(entry.at(f));
   view.emplace_back();
   return view;
 }
@@ -160,7 +160,7 @@ TEST(Differential, O1AndO0VmAgreeWithTheReferenceInterpreter) {
     auto lint = opt1.Lint(testing::Src(source));
     rules_removed += static_cast<int>(lint.module->policies[0].unreachable_rules.size());
     // type_dispatch's specialized layout: one DISPATCH, first, and no other.
-    const auto& code = p1->program().code;
+    const auto& code = p1->program().image().code;
     specialized += !code.empty() && code[0].op == Opcode::kDispatch &&
                    std::count_if(code.begin(), code.end(), [](const Instruction& ins) { return ins.op == Opcode::kDispatch; }) == 1;
     testing::ReferenceInterpreter ref(*testing::TestSchema(), opt1);

@@ -34,11 +34,11 @@ std::string Formatted(const std::string& text, const std::string& path = "f.gpol
 // The parts of a program that decide: code, fields, constants, sets, regexes.
 std::string Meaning(const Program& p) {
   std::ostringstream s;
-  for (const auto& i : p.code) s << int(i.op) << ' ' << i.a << ' ' << i.b << ';';
-  for (const auto& f : p.fields) s << f << ';';
-  for (const auto& c : p.constants) s << int(c.type.kind) << c.i << c.s << ';';
-  for (const auto& set : p.sets) s << set.bits << set.strings.size() << set.ints.size() << ';';
-  for (const auto& r : p.regexes) s << r << ';';
+  for (const auto& i : p.image().code) s << int(i.op) << ' ' << i.a << ' ' << i.b << ';';
+  for (const auto& f : p.image().fields) s << f << ';';
+  for (const auto& c : p.image().constants) s << int(c.type.kind) << c.i << c.s << ';';
+  for (const auto& set : p.image().sets) s << set.bits << set.strings.size() << set.ints.size() << ';';
+  for (const auto& r : p.image().regexes) s << r << ';';
   return s.str();
 }
 

@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "guardpolicy/artifact.h"
+#include "guardpolicy/diag_codes.h"
 #include "guardpolicy/extension_host.h"
 #include "guardpolicy/plugin_loader.h"
 #include "guardpolicy/registry.h"
@@ -118,7 +119,7 @@ TEST(PluginCalls, ExampleFieldsFunctionsAndFiltersTypeCheckAndRun) {
                                 "}\n"),
                             "p", {});
   const Program& prog = policy->program();
-  ASSERT_EQ(prog.fields, (std::vector<std::string>{"guard_type", "name", "modinfo.class_name", "names.drop_deep"}));
+  ASSERT_EQ(prog.image().fields, (std::vector<std::string>{"guard_type", "name", "modinfo.class_name", "names.drop_deep"}));
   // Entries as core values; modinfo.class_name is given (no Python entry here).
   std::vector<FieldValues> entries(4);
   entries[0]["name"] = Value{0, 0, "a.b.c.d"};
@@ -136,7 +137,7 @@ TEST(PluginCalls, ExampleFieldsFunctionsAndFiltersTypeCheckAndRun) {
   for (const Outcome& o : EvaluateEntries(prog, *schema, entries, strings)) got.emplace_back(o.decision, o.rule);
   EXPECT_EQ(got, (std::vector<std::pair<Decision, int>>{
                      {Decision::kKeep, -1}, {Decision::kDrop, 1}, {Decision::kDrop, 2}, {Decision::kKeep, 0}}));
-  EXPECT_EQ(prog.rules[2].policy, "names.drop_deep");
+  EXPECT_EQ(prog.image().rules[2].policy, "names.drop_deep");
   // A plugin field that needs the Python entry fails clearly without one.
   entries[1].erase("modinfo.class_name");  // read: name depth 4 > 3
   try {
@@ -181,7 +182,7 @@ TEST(PluginArtifacts, CompiledPoliciesNeedTheirPluginsLoaded) {
                             "p", {});
   const std::string bytes = SerializePolicy(*policy, *schema);
   auto again = DeserializePolicy(bytes, *schema, "p.gpolc");
-  EXPECT_EQ(Disassemble(again->program(), *schema), Disassemble(policy->program(), *schema));
+  EXPECT_EQ(Disassemble(again->program().image(), *schema), Disassemble(policy->program().image(), *schema));
   try {
     (void)DeserializePolicy(bytes, *TestSchema(), "p.gpolc");
     FAIL();
@@ -190,6 +191,44 @@ TEST(PluginArtifacts, CompiledPoliciesNeedTheirPluginsLoaded) {
               std::string::npos)
         << e.what();
   }
+}
+
+// A table linked into the test: `wide.sum`, a function of 16 int arguments.
+gp_rc Sum(void*, const gp_value* args, uint32_t n, gp_value* out) {
+  out->i = 0;
+  for (uint32_t k = 0; k < n; ++k) out->i += args[k].i;
+  return GP_OK;
+}
+const char* NoError(void*) { return ""; }
+const char* const kSixteenInts[] = {"int", "int", "int", "int", "int", "int", "int", "int",
+                                    "int", "int", "int", "int", "int", "int", "int", "int"};
+const gp_function_decl kSum[] = {{"sum", "int", kSixteenInts, 16, "the sum of its arguments", &Sum}};
+const gp_plugin_api kWideApi = {sizeof(gp_plugin_api), GP_PLUGIN_API_VERSION_MAJOR, GP_PLUGIN_API_VERSION_MINOR,
+                                "wide", "1.0", "one wide function", nullptr, nullptr, &NoError, nullptr, 0, kSum, 1,
+                                nullptr, 0};
+
+// Calls of `wide.sum` nested three deep need 46 stack values, over the VM's 32: the
+// verifier's typed kStackTooDeep reaches the author as GP0003 on the policy, not as an
+// internal error.
+TEST(PluginCalls, NestedCallsOverTheStackLimitAreGP0003) {
+  auto schema = std::make_shared<const Schema>(TestSchema()->WithPlugin(Plugin::FromTable(&kWideApi, "in-process")));
+  Loader loader(schema, testing::kDataDir + "/std");
+  const std::string ones = "1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1";
+  const std::string text = "guardpolicy 1\nunsafe policy deep {\n  drop when wide.sum(" + ones + ", wide.sum(" + ones +
+                           ", wide.sum(" + ones + ", 1))) > 0\n}\n";
+  const std::string shallow = "guardpolicy 1\nunsafe policy shallow {\n  drop when wide.sum(" + ones + ", 1) > 15\n}\n";
+  try {
+    (void)loader.Load(Src(text), "", {});
+    FAIL() << "loaded";
+  } catch (const PolicyError& e) {
+    ASSERT_EQ(e.diagnostics().items().size(), 1u) << e.what();
+    const Diagnostic& d = e.diagnostics().items()[0];
+    EXPECT_EQ(d.code, codes::kNestingTooDeep);
+    EXPECT_EQ(d.message, "policy `deep` needs a value stack deeper than 32 (nested calls with many arguments)");
+  }
+  const auto ok = loader.Load(Src(shallow), "", {});
+  const Value entry[] = {{}};
+  EXPECT_EQ(Evaluate(ok->program(), entry).decision, Decision::kDrop);  // 16 > 15
 }
 
 }  // namespace
@@ -220,8 +259,8 @@ TEST(Registry, ListsEveryKindAndReturnsFiltersByName) {
   EXPECT_EQ(native->doc().rfind("torch.compiler.keep_tensor_guards_unsafe", 0), 0u) << native->doc();
   ASSERT_EQ(native->meta().params.size(), 1u);
   EXPECT_TRUE(native->meta().params.at("keep_parameters").b);
-  ASSERT_EQ(native->program().rules.size(), 1u);
-  EXPECT_EQ(native->program().rules[0].policy, "builtin.keep_tensor_guards");
+  ASSERT_EQ(native->program().image().rules.size(), 1u);
+  EXPECT_EQ(native->program().image().rules[0].policy, "builtin.keep_tensor_guards");
 
   try {
     (void)registry.Get("builtin.skip_guard_on_global", {});

@@ -33,6 +33,18 @@ inline SourceFilePtr Src(std::string text, std::string path = "test.gpol") {
 
 inline Loader MakeLoader() { return Loader(TestSchema(), kDataDir + "/std"); }
 
+// `image` linked against TestSchema(). Throws LinkError.
+inline Program Linked(ProgramImage image) { return Program::Link(std::move(image), *TestSchema()); }
+
+// A program that only holds `patterns` (its code decides keep), linked against TestSchema().
+// Throws LinkError (kBadRegex for a pattern RE2 refuses).
+inline Program RegexProgram(const std::vector<std::string>& patterns) {
+  ProgramImage image;
+  image.code = {{Opcode::kDecide, 0, -1}};
+  image.regexes = patterns;
+  return Program::Link(std::move(image), *TestSchema());
+}
+
 // Codes of all diagnostics, in order, for compact assertions.
 inline std::vector<std::string> Codes(const Diagnostics& ds) {
   std::vector<std::string> out;
@@ -72,9 +84,9 @@ class Entry {
   }
 
   Outcome Run(const Program& p) const {
-    std::vector<Value> view(p.fields.size() + 1);
-    for (size_t i = 0; i < p.fields.size(); ++i) {
-      auto it = values_.find(p.fields[i]);
+    std::vector<Value> view(p.image().fields.size() + 1);
+    for (size_t i = 0; i < p.image().fields.size(); ++i) {
+      auto it = values_.find(p.image().fields[i]);
       if (it != values_.end()) view[i] = it->second;
     }
     return Evaluate(p, view.data());

@@ -21,12 +21,12 @@ TEST(Threads, EightThreadsShareOneCompiledPolicy) {
   std::mt19937 rng(7);
   std::vector<std::vector<Value>> views;
   for (int i = 0; i < 2000; ++i) {
-    std::vector<Value> v(program.fields.size() + 1);
-    for (size_t s = 0; s < program.fields.size(); ++s) {
+    std::vector<Value> v(program.image().fields.size() + 1);
+    for (size_t s = 0; s < program.image().fields.size(); ++s) {
       const int pick = static_cast<int>(rng() % members.size());
-      v[s] = Value{program.field_types[s].kind == TypeKind::kEnum ? pick : static_cast<int64_t>(rng() % 8),
+      v[s] = Value{program.image().field_types[s].kind == TypeKind::kEnum ? pick : static_cast<int64_t>(rng() % 8),
                    rng(), names[rng() % names.size()]};
-      if (program.field_types[s].kind == TypeKind::kEnum) v[s].s = members[pick];
+      if (program.image().field_types[s].kind == TypeKind::kEnum) v[s].s = members[pick];
     }
     views.push_back(std::move(v));
   }

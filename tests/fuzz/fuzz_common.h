@@ -23,9 +23,9 @@ inline std::string StdDir() { return std::string(GUARDPOLICY_SOURCE_DATA_DIR) + 
 
 // Runs `program` on a few fixed entries: all fields absent, and all fields "set".
 inline void RunOnSampleEntries(const Program& program) {
-  std::vector<Value> empty(program.fields.size() + 1);
+  std::vector<Value> empty(program.image().fields.size() + 1);
   Evaluate(program, empty.data());
-  std::vector<Value> full(program.fields.size() + 1, Value{1, ~uint64_t{0}, "self.layers0.weight"});
+  std::vector<Value> full(program.image().fields.size() + 1, Value{1, ~uint64_t{0}, "self.layers0.weight"});
   Evaluate(program, full.data());
 }
 

@@ -14,8 +14,8 @@ namespace {
 
 // The deciding rule as disasm and Python's RuleRef print it: "policy at file:line".
 std::string RuleText(const Program& p, const Outcome& o) {
-  if (o.rule < 0) return fmt::format("default at {}:{}", p.default_file, p.default_line);
-  return RuleLabel(p.rules[o.rule]);
+  if (o.rule < 0) return fmt::format("default at {}:{}", p.image().default_file, p.image().default_line);
+  return RuleLabel(p.image().rules[o.rule]);
 }
 
 }  // namespace

@@ -14,7 +14,7 @@ namespace guardpolicy::cli {
 int RunDisasm(const Context& ctx, const std::string& file, const std::string& policy) {
   std::unique_ptr<Loader> loader = ctx.MakeLoader();
   try {
-    *ctx.out << Disassemble(loader->LoadFile(file, policy, {})->program(), loader->schema());
+    *ctx.out << Disassemble(loader->LoadFile(file, policy, {})->program().image(), loader->schema());
     return kExitClean;
   } catch (const PolicyError& e) {
     return ReportLoadError(ctx, e);
@@ -36,7 +36,7 @@ int RunCompile(const Context& ctx, const std::string& file, const std::string& p
       if (written.err_no == EEXIST) *ctx.err << "  = help: choose another output path with -o\n";
       return kExitUsage;
     }
-    *ctx.out << "wrote " << out << " (policy `" << compiled->name() << "`, " << compiled->program().code.size()
+    *ctx.out << "wrote " << out << " (policy `" << compiled->name() << "`, " << compiled->program().image().code.size()
              << " instructions)\n";
     return kExitClean;
   } catch (const PolicyError& e) {

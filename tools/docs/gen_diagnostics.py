@@ -63,6 +63,7 @@ MEANING = {
     "GP3010": "(warning) A parameter is never used by the policy's rules.",
     "GP4001": "At load time: no policy, several policies and no `policy=`, or an unknown `policy=` name.",
     "GP4002": "At load time: an unknown parameter, a value of the wrong type (or a misspelt `GuardType`), or a parameter with no default and no value.",
+    "GP9001": "An internal error: the compiler produced bytecode the verifier refuses, or that does not link against the schema it was checked with. A defect of guardpolicy, not of the policy; nothing runs.",
 }
 
 FIX = {
@@ -105,6 +106,7 @@ FIX = {
     "GP3010": "Remove the parameter, or use it in a rule.",
     "GP4001": "Pass `policy=\"name\"` to `guardpolicy.load` (or `--policy NAME`) with a name the file declares.",
     "GP4002": "Pass only declared parameters, with values of their types (closed enums: a member name).",
+    "GP9001": "Report it, with the policy: the message names what the verifier or the linker refused.",
 }
 
 

@@ -1,18 +1,21 @@
 // bytecode.h: the predicate bytecode a compiled policy runs as (docs/bytecode.md).
 //
-// A Program is linear code over a small value stack. Jumps go only forward, so every run
+// A program is linear code over a small value stack. Jumps go only forward, so every run
 // ends after at most size() instructions; every path ends in kDecide. Field loads read a
-// slot of the entry view (Program::fields lists which schema field each slot holds), so a
-// caller extracts only the fields a program reads. Programs are immutable once built and
-// verified, and may be evaluated from many threads at once.
+// slot of the entry view (ProgramImage::fields lists which schema field each slot holds), so
+// a caller extracts only the fields a program reads. A ProgramImage is the code as data (what
+// the compiler and optimizer write and a .gpolc holds); a Program is an image linked to a
+// schema, verified and ready to run, immutable and safe to evaluate from many threads.
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "guardpolicy/opcodes.h"
 #include "guardpolicy/schema.h"
 #include "guardpolicy/types.h"
 
@@ -24,48 +27,7 @@ namespace guardpolicy {
 
 class Plugin;
 
-enum class Opcode : uint8_t {
-  kLoadField,    // a: slot                         push fields[a]
-  kPushConst,    // a: constant index               push constants[a]
-  kNot,          //                                 bool -> bool
-  kEqBool,       //                                 bool bool -> bool
-  kNeBool,
-  kEqInt,        //                                 int int -> bool (and Ne/Lt/Le/Gt/Ge)
-  kNeInt,
-  kLtInt,
-  kLeInt,
-  kGtInt,
-  kGeInt,
-  kEqStr,        //                                 string string -> bool
-  kNeStr,
-  kEqEnum,       // ordinals when both known, else names
-  kNeEnum,
-  kInSet,        // a: set index                    value -> bool (member of sets[a])
-  kSetHas,       //                                 set enum -> bool
-  kContains,     //                                 string string -> bool (substring)
-  kStartsWith,
-  kEndsWith,
-  kMatches,      // a: regex index                  string -> bool (RE2 partial match)
-  kJump,         // a: target (> pc)
-  kJumpIfFalse,  // a: target (> pc)                pops a bool
-  kJumpIfTrue,   // a: target (> pc)                pops a bool
-  kDecide,       // a: Decision, b: rule index or -1 (the policy default). Ends the run.
-  kNop,          // does nothing; left by optimizer passes and removed by dead-code elimination
-  // Fused test-and-branch instructions (the fuse_branches pass); the stack is unchanged.
-  // y: 1 = jump when the test holds, 0 = jump when it does not; c: the target (> pc).
-  kBranchField,    // a: bool slot
-  kBranchCompare,  // a: slot, b: constant, x: the binary opcode (kEqBool..kEndsWith, kSetHas)
-  kBranchInSet,    // a: slot, b: set
-  kBranchMatches,  // a: string slot, b: regex
-  // Jump table on an enum field (the type_dispatch pass): a: enum slot, b: table; jumps to
-  // dispatch_tables[b][ordinal], or to its last entry for a value outside the enum.
-  kDispatch,
-  // A plugin function: a: index into Program::functions, b: its argument count; pops the
-  // arguments (the first pushed first) and pushes the result (bool or int).
-  kCall,
-  kCount_,
-};
-
+// The opcodes, their operands and stack effects: opcodes.h (one table).
 const char* OpcodeName(Opcode op);
 
 struct Instruction {
@@ -80,12 +42,11 @@ struct Instruction {
 // The jump target operand of `ins`, or null when it does not jump. (kDispatch jumps through
 // a table; type_dispatch runs last before dead_code, which remaps its tables itself.)
 inline int32_t* JumpTarget(Instruction& ins) {
-  switch (ins.op) {
-    case Opcode::kJump: case Opcode::kJumpIfFalse: case Opcode::kJumpIfTrue: return &ins.a;
-    case Opcode::kBranchField: case Opcode::kBranchCompare: case Opcode::kBranchInSet:
-    case Opcode::kBranchMatches: return &ins.c;
-    default: return nullptr;
-  }
+  const OpcodeInfo* info = FindOpcode(ins.op);
+  if (info == nullptr) return nullptr;
+  if (info->a == Operand::kTarget) return &ins.a;
+  if (info->c == Operand::kTarget) return &ins.c;
+  return nullptr;
 }
 inline const int32_t* JumpTarget(const Instruction& ins) { return JumpTarget(const_cast<Instruction&>(ins)); }
 
@@ -135,13 +96,10 @@ struct FunctionRef {
   Type result;
 };
 
-// The plugin behind a FunctionRef or a filter slot, bound by Program::Bind.
-struct BoundPlugin {
-  std::shared_ptr<const Plugin> plugin;
-  int decl = -1;  // index into the plugin's functions() or filters()
-};
-
-struct Program {
+// What a policy compiles to and a .gpolc file holds: code and tables, no live state. The
+// compiler builds it, the optimizer passes rewrite it, Verify checks it, and Program::Link
+// makes it runnable.
+struct ProgramImage {
   std::string policy_name;
   std::vector<Instruction> code;
   // slot -> schema field name: a core field, a plugin field (`<plugin>.<field>`) or a
@@ -149,23 +107,12 @@ struct Program {
   std::vector<std::string> fields;
   std::vector<Type> field_types;      // slot -> type
   // slot -> the bound parameters of a filter slot (one per declared parameter); empty for
-  // fields. Same size as `fields`.
+  // fields. Same size as `fields`, or empty when no slot has any.
   std::vector<std::vector<Constant>> field_args;
   std::vector<FunctionRef> functions;
   std::vector<Constant> constants;
   std::vector<ConstSet> sets;
-  std::vector<std::string> regexes;   // patterns; compiled by Finalize()
-  // RE2's prefilter of regexes[i] (re2::FilteredRE2 over that one regex): lower-case
-  // substrings of which every match contains at least one (none: no prefilter); computed
-  // by Finalize().
-  struct RegexFilter {
-    std::vector<std::string> atoms;
-    // Substrings of every atom (3 bytes or more; see program.cpp): a string that lacks
-    // one of them holds no atom.
-    std::vector<std::string> required;
-  };
-  static constexpr int kMinAtomLength = 3;
-  std::vector<RegexFilter> regex_filters;
+  std::vector<std::string> regexes;   // RE2 patterns
   std::vector<RuleInfo> rules;
   // kDispatch tables: one target pc per enum member, then one for any other value.
   std::vector<std::vector<int32_t>> dispatch_tables;
@@ -175,24 +122,77 @@ struct Program {
   Decision default_decision = Decision::kKeep;
   std::string default_file;
   int default_line = 0;
-  int max_stack = 0;                  // computed by the verifier
 
-  // Compiled regexes, index-aligned with `regexes`; filled by Finalize().
-  std::vector<std::shared_ptr<const re2::RE2>> compiled_regexes;
-  // Plugins behind `functions` (index-aligned) and filter slots (slot-aligned; null plugin
-  // for other slots); filled by Bind().
-  std::vector<BoundPlugin> bound_functions;
-  std::vector<BoundPlugin> bound_filters;
-  // Compiles regexes. Returns "" or an error message (bad pattern).
-  std::string Finalize();
-  // Resolves every field, filter slot and function against `schema` (by name and type)
-  // and binds the plugins behind them. Returns "" or what does not match.
-  std::string Bind(const Schema& schema);
+  // The bound parameters of slot `slot` (none for a field).
+  const std::vector<Constant>& FieldArgs(size_t slot) const;
+};
+
+// RE2's prefilter of one regex (re2::FilteredRE2 over that one regex): lower-case
+// substrings of which every match contains at least one (none: no prefilter).
+struct RegexFilter {
+  static constexpr int kMinAtomLength = 3;
+  std::vector<std::string> atoms;
+  // Substrings of every atom (3 bytes or more; see program.cpp): a string that lacks one of
+  // them holds no atom.
+  std::vector<std::string> required;
+};
+
+// The plugin behind a FunctionRef or a filter slot.
+struct BoundPlugin {
+  std::shared_ptr<const Plugin> plugin;
+  int decl = -1;  // index into the plugin's functions() or filters()
+};
+
+// Why an image cannot become a Program.
+class LinkError : public std::runtime_error {
+ public:
+  enum class Kind : uint8_t {
+    kUnbound,       // a field, filter or function the schema does not have (by name and type)
+    kBadRegex,      // a pattern RE2 refuses
+    kMalformed,     // the verifier refused the code
+    kStackTooDeep,  // the verifier: deeper than kMaxStack (nested calls with many arguments)
+  };
+  LinkError(Kind kind, const std::string& what) : std::runtime_error(what), kind_(kind) {}
+  Kind kind() const { return kind_; }
+
+ private:
+  Kind kind_;
+};
+
+// A program ready to run: an image that passed Verify, its regexes compiled (with RE2's
+// prefilter), its fields, filters and functions bound by name and type to a schema and the
+// plugins behind them. Only Link makes one and nothing changes it afterwards, so the VM
+// never meets anything else; it may be evaluated from many threads at once.
+class Program {
+ public:
+  // Throws LinkError.
+  static Program Link(ProgramImage image, const Schema& schema);
+
+  const ProgramImage& image() const { return image_; }
+  const std::string& policy_name() const { return image_.policy_name; }
+  int max_stack() const { return max_stack_; }  // the deepest stack a run reaches
+  const re2::RE2& regex(size_t i) const { return *regexes_[i]; }
+  const RegexFilter& regex_filter(size_t i) const { return regex_filters_[i]; }
+  const BoundPlugin& bound_function(size_t i) const { return bound_functions_[i]; }
+  // Slot-aligned; a null plugin for the slots that are fields.
+  const BoundPlugin& bound_filter(size_t slot) const { return bound_filters_[slot]; }
+
+ private:
+  Program() = default;
+  void Bind(const Schema& schema);  // throws LinkError(kUnbound)
+  void CompileRegexes();            // throws LinkError(kBadRegex)
+
+  ProgramImage image_;
+  int max_stack_ = 0;
+  std::vector<std::shared_ptr<const re2::RE2>> regexes_;  // index-aligned with image_.regexes
+  std::vector<RegexFilter> regex_filters_;
+  std::vector<BoundPlugin> bound_functions_;
+  std::vector<BoundPlugin> bound_filters_;
 };
 
 // Human-readable listing: one instruction per line with operands resolved (enum members
 // by name, from `schema`, the one the program was compiled against), rule sources.
-std::string Disassemble(const Program& program, const Schema& schema);
+std::string Disassemble(const ProgramImage& program, const Schema& schema);
 
 // Where a rule was written, as disasm, `check --explain` and Python's RuleRef print it:
 // "policy at file:line".

@@ -1,4 +1,4 @@
-// compiler.h: a checked policy -> Program.
+// compiler.h: a checked policy -> ProgramImage (bytecode.h).
 //
 // Parameters are bound to constants at compile time (`params` overrides the declared
 // defaults); `use` expands the used policy's rules in place, first match deciding.
@@ -21,8 +21,8 @@ namespace guardpolicy {
 // Bound parameter values by name; each Literal must match the parameter's type.
 using ParamValues = std::map<std::string, Literal, std::less<>>;
 
-// Returns the unverified program; problems (too many rules, bad argument) go to `diags`.
-Program Compile(const PolicyDecl& policy, const Module& module, const Schema& schema,
+// Returns the unverified image; problems (too many rules, bad argument) go to `diags`.
+ProgramImage Compile(const PolicyDecl& policy, const Module& module, const Schema& schema,
                 PolicyResolver& resolver, const ParamValues& params, Diagnostics& diags,
                 const CompileOptions& options = {});
 

@@ -1,7 +1,7 @@
 // diag_codes.h: every stable diagnostic code in one place (documented in docs/diagnostics.md).
 //
 // GP0xxx input and limits, GP1xxx syntax, GP2xxx names and types, GP3xxx policy analysis,
-// GP4xxx policy selection and parameters at load time.
+// GP4xxx policy selection and parameters at load time, GP9xxx defects of guardpolicy itself.
 #pragma once
 
 namespace guardpolicy::codes {
@@ -49,5 +49,7 @@ inline constexpr const char kUnusedParameter[] = "GP3010";   // warning
 
 inline constexpr const char kPolicySelection[] = "GP4001";   // no/ambiguous/unknown policy=
 inline constexpr const char kParamValue[] = "GP4002";        // bad **params at load time
+
+inline constexpr const char kInternal[] = "GP9001";          // a compiler defect: never the author's
 
 }  // namespace guardpolicy::codes

@@ -14,11 +14,13 @@
 // The verifier runs after every pass; a pass that breaks a program is an internal error.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "guardpolicy/bytecode.h"
 #include "guardpolicy/schema.h"
+#include "guardpolicy/verifier.h"
 
 namespace guardpolicy {
 
@@ -37,20 +39,21 @@ struct OptimizeOptions {
   std::vector<uint64_t> rule_type_masks;  // per rule: guard types it can match (analysis)
 };
 
-// Runs the enabled passes. Returns "" or "pass NAME: verifier message".
-std::string Optimize(Program& program, const Schema& schema, const OptimizeOptions& options);
+// Runs the enabled passes on a verified image, the verifier after each. Returns nullopt, or
+// the verifier's error after a pass ("pass NAME: ..."): a defect of that pass.
+std::optional<VerifyError> Optimize(ProgramImage& program, const Schema& schema, const OptimizeOptions& options);
 
 namespace passes {
 // Each returns true when it changed the program.
-bool FoldConstants(Program& p);
-bool EnumBitsets(Program& p, const Schema& schema);
-bool RemoveUnreachableRules(Program& p, const std::vector<int>& rules);
-bool ThreadJumps(Program& p);
-bool FuseBranches(Program& p);
-bool DispatchOnGuardType(Program& p, const Schema& schema, const std::vector<uint64_t>& masks);
-bool FoldKnownEnumValues(Program& p, const Schema& schema);
-bool MergeIdenticalTails(Program& p);
-bool EliminateDeadCode(Program& p);
+bool FoldConstants(ProgramImage& p);
+bool EnumBitsets(ProgramImage& p, const Schema& schema);
+bool RemoveUnreachableRules(ProgramImage& p, const std::vector<int>& rules);
+bool ThreadJumps(ProgramImage& p);
+bool FuseBranches(ProgramImage& p);
+bool DispatchOnGuardType(ProgramImage& p, const Schema& schema, const std::vector<uint64_t>& masks);
+bool FoldKnownEnumValues(ProgramImage& p, const Schema& schema);
+bool MergeIdenticalTails(ProgramImage& p);
+bool EliminateDeadCode(ProgramImage& p);
 }  // namespace passes
 
 }  // namespace guardpolicy

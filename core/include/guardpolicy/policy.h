@@ -53,7 +53,7 @@ class CompiledPolicy {
   CompiledPolicy(Program program, PolicyMeta meta);
 
   const Program& program() const { return program_; }
-  const std::string& name() const { return program_.policy_name; }
+  const std::string& name() const { return program_.policy_name(); }
   bool is_unsafe() const { return meta_.is_unsafe; }
   const std::string& doc() const { return meta_.doc; }
   const std::vector<ConfigValue>& config() const { return meta_.config; }

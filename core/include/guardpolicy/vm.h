@@ -1,4 +1,4 @@
-// vm.h: evaluates a verified Program on one guard entry.
+// vm.h: evaluates a Program (linked, so verified) on one guard entry.
 //
 // The entry view gives the value of a field slot (Program::fields order) on demand, so a
 // caller can extract fields lazily: only the fields the taken path reads, each once. The
@@ -30,23 +30,12 @@ Value CallFunction(const Program& p, int32_t fn, const Value* args, int32_t n);
 inline bool EnumEqual(const Value& a, const Value& b) {
   return (a.i >= 0 && b.i >= 0) ? a.i == b.i : a.s == b.s;
 }
-// The result of binary opcode `op` (kEqBool..kEndsWith, kSetHas) on a and b.
+// The result of binary opcode `op` (an Effect::kBinary row of opcodes.h) on a and b.
 [[gnu::always_inline]] inline bool Binary(Opcode op, const Value& a, const Value& b) {
   switch (op) {
-    case Opcode::kEqBool: case Opcode::kEqInt: return a.i == b.i;
-    case Opcode::kNeBool: case Opcode::kNeInt: return a.i != b.i;
-    case Opcode::kLtInt: return a.i < b.i;
-    case Opcode::kLeInt: return a.i <= b.i;
-    case Opcode::kGtInt: return a.i > b.i;
-    case Opcode::kGeInt: return a.i >= b.i;
-    case Opcode::kEqStr: return StrEq(a.s, b.s);
-    case Opcode::kNeStr: return !StrEq(a.s, b.s);
-    case Opcode::kEqEnum: return EnumEqual(a, b);
-    case Opcode::kNeEnum: return !EnumEqual(a, b);
-    case Opcode::kSetHas: return SetHas(a, b);
-    case Opcode::kContains: return Contains(a.s, b.s);
-    case Opcode::kStartsWith: return StartsWith(a.s, b.s);
-    case Opcode::kEndsWith: return EndsWith(a.s, b.s);
+#define GP_BINARY_RESULT(op, name, effect, x, y, z, lhs, rhs, expr) GP_IF_BINARY(effect, case Opcode::op: return expr;)
+    GP_OPCODES(GP_BINARY_RESULT)
+#undef GP_BINARY_RESULT
     default: return false;  // the verifier admits no other
   }
 }
@@ -62,46 +51,33 @@ Outcome EvaluateView(const Program& p, View& view) {
   alignas(Value) std::byte storage[sizeof(Value) * kMaxStack];
   Value* stack = reinterpret_cast<Value*>(storage);
   int sp = 0;  // next free slot
-  const Instruction* code = p.code.data();
+  const ProgramImage& image = p.image();
+  const Instruction* code = image.code.data();
   size_t pc = 0;
   for (;;) {
     const Instruction& ins = code[pc++];
     switch (ins.op) {
       case Opcode::kLoadField: stack[sp++] = view.Get(ins.a); break;
       case Opcode::kPushConst: {
-        const Constant& c = p.constants[ins.a];
+        const Constant& c = image.constants[ins.a];
         stack[sp++] = Value{c.i, c.bits, c.s};
         break;
       }
       case Opcode::kNot: stack[sp - 1].i = !stack[sp - 1].i; break;
-#define GP_BINARY(OP, EXPR)           \
-  case Opcode::OP: {                  \
-    const Value& a = stack[sp - 2];   \
-    const Value& b = stack[sp - 1];   \
-    const int64_t r = (EXPR) ? 1 : 0; \
-    --sp;                             \
-    stack[sp - 1] = Value{r, 0, {}};  \
-    break;                            \
-  }
-      GP_BINARY(kEqBool, a.i == b.i)
-      GP_BINARY(kNeBool, a.i != b.i)
-      GP_BINARY(kEqInt, a.i == b.i)
-      GP_BINARY(kNeInt, a.i != b.i)
-      GP_BINARY(kLtInt, a.i < b.i)
-      GP_BINARY(kLeInt, a.i <= b.i)
-      GP_BINARY(kGtInt, a.i > b.i)
-      GP_BINARY(kGeInt, a.i >= b.i)
-      GP_BINARY(kEqStr, StrEq(a.s, b.s))
-      GP_BINARY(kNeStr, !StrEq(a.s, b.s))
-      GP_BINARY(kEqEnum, EnumEqual(a, b))
-      GP_BINARY(kNeEnum, !EnumEqual(a, b))
-      GP_BINARY(kSetHas, SetHas(a, b))
-      GP_BINARY(kContains, Contains(a.s, b.s))
-      GP_BINARY(kStartsWith, StartsWith(a.s, b.s))
-      GP_BINARY(kEndsWith, EndsWith(a.s, b.s))
-#undef GP_BINARY
+      // The operators, each its own case (the table's expression inlined).
+#define GP_BINARY_CASE(op, name, effect, x, y, z, lhs, rhs, expr) \
+  GP_IF_BINARY(effect, case Opcode::op: {                         \
+    const Value& a = stack[sp - 2];                                \
+    const Value& b = stack[sp - 1];                                \
+    const int64_t r = (expr) ? 1 : 0;                              \
+    --sp;                                                          \
+    stack[sp - 1] = Value{r, 0, {}};                               \
+    break;                                                         \
+  })
+      GP_OPCODES(GP_BINARY_CASE)
+#undef GP_BINARY_CASE
       case Opcode::kInSet:
-        stack[sp - 1] = Value{InSet(p.sets[ins.a], stack[sp - 1]) ? 1 : 0, 0, {}};
+        stack[sp - 1] = Value{InSet(image.sets[ins.a], stack[sp - 1]) ? 1 : 0, 0, {}};
         break;
       case Opcode::kMatches:
         stack[sp - 1] = Value{Matches(p, ins.a, stack[sp - 1].s) ? 1 : 0, 0, {}};
@@ -119,7 +95,7 @@ Outcome EvaluateView(const Program& p, View& view) {
         if ((view.Get(ins.a).i != 0) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
         break;
       case Opcode::kBranchCompare: {
-        const Constant& k = p.constants[ins.b];
+        const Constant& k = image.constants[ins.b];
         const Value& v = view.Get(ins.a);
         // The string tests by name: a conditional branch each predicts better than the
         // shared jump table of Binary's switch.
@@ -132,11 +108,11 @@ Outcome EvaluateView(const Program& p, View& view) {
         break;
       }
       case Opcode::kBranchInSet:
-        if (InSet(p.sets[ins.b], view.Get(ins.a)) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
+        if (InSet(image.sets[ins.b], view.Get(ins.a)) == (ins.y != 0)) pc = static_cast<size_t>(ins.c);
         break;
       case Opcode::kDispatch: {
         const Value& type = view.Get(ins.a);
-        const std::vector<int32_t>& table = p.dispatch_tables[ins.b];
+        const std::vector<int32_t>& table = image.dispatch_tables[ins.b];
         const size_t other = table.size() - 1;
         pc = static_cast<size_t>(table[type.i >= 0 && static_cast<size_t>(type.i) < other ? type.i : other]);
         break;
@@ -155,7 +131,7 @@ Outcome EvaluateView(const Program& p, View& view) {
   }
 }
 
-// An entry view over an array of Program::fields.size() values.
+// An entry view over an array of ProgramImage::fields.size() values.
 struct ArrayView {
   const Value* values;
   const Value& Get(int32_t slot) const { return values[slot]; }

@@ -7,7 +7,6 @@
 
 #include "formula.h"
 #include "guardpolicy/compiler.h"
-#include "guardpolicy/verifier.h"
 #include "guardpolicy/extension_host.h"
 #include "guardpolicy/vm.h"
 #include "guardpolicy/diag_codes.h"
@@ -265,9 +264,13 @@ class Analyzer {
       if (!p.default_value) return;  // no values to run with
     }
     Diagnostics ignored;
-    Program prog = Compile(policy_, *policy_.module, schema_, resolver_, {}, ignored);
-    if (ignored.HasErrors() || !prog.Bind(schema_).empty() || !prog.Finalize().empty() || !Verify(prog).empty()) {
-      return;
+    ProgramImage image = Compile(policy_, *policy_.module, schema_, resolver_, {}, ignored);
+    if (ignored.HasErrors()) return;
+    std::optional<Program> prog;
+    try {
+      prog = Program::Link(std::move(image), schema_);
+    } catch (const LinkError&) {
+      return;  // reported when the policy is loaded
     }
     for (const Risk& risk : kRisks) {
       // Plugin fields and filters run on the ambient guard's core fields; one that needs the
@@ -279,7 +282,7 @@ class Analyzer {
       HostStrings strings;
       Outcome o;
       try {
-        o = EvaluateEntries(prog, schema_, entries, strings).front();
+        o = EvaluateEntries(*prog, schema_, entries, strings).front();
       } catch (const PluginError&) {
         continue;
       }

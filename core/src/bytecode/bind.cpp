@@ -6,42 +6,50 @@
 
 namespace guardpolicy {
 
-std::string Program::Bind(const Schema& schema) {
-  bound_functions.assign(functions.size(), {});
-  bound_filters.assign(fields.size(), {});
-  if (field_args.size() != fields.size()) return "field table and field arguments differ in size";
+namespace {
+
+[[noreturn]] void Unbound(const std::string& what) { throw LinkError(LinkError::Kind::kUnbound, what); }
+
+}  // namespace
+
+void Program::Bind(const Schema& schema) {
+  const std::vector<std::string>& fields = image_.fields;
+  const std::vector<Type>& field_types = image_.field_types;
+  const std::vector<FunctionRef>& functions = image_.functions;
+  bound_functions_.assign(functions.size(), {});
+  bound_filters_.assign(fields.size(), {});
   for (size_t slot = 0; slot < fields.size(); ++slot) {
+    const std::vector<Constant>& args = image_.FieldArgs(slot);
     const int field = schema.FindField(fields[slot]);
     if (field >= 0) {
       if (schema.fields()[field].type != field_types[slot]) {
-        return fmt::format("field `{}` has type {} here but {} in the schema", fields[slot],
-                           schema.TypeName(field_types[slot]), schema.TypeName(schema.fields()[field].type));
+        Unbound(fmt::format("field `{}` has type {} here but {} in the schema", fields[slot],
+                            schema.TypeName(field_types[slot]), schema.TypeName(schema.fields()[field].type)));
       }
-      if (!field_args[slot].empty()) return fmt::format("field `{}` takes no arguments", fields[slot]);
+      if (!args.empty()) Unbound(fmt::format("field `{}` takes no arguments", fields[slot]));
       continue;
     }
     const int fn = schema.FindFunction(fields[slot]);
     if (fn < 0 || !schema.functions()[fn].is_filter) {
-      return fmt::format("`{}` is neither a schema field nor a filter of a loaded plugin", fields[slot]);
+      Unbound(fmt::format("`{}` is neither a schema field nor a filter of a loaded plugin", fields[slot]));
     }
     const FunctionInfo& f = schema.functions()[fn];
-    bool match = field_types[slot] == Type::Bool() && field_args[slot].size() == f.args.size();
-    for (size_t k = 0; match && k < f.args.size(); ++k) match = field_args[slot][k].type == f.args[k];
-    if (!match) return fmt::format("filter `{}` is declared with other parameters", f.name);
-    bound_filters[slot] = {f.plugin, f.decl};
+    bool match = field_types[slot] == Type::Bool() && args.size() == f.args.size();
+    for (size_t k = 0; match && k < f.args.size(); ++k) match = args[k].type == f.args[k];
+    if (!match) Unbound(fmt::format("filter `{}` is declared with other parameters", f.name));
+    bound_filters_[slot] = {f.plugin, f.decl};
   }
   for (size_t i = 0; i < functions.size(); ++i) {
     const int fn = schema.FindFunction(functions[i].name);
     if (fn < 0 || schema.functions()[fn].is_filter) {
-      return fmt::format("`{}` is not a function of a loaded plugin", functions[i].name);
+      Unbound(fmt::format("`{}` is not a function of a loaded plugin", functions[i].name));
     }
     const FunctionInfo& f = schema.functions()[fn];
     if (f.args != functions[i].args || f.result != functions[i].result) {
-      return fmt::format("function `{}` is declared with another signature", f.name);
+      Unbound(fmt::format("function `{}` is declared with another signature", f.name));
     }
-    bound_functions[i] = {f.plugin, f.decl};
+    bound_functions_[i] = {f.plugin, f.decl};
   }
-  return {};
 }
 
 }  // namespace guardpolicy

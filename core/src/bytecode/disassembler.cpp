@@ -12,7 +12,7 @@ namespace {
 // One program's listing; enum members are named from the schema it was compiled against.
 class Listing {
  public:
-  Listing(const Program& p, const Schema& schema) : p_(p), schema_(schema) {}
+  Listing(const ProgramImage& p, const Schema& schema) : p_(p), schema_(schema) {}
 
   std::string Text() const {
     std::string out = fmt::format("policy {}: {} instructions, {} fields, {} rules, default {}\n",
@@ -73,26 +73,34 @@ class Listing {
     return p_.fields[slot] + "(" + args + ")";
   }
 
+  // Operand `v`, by what it names (opcodes.h), with the entry it names when in range.
+  std::string OperandText(Operand what, int32_t v) const {
+    const ProgramImage& p = p_;
+    const auto in = [v](size_t n) { return v >= 0 && static_cast<size_t>(v) < n; };
+    switch (what) {
+      case Operand::kSlot: return in(p.fields.size()) ? fmt::format("{} ({})", v, Slot(v)) : std::to_string(v);
+      case Operand::kConst:
+        return in(p.constants.size()) ? fmt::format("{} ({})", v, Constant(p.constants[v])) : std::to_string(v);
+      case Operand::kSet: return in(p.sets.size()) ? fmt::format("{} {}", v, Set(p.sets[v])) : std::to_string(v);
+      case Operand::kRegex: return in(p.regexes.size()) ? fmt::format("{} /{}/", v, p.regexes[v]) : std::to_string(v);
+      case Operand::kTarget: return fmt::format("-> {}", v);
+      default: return std::to_string(v);
+    }
+  }
+
   std::string Operands(const Instruction& ins) const {
-    const Program& p = p_;
+    const ProgramImage& p = p_;
+    const OpcodeInfo* info = FindOpcode(ins.op);
+    if (info == nullptr) return {};
+    switch (info->effect) {  // one operand: what the table says it names
+      case Effect::kPush:
+      case Effect::kUnary:
+      case Effect::kJump:
+      case Effect::kCondJump:
+        return info->a == Operand::kNone ? std::string() : OperandText(info->a, ins.a);
+      default: break;
+    }
     switch (ins.op) {
-      case Opcode::kLoadField:
-        return ins.a >= 0 && ins.a < int(p.fields.size()) ? fmt::format("{} ({})", ins.a, Slot(ins.a))
-                                                            : std::to_string(ins.a);
-      case Opcode::kPushConst:
-        return ins.a >= 0 && ins.a < int(p.constants.size())
-                   ? fmt::format("{} ({})", ins.a, Constant(p.constants[ins.a]))
-                   : std::to_string(ins.a);
-      case Opcode::kInSet:
-        return ins.a >= 0 && ins.a < int(p.sets.size()) ? fmt::format("{} {}", ins.a, Set(p.sets[ins.a]))
-                                                         : std::to_string(ins.a);
-      case Opcode::kMatches:
-        return ins.a >= 0 && ins.a < int(p.regexes.size()) ? fmt::format("{} /{}/", ins.a, p.regexes[ins.a])
-                                                            : std::to_string(ins.a);
-      case Opcode::kJump:
-      case Opcode::kJumpIfFalse:
-      case Opcode::kJumpIfTrue:
-        return fmt::format("-> {}", ins.a);
       case Opcode::kBranchField:
       case Opcode::kBranchCompare:
       case Opcode::kBranchInSet:
@@ -122,7 +130,7 @@ class Listing {
   }
 
   std::string Branch(const Instruction& ins) const {
-    const Program& p = p_;
+    const ProgramImage& p = p_;
     std::string test = ins.a >= 0 && ins.a < int(p.fields.size()) ? Slot(ins.a) : std::to_string(ins.a);
     if (ins.op == Opcode::kBranchCompare && ins.b >= 0 && ins.b < int(p.constants.size())) {
       test += fmt::format(" {} {}", OpcodeName(ins.x), Constant(p.constants[ins.b]));
@@ -134,7 +142,7 @@ class Listing {
     return fmt::format("{} {} -> {}", test, ins.y ? "true" : "false", ins.c);
   }
 
-  const Program& p_;
+  const ProgramImage& p_;
   const Schema& schema_;
 };
 
@@ -142,6 +150,8 @@ class Listing {
 
 std::string RuleLabel(const RuleInfo& rule) { return fmt::format("{} at {}:{}", rule.policy, rule.file, rule.line); }
 
-std::string Disassemble(const Program& program, const Schema& schema) { return Listing(program, schema).Text(); }
+std::string Disassemble(const ProgramImage& program, const Schema& schema) {
+  return Listing(program, schema).Text();
+}
 
 }  // namespace guardpolicy

@@ -1,4 +1,5 @@
-// program.cpp: opcode names and regex finalization (RE2 and its prefilter, FilteredRE2).
+// program.cpp: opcode names (opcodes.h) and Program::Link: verification, and the regexes
+// compiled (RE2 and its prefilter, FilteredRE2).
 #include <re2/filtered_re2.h>
 #include <re2/re2.h>
 
@@ -6,25 +7,18 @@
 #include <cstring>
 
 #include "guardpolicy/bytecode.h"
+#include "guardpolicy/verifier.h"
 
 namespace guardpolicy {
 
 const char* OpcodeName(Opcode op) {
-  static constexpr const char* kNames[] = {
-      "LOAD_FIELD", "PUSH_CONST", "NOT",       "EQ_BOOL",     "NE_BOOL",   "EQ_INT",
-      "NE_INT",     "LT_INT",     "LE_INT",    "GT_INT",      "GE_INT",    "EQ_STR",
-      "NE_STR",     "EQ_ENUM",    "NE_ENUM",   "IN_SET",      "SET_HAS",   "CONTAINS",
-      "STARTSWITH", "ENDSWITH",   "MATCHES",   "JUMP",        "JUMP_IF_FALSE",
-      "JUMP_IF_TRUE", "DECIDE", "NOP", "BRANCH_FIELD", "BRANCH_COMPARE", "BRANCH_IN_SET",
-      "BRANCH_MATCHES", "DISPATCH", "CALL"};
-  static_assert(sizeof(kNames) / sizeof(kNames[0]) == static_cast<size_t>(Opcode::kCount_));
-  const auto i = static_cast<size_t>(op);
-  return i < static_cast<size_t>(Opcode::kCount_) ? kNames[i] : "INVALID";
+  const OpcodeInfo* info = FindOpcode(op);
+  return info ? info->name : "INVALID";
 }
 
 namespace {
 
-// The maximal substrings (at least Program::kMinAtomLength bytes, none inside another,
+// The maximal substrings (at least RegexFilter::kMinAtomLength bytes, none inside another,
 // longest first, at most kMaxRequired) contained in every one of `strings`: a string that
 // lacks any of them holds none of `strings`. Several, because the longest is often the
 // boilerplate every name has (`_modules['` of `_modules\['(dropout|drop)'\]`) while a
@@ -38,7 +32,7 @@ std::vector<std::string> CommonSubstrings(const std::vector<std::string>& string
   }
   const std::string& first = strings.front();
   std::vector<std::string> found;
-  for (size_t len = first.size(); len >= Program::kMinAtomLength && found.size() < kMaxRequired; --len) {
+  for (size_t len = first.size(); len >= RegexFilter::kMinAtomLength && found.size() < kMaxRequired; --len) {
     for (size_t i = 0; i + len <= first.size() && found.size() < kMaxRequired; ++i) {
       const std::string_view candidate(first.data() + i, len);
       bool everywhere = true;
@@ -53,26 +47,45 @@ std::vector<std::string> CommonSubstrings(const std::vector<std::string>& string
 
 }  // namespace
 
-std::string Program::Finalize() {
-  compiled_regexes.clear();
-  regex_filters.clear();
+const std::vector<Constant>& ProgramImage::FieldArgs(size_t slot) const {
+  static const std::vector<Constant> kNone;
+  return slot < field_args.size() ? field_args[slot] : kNone;
+}
+
+void Program::CompileRegexes() {
   RE2::Options opts;
   opts.set_log_errors(false);
-  for (const std::string& pattern : regexes) {
+  for (const std::string& pattern : image_.regexes) {
     auto re = std::make_shared<const RE2>(pattern, opts);
-    if (!re->ok()) return "invalid pattern `" + pattern + "`: " + re->error();
-    compiled_regexes.push_back(std::move(re));
+    if (!re->ok()) throw LinkError(LinkError::Kind::kBadRegex, "invalid pattern `" + pattern + "`: " + re->error());
+    regexes_.push_back(std::move(re));
     // RE2's own prefilter: the substrings ("atoms", lower case) of its and/or tree; a
     // string that holds none of them cannot match (vm.cpp, Matches).
-    re2::FilteredRE2 filter(kMinAtomLength);
+    re2::FilteredRE2 filter(RegexFilter::kMinAtomLength);
     int id = 0;
-    if (filter.Add(pattern, opts, &id) != RE2::NoError) return "invalid pattern `" + pattern + "`";
+    if (filter.Add(pattern, opts, &id) != RE2::NoError) {
+      throw LinkError(LinkError::Kind::kBadRegex, "invalid pattern `" + pattern + "`");
+    }
     RegexFilter f;
     filter.Compile(&f.atoms);
     f.required = CommonSubstrings(f.atoms);
-    regex_filters.push_back(std::move(f));
+    regex_filters_.push_back(std::move(f));
   }
-  return {};
+}
+
+Program Program::Link(ProgramImage image, const Schema& schema) {
+  Program p;
+  p.image_ = std::move(image);
+  const Verified verified = Verify(p.image_);
+  if (!verified.ok()) {
+    throw LinkError(verified.error->kind == VerifyError::Kind::kStackTooDeep ? LinkError::Kind::kStackTooDeep
+                                                                             : LinkError::Kind::kMalformed,
+                    verified.error->message);
+  }
+  p.max_stack_ = verified.max_stack;
+  p.Bind(schema);
+  p.CompileRegexes();
+  return p;
 }
 
 }  // namespace guardpolicy

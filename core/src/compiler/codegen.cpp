@@ -14,7 +14,7 @@ namespace {
 
 class CodeGen {
  public:
-  CodeGen(Program& prog, const Schema& schema, PolicyResolver& resolver, Diagnostics& diags,
+  CodeGen(ProgramImage& prog, const Schema& schema, PolicyResolver& resolver, Diagnostics& diags,
           const CompileOptions& options)
       : prog_(prog), schema_(schema), resolver_(resolver), diags_(diags), options_(options) {}
 
@@ -347,7 +347,7 @@ class CodeGen {
     return static_cast<int32_t>(prog_.constants.size() - 1);
   }
 
-  Program& prog_;
+  ProgramImage& prog_;
   const Schema& schema_;
   PolicyResolver& resolver_;
   Diagnostics& diags_;
@@ -416,10 +416,10 @@ ParamValues BindParams(const PolicyDecl& policy, const Schema& schema, const Par
 
 }  // namespace
 
-Program Compile(const PolicyDecl& policy, const Module& /*module*/, const Schema& schema,
+ProgramImage Compile(const PolicyDecl& policy, const Module& /*module*/, const Schema& schema,
                 PolicyResolver& resolver, const ParamValues& params, Diagnostics& diags,
                 const CompileOptions& options) {
-  Program prog;
+  ProgramImage prog;
   prog.policy_name = policy.name;
   const ParamValues bound = BindParams(policy, schema, params, diags);
   if (diags.HasErrors()) return prog;

@@ -5,7 +5,7 @@
 namespace guardpolicy::passes {
 namespace {
 
-std::vector<bool> Reachable(const Program& p) {
+std::vector<bool> Reachable(const ProgramImage& p) {
   std::vector<bool> live(p.code.size(), false);
   if (!p.code.empty()) live[0] = true;
   for (size_t pc = 0; pc < p.code.size(); ++pc) {  // jumps are forward: one sweep suffices
@@ -26,7 +26,7 @@ std::vector<bool> Reachable(const Program& p) {
 
 }  // namespace
 
-bool EliminateDeadCode(Program& p) {
+bool EliminateDeadCode(ProgramImage& p) {
   const std::vector<bool> live = Reachable(p);
   std::vector<int32_t> new_index(p.code.size() + 1);
   std::vector<Instruction> kept;

@@ -5,7 +5,7 @@
 
 namespace guardpolicy::passes {
 
-bool EnumBitsets(Program& p, const Schema& schema) {
+bool EnumBitsets(ProgramImage& p, const Schema& schema) {
   bool changed = false;
   for (ConstSet& set : p.sets) {
     if (set.elem.kind != TypeKind::kEnum) continue;

@@ -8,7 +8,7 @@
 namespace guardpolicy::passes {
 namespace {
 
-int32_t InternBool(Program& p, bool b) {
+int32_t InternBool(ProgramImage& p, bool b) {
   for (size_t i = 0; i < p.constants.size(); ++i) {
     if (p.constants[i].type.kind == TypeKind::kBool && p.constants[i].i == (b ? 1 : 0)) return int32_t(i);
   }
@@ -18,14 +18,12 @@ int32_t InternBool(Program& p, bool b) {
 
 // The VM's own comparison, so folding can never disagree with running.
 std::optional<bool> Apply(Opcode op, const Constant& a, const Constant& b) {
-  const bool binary = (op >= Opcode::kEqBool && op <= Opcode::kNeEnum) || op == Opcode::kSetHas ||
-                      op == Opcode::kContains || op == Opcode::kStartsWith || op == Opcode::kEndsWith;
-  if (!binary) return std::nullopt;
+  if (!IsBinary(op)) return std::nullopt;
   return vm_internal::Binary(op, Value{a.i, a.bits, a.s}, Value{b.i, b.bits, b.s});
 }
 
 // One rewrite at `pc` if a pattern matches; no window spans a jump target.
-bool FoldAt(Program& p, size_t pc, const std::vector<bool>& target) {
+bool FoldAt(ProgramImage& p, size_t pc, const std::vector<bool>& target) {
   auto& c = p.code;
   if (c[pc].op != Opcode::kPushConst || pc + 1 >= c.size() || target[pc + 1]) return false;
   const Constant k = p.constants[c[pc].a];
@@ -54,7 +52,7 @@ bool FoldAt(Program& p, size_t pc, const std::vector<bool>& target) {
 
 }  // namespace
 
-bool FoldConstants(Program& p) {
+bool FoldConstants(ProgramImage& p) {
   bool changed = false;
   for (bool again = true; again;) {
     again = false;

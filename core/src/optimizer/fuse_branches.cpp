@@ -18,7 +18,7 @@ bool IsFusableCompare(Opcode op) {
 }
 
 // Replaces code[pc .. pc+len) by `fused` and NOPs; `jump` is the conditional jump at the end.
-void Replace(Program& p, size_t pc, size_t len, Instruction fused, const Instruction& jump) {
+void Replace(ProgramImage& p, size_t pc, size_t len, Instruction fused, const Instruction& jump) {
   fused.y = jump.op == Opcode::kJumpIfTrue ? 1 : 0;
   fused.c = jump.a;
   p.code[pc] = fused;
@@ -27,7 +27,7 @@ void Replace(Program& p, size_t pc, size_t len, Instruction fused, const Instruc
 
 }  // namespace
 
-bool FuseBranches(Program& p) {
+bool FuseBranches(ProgramImage& p) {
   const std::vector<bool> target = JumpTargets(p);
   auto& c = p.code;
   auto free_of_targets = [&](size_t from, size_t to) {

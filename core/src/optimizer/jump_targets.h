@@ -14,7 +14,7 @@ inline bool IsJump(Opcode op) {
 }
 
 // is_target[pc]: some jump lands on pc.
-inline std::vector<bool> JumpTargets(const Program& p) {
+inline std::vector<bool> JumpTargets(const ProgramImage& p) {
   std::vector<bool> is_target(p.code.size() + 1, false);
   for (const Instruction& ins : p.code) {
     const int32_t* t = JumpTarget(ins);

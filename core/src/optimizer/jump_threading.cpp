@@ -17,7 +17,7 @@ int32_t Final(const std::vector<Instruction>& c, int32_t t) {
 
 }  // namespace
 
-bool ThreadJumps(Program& p) {
+bool ThreadJumps(ProgramImage& p) {
   bool changed = false;
   auto& c = p.code;
   for (size_t pc = 0; pc < c.size(); ++pc) {

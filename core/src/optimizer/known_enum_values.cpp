@@ -42,7 +42,7 @@ uint64_t SetMembers(const ConstSet& set, const std::vector<std::string>& members
 
 // How a fused test on `slot` splits `possible` between its jump and its fall-through; an
 // instruction that does not test the slot passes `possible` to both.
-Edges Split(const Program& p, const Instruction& ins, int32_t slot, uint64_t possible,
+Edges Split(const ProgramImage& p, const Instruction& ins, int32_t slot, uint64_t possible,
             const std::vector<std::string>& members) {
   uint64_t holds = 0;  // members for which the test is true (bit 63 on both sides)
   uint64_t fails = 0;
@@ -62,7 +62,7 @@ Edges Split(const Program& p, const Instruction& ins, int32_t slot, uint64_t pos
   return ins.y ? Edges{when_true, when_false} : Edges{when_false, when_true};
 }
 
-bool FoldSlot(Program& p, int32_t slot, const std::vector<std::string>& members) {
+bool FoldSlot(ProgramImage& p, int32_t slot, const std::vector<std::string>& members) {
   const size_t n = p.code.size();
   const uint64_t all = (members.size() >= 63 ? ~uint64_t{0} : Bit(static_cast<int64_t>(members.size())) - 1) | kOther;
   std::vector<uint64_t> possible(n + 1, 0);
@@ -114,7 +114,7 @@ bool FoldSlot(Program& p, int32_t slot, const std::vector<std::string>& members)
 
 }  // namespace
 
-bool FoldKnownEnumValues(Program& p, const Schema& schema) {
+bool FoldKnownEnumValues(ProgramImage& p, const Schema& schema) {
   bool changed = false;
   for (size_t slot = 0; slot < p.fields.size(); ++slot) {
     const Type& t = p.field_types[slot];

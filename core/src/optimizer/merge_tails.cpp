@@ -26,7 +26,7 @@ Key KeyOf(const Instruction& ins) {
 bool Ends(Opcode op) { return op == Opcode::kDecide || op == Opcode::kJump || op == Opcode::kDispatch; }
 
 // pc is a jump target, a dispatch table entry or the entry of a rule's code.
-std::vector<bool> Entered(const Program& p) {
+std::vector<bool> Entered(const ProgramImage& p) {
   std::vector<bool> entered = JumpTargets(p);
   for (const auto& table : p.dispatch_tables) {
     for (const int32_t t : table) {
@@ -41,10 +41,10 @@ std::vector<bool> Entered(const Program& p) {
 
 }  // namespace
 
-bool MergeIdenticalTails(Program& p) {
+bool MergeIdenticalTails(ProgramImage& p) {
   auto& c = p.code;
   const std::vector<bool> entered = Entered(p);
-  const std::vector<std::optional<StackShape>> shapes = StackShapes(p);
+  const std::vector<std::optional<StackShape>> shapes = Verify(p, /*with_shapes=*/true).shapes;
   if (shapes.size() != c.size()) return false;
   std::map<Key, size_t> last_end;  // an ending instruction -> the latest pc holding it
   std::vector<std::pair<size_t, size_t>> merges;  // (earlier end, later end), found back to front

@@ -7,8 +7,8 @@
 
 namespace guardpolicy {
 
-std::string Optimize(Program& program, const Schema& schema, const OptimizeOptions& options) {
-  if (options.level <= 0) return {};
+std::optional<VerifyError> Optimize(ProgramImage& program, const Schema& schema, const OptimizeOptions& options) {
+  if (options.level <= 0) return std::nullopt;
   const std::pair<const char*, std::function<bool()>> pipeline[] = {
       {"fold_constants", [&] { return options.fold_constants && passes::FoldConstants(program); }},
       {"enum_bitsets", [&] { return options.enum_bitsets && passes::EnumBitsets(program, schema); }},
@@ -27,10 +27,13 @@ std::string Optimize(Program& program, const Schema& schema, const OptimizeOptio
   };
   for (const auto& [name, run] : pipeline) {
     if (!run()) continue;
-    const std::string err = Verify(program);
-    if (!err.empty()) return std::string("pass ") + name + ": " + err;
+    Verified verified = Verify(program);
+    if (!verified.ok()) {
+      verified.error->message = std::string("pass ") + name + ": " + verified.error->message;
+      return verified.error;
+    }
   }
-  return {};
+  return std::nullopt;
 }
 
 }  // namespace guardpolicy

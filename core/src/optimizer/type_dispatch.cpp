@@ -32,7 +32,7 @@ constexpr size_t kMaxCode = 4096;
 // The specialized layout (see the top of the file); false, leaving `p` as it was, when the
 // program does not fit it. `live`: live rules in code order; spans [begin[k], end[k]); the
 // last instruction is the default DECIDE and belongs to no span.
-bool Specialize(Program& p, int32_t slot, int members, const std::vector<uint64_t>& masks,
+bool Specialize(ProgramImage& p, int32_t slot, int members, const std::vector<uint64_t>& masks,
                 const std::vector<int>& live, const std::vector<int32_t>& begin, const std::vector<int32_t>& end) {
   const auto default_pc = static_cast<int32_t>(p.code.size() - 1);
   // Which span each pc belongs to (-1: none); which live rule starts at a pc.
@@ -121,7 +121,7 @@ bool Specialize(Program& p, int32_t slot, int members, const std::vector<uint64_
 
 }  // namespace
 
-bool DispatchOnGuardType(Program& p, const Schema& schema, const std::vector<uint64_t>& masks) {
+bool DispatchOnGuardType(ProgramImage& p, const Schema& schema, const std::vector<uint64_t>& masks) {
   const auto slot_it = std::find(p.fields.begin(), p.fields.end(), "guard_type");
   if (slot_it == p.fields.end() || masks.size() != p.rules.size() || p.rules.size() < 4) return false;
   const int32_t slot = static_cast<int32_t>(slot_it - p.fields.begin());

@@ -4,7 +4,7 @@
 
 namespace guardpolicy::passes {
 
-bool RemoveUnreachableRules(Program& p, const std::vector<int>& rules) {
+bool RemoveUnreachableRules(ProgramImage& p, const std::vector<int>& rules) {
   bool changed = false;
   for (int rule : rules) {
     if (rule < 0 || static_cast<size_t>(rule) >= p.rule_entry.size()) continue;

@@ -9,7 +9,6 @@
 
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/fnv1a.h"
-#include "guardpolicy/verifier.h"
 
 namespace guardpolicy {
 namespace {
@@ -145,7 +144,7 @@ void WriteMeta(Writer& w, const CompiledPolicy& p) {
   }
 }
 
-void WriteProgram(Writer& w, const Program& p) {
+void WriteProgram(Writer& w, const ProgramImage& p) {
   w.Int<uint8_t>(static_cast<uint8_t>(p.default_decision));
   w.Str(p.default_file);
   w.Int<int32_t>(p.default_line);
@@ -230,8 +229,8 @@ PolicyMeta ReadMeta(Reader& r, std::string& name) {
   return m;
 }
 
-Program ReadProgram(Reader& r, const Schema& schema) {
-  Program p;
+ProgramImage ReadProgram(Reader& r, const Schema& schema) {
+  ProgramImage p;
   const auto d = r.Int<uint8_t>();
   if (d > 1) throw Corrupt("default decision is neither keep nor drop");
   p.default_decision = static_cast<Decision>(d);
@@ -313,7 +312,7 @@ bool LooksLikeArtifact(std::string_view bytes, std::string_view path) {
 std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema) {
   Writer payload;
   WriteMeta(payload, policy);
-  WriteProgram(payload, policy.program());
+  WriteProgram(payload, policy.program().image());
   Writer out;
   out.bytes().append(kMagic, sizeof(kMagic));
   out.Int<uint32_t>(kArtifactFormatVersion);
@@ -351,24 +350,30 @@ std::shared_ptr<const CompiledPolicy> DeserializePolicy(const std::string& bytes
   if (Fnv1a64(payload) != checksum) Refuse(origin, "checksum mismatch (the file is corrupted)");
   std::string name;
   PolicyMeta meta;
-  Program program;
+  ProgramImage image;
   try {
     Reader r(payload);
     meta = ReadMeta(r, name);
-    program = ReadProgram(r, schema);
+    image = ReadProgram(r, schema);
   } catch (const Corrupt& e) {
     Refuse(origin, e.what());
   }
-  program.policy_name = name;
-  // Fields, filters and functions by name and type: a plugin the policy was compiled with
-  // must be loaded again.
-  if (std::string err = program.Bind(schema); !err.empty()) {
-    Refuse(origin, err, "load the plugins it was compiled with first (--plugin PATH, guardpolicy.load_plugin)");
+  image.policy_name = name;
+  std::optional<Program> program;
+  try {
+    program = Program::Link(std::move(image), schema);
+  } catch (const LinkError& e) {
+    switch (e.kind()) {
+      case LinkError::Kind::kUnbound:
+        // Fields, filters and functions by name and type: a plugin the policy was compiled
+        // with must be loaded again.
+        Refuse(origin, e.what(), "load the plugins it was compiled with first (--plugin PATH, guardpolicy.load_plugin)");
+      case LinkError::Kind::kBadRegex: Refuse(origin, e.what());
+      case LinkError::Kind::kMalformed:
+      case LinkError::Kind::kStackTooDeep: Refuse(origin, std::string("bytecode failed verification: ") + e.what());
+    }
   }
-  std::string err = program.Finalize();
-  if (err.empty()) err = Verify(program);
-  if (!err.empty()) Refuse(origin, "bytecode failed verification: " + err);
-  return std::make_shared<const CompiledPolicy>(std::move(program), std::move(meta));
+  return std::make_shared<const CompiledPolicy>(std::move(*program), std::move(meta));
 }
 
 }  // namespace guardpolicy

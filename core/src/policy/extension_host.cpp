@@ -33,9 +33,9 @@ Value ExtractField(const FieldInfo& f, const Schema& schema, const FieldValues& 
 
 void FillFilter(const Program& program, size_t slot, const Schema& schema, const std::vector<FieldValues>& entries,
                 std::vector<std::vector<Value>>& views, HostStrings& strings) {
-  const FunctionInfo& fn = schema.functions()[schema.FindFunction(program.fields[slot])];
+  const FunctionInfo& fn = schema.functions()[schema.FindFunction(program.image().fields[slot])];
   std::vector<gp_value> params;
-  for (const Constant& c : program.field_args[slot]) params.push_back(ToAbi(Value{c.i, c.bits, c.s}));
+  for (const Constant& c : program.image().FieldArgs(slot)) params.push_back(ToAbi(Value{c.i, c.bits, c.s}));
   std::vector<std::vector<gp_value>> reads;
   std::vector<gp_entry_view> entry_views;
   for (const FieldValues& e : entries) reads.push_back(Reads(schema, fn.reads, e));
@@ -48,8 +48,8 @@ void FillFilter(const Program& program, size_t slot, const Schema& schema, const
 
 void FillFilterSlots(const Program& program, const Schema& schema, const std::vector<FieldValues>& entries,
                      std::vector<std::vector<Value>>& views, HostStrings& strings) {
-  for (size_t slot = 0; slot < program.fields.size(); ++slot) {
-    if (schema.FindField(program.fields[slot]) < 0 && schema.FindFunction(program.fields[slot]) >= 0) {
+  for (size_t slot = 0; slot < program.image().fields.size(); ++slot) {
+    if (schema.FindField(program.image().fields[slot]) < 0 && schema.FindFunction(program.image().fields[slot]) >= 0) {
       FillFilter(program, slot, schema, entries, views, strings);
     }
   }
@@ -61,10 +61,10 @@ class HostEntryView {
  public:
   HostEntryView(const Program& program, const Schema& schema, const FieldValues& entry, std::vector<Value>& values,
                 HostStrings& strings)
-      : schema_(schema), entry_(entry), values_(values), strings_(strings), pending_(program.fields.size()) {
-    for (size_t slot = 0; slot < program.fields.size(); ++slot) {
-      const int field = schema.FindField(program.fields[slot]);
-      if (field >= 0 && schema.fields()[field].plugin && !entry.count(program.fields[slot])) {
+      : schema_(schema), entry_(entry), values_(values), strings_(strings), pending_(program.image().fields.size()) {
+    for (size_t slot = 0; slot < program.image().fields.size(); ++slot) {
+      const int field = schema.FindField(program.image().fields[slot]);
+      if (field >= 0 && schema.fields()[field].plugin && !entry.count(program.image().fields[slot])) {
         pending_[slot] = &schema.fields()[field];
       }
     }
@@ -94,8 +94,8 @@ std::vector<Outcome> EvaluateEntries(const Program& program, const Schema& schem
   std::vector<std::vector<Value>> views;
   for (const FieldValues& entry : entries) {
     views.push_back(Snapshot::View(program, entry));
-    for (size_t slot = 0; slot < program.fields.size(); ++slot) {
-      if (program.field_types[slot].kind == TypeKind::kEnum && !entry.count(program.fields[slot])) {
+    for (size_t slot = 0; slot < program.image().fields.size(); ++slot) {
+      if (program.image().field_types[slot].kind == TypeKind::kEnum && !entry.count(program.image().fields[slot])) {
         views.back()[slot].i = -1;  // no member
       }
     }

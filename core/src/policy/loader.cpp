@@ -86,6 +86,12 @@ const PolicyDecl* SelectPolicy(const Module& module, const std::string& name, co
   return nullptr;
 }
 
+// A defect of the compiler, not of the policy: reported, never run.
+[[noreturn]] void InternalError(Diagnostics& diags, const PolicyDecl& decl, const std::string& what) {
+  diags.Error(codes::kInternal, decl.name_range, "internal error: " + what);
+  throw PolicyError(std::move(diags));
+}
+
 }  // namespace
 
 std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std::string& name,
@@ -95,28 +101,30 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
   if (!lint.module || diags.HasErrors()) throw PolicyError(std::move(diags));
   const PolicyDecl* decl = SelectPolicy(*lint.module, name, options_.policy_option, diags);
   if (decl == nullptr) throw PolicyError(std::move(diags));
-  Program program = Compile(*decl, *lint.module, *schema_, *this, params, diags, options_);
+  ProgramImage image = Compile(*decl, *lint.module, *schema_, *this, params, diags, options_);
   if (diags.HasErrors()) throw PolicyError(std::move(diags));
-  std::string err = program.Bind(*schema_);
-  if (err.empty()) err = program.Finalize();
-  if (err.empty()) err = Verify(program);
-  if (err.empty()) {
+  std::optional<VerifyError> error = Verify(image).error;
+  if (!error) {
     OptimizeOptions opt;
     opt.level = options_.opt_level;
     opt.unreachable = decl->unreachable_rules;
     opt.rule_type_masks = decl->rule_type_masks;
-    err = Optimize(program, *schema_, opt);
+    error = Optimize(image, *schema_, opt);
   }
-  if (!err.empty() && err.find("stack deeper than the limit") != std::string::npos) {
+  if (error && error->kind == VerifyError::Kind::kStackTooDeep) {
     diags.Error(codes::kNestingTooDeep, decl->name_range,
                 fmt::format("policy `{}` needs a value stack deeper than {} (nested calls with many arguments)",
                             decl->name, kMaxStack),
                 "split the condition, or pass fewer arguments");
     throw PolicyError(std::move(diags));
   }
-  if (!err.empty()) {
-    diags.Error(codes::kSyntax, decl->name_range, "internal error: bytecode failed verification: " + err);
-    throw PolicyError(std::move(diags));
+  if (error) InternalError(diags, *decl, "bytecode failed verification: " + error->message);
+  std::optional<Program> program;
+  try {
+    program = Program::Link(std::move(image), *schema_);
+  } catch (const LinkError& e) {
+    // The checker resolved every name against this schema and checked every pattern.
+    InternalError(diags, *decl, std::string("the compiled program does not link: ") + e.what());
   }
   PolicyMeta meta;
   meta.is_unsafe = decl->is_unsafe;
@@ -128,7 +136,7 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
     if (p.default_value) meta.params[p.name] = *p.default_value;
   }
   for (const auto& [name, value] : params) meta.params[name] = value;
-  return std::make_shared<const CompiledPolicy>(std::move(program), std::move(meta));
+  return std::make_shared<const CompiledPolicy>(std::move(*program), std::move(meta));
 }
 
 std::shared_ptr<const CompiledPolicy> Loader::LoadFile(const std::string& path, const std::string& name,

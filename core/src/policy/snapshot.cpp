@@ -152,8 +152,8 @@ ReadResult Gunzip(const std::string& in) {
 
 std::vector<Value> Snapshot::View(const Program& program, const FieldValues& entry) {
   std::vector<Value> view;
-  view.reserve(program.fields.size() + 1);
-  for (const std::string& f : program.fields) {
+  view.reserve(program.image().fields.size() + 1);
+  for (const std::string& f : program.image().fields) {
     auto it = entry.find(f);
     view.push_back(it == entry.end() ? Value{} : it->second);
   }

@@ -78,8 +78,8 @@ std::vector<ExpectationResult> RunTests(Loader& loader, SourceFilePtr file) {
         continue;
       }
       const std::string source =
-          o.rule >= 0 ? program.rules[o.rule].file + ":" + std::to_string(program.rules[o.rule].line)
-                      : program.default_file + ":" + std::to_string(program.default_line);
+          o.rule >= 0 ? program.image().rules[o.rule].file + ":" + std::to_string(program.image().rules[o.rule].line)
+                      : program.image().default_file + ":" + std::to_string(program.image().default_line);
       results.push_back({test.target, ex.range, ex.decision, o.decision, o.rule, source, {}});
     }
   }

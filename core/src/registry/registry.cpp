@@ -117,7 +117,7 @@ std::vector<FilterInfo> Registry::List() {
       it = policies_.erase(it);
       continue;
     }
-    FilterInfo info{policy->name(), FilterInfo::Kind::kPolicy, policy->doc(), {}, policy->program().default_file};
+    FilterInfo info{policy->name(), FilterInfo::Kind::kPolicy, policy->doc(), {}, policy->program().image().default_file};
     for (const auto& [name, value] : policy->meta().params) info.params.push_back({name, LiteralType(value), value});
     out.push_back(std::move(info));
     ++it;

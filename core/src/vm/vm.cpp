@@ -38,7 +38,7 @@ bool SetHas(const Value& set, const Value& member) {
 // none of them cannot match and RE2 need not run. Atoms are lower case: they are searched in
 // an ASCII-lower-cased copy; a string with a non-ASCII byte (RE2 folds those by Unicode
 // rules) or longer than the buffer skips the prefilter.
-bool PrefilterRejects(const Program::RegexFilter& f, std::string_view s) {
+bool PrefilterRejects(const RegexFilter& f, std::string_view s) {
   constexpr size_t kBuffer = 512;
   if (f.atoms.empty() || s.size() > kBuffer) return false;
   char buffer[kBuffer];
@@ -60,16 +60,17 @@ bool PrefilterRejects(const Program::RegexFilter& f, std::string_view s) {
 }
 
 bool Matches(const Program& p, int32_t regex, std::string_view s) {
-  return !PrefilterRejects(p.regex_filters[regex], s) && RE2::PartialMatch(s, *p.compiled_regexes[regex]);
+  return !PrefilterRejects(p.regex_filter(regex), s) && RE2::PartialMatch(s, p.regex(regex));
 }
 
 Value CallFunction(const Program& p, int32_t fn, const Value* args, int32_t n) {
   gp_value abi[kMaxStack];
   for (int32_t k = 0; k < n; ++k) abi[k] = ToAbi(args[k]);
-  const BoundPlugin& bound = p.bound_functions.at(static_cast<size_t>(fn));
-  if (!bound.plugin) throw PluginError("function `" + p.functions[fn].name + "` is not bound to a plugin");
+  const BoundPlugin& bound = p.bound_function(static_cast<size_t>(fn));
+  const FunctionRef& ref = p.image().functions[fn];
+  if (!bound.plugin) throw PluginError("function `" + ref.name + "` is not bound to a plugin");
   const gp_value out = bound.plugin->Call(static_cast<size_t>(bound.decl), abi, static_cast<uint32_t>(n));
-  return Value{p.functions[fn].result.kind == TypeKind::kBool ? (out.i != 0 ? 1 : 0) : out.i, 0, {}};
+  return Value{ref.result.kind == TypeKind::kBool ? (out.i != 0 ? 1 : 0) : out.i, 0, {}};
 }
 
 }  // namespace guardpolicy::vm_internal
