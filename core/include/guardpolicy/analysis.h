@@ -10,9 +10,9 @@
 #pragma once
 
 #include "guardpolicy/ast.h"
-#include "guardpolicy/checker.h"
 #include "guardpolicy/diagnostic.h"
 #include "guardpolicy/options.h"
+#include "guardpolicy/resolver.h"
 #include "guardpolicy/schema.h"
 
 namespace guardpolicy {

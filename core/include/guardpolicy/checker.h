@@ -7,27 +7,26 @@
 // diagnostic; the checker never throws on author mistakes.
 #pragma once
 
+#include <map>
 #include <string_view>
 
+#include "guardpolicy/analysis.h"
 #include "guardpolicy/ast.h"
 #include "guardpolicy/diagnostic.h"
 #include "guardpolicy/options.h"
+#include "guardpolicy/resolver.h"
 #include "guardpolicy/schema.h"
 
 namespace guardpolicy {
 
-// Finds the policy a `use` names. `from` is the module containing the `use`; same-module
-// policies come first, then the library (policies/std). Returns null when unknown. The
-// returned declaration must already be checked (its annotations filled).
-class PolicyResolver {
- public:
-  virtual ~PolicyResolver() = default;
-  virtual const PolicyDecl* Resolve(std::string_view name, const Module& from) = 0;
-  // Names offered for "did you mean" when a `use` target is unknown.
-  virtual std::vector<std::string> KnownPolicies(const Module& from) = 0;
+struct CheckResult {
+  Diagnostics diagnostics;
+  // What the analysis proved, per policy of the module it analyzed (a value for the
+  // optimizer; nothing is written into the tree).
+  std::map<const PolicyDecl*, AnalysisResult> analysis;
 };
 
-Diagnostics Check(Module& module, const Schema& schema, PolicyResolver& resolver,
+CheckResult Check(Module& module, const Schema& schema, PolicyResolver& resolver,
                   const CompileOptions& options = {});
 
 // True when some input can make `policy` (with `use` expanded) decide drop.

@@ -13,13 +13,11 @@
 #include "guardpolicy/bytecode.h"
 #include "guardpolicy/checker.h"
 #include "guardpolicy/diagnostic.h"
+#include "guardpolicy/linker.h"
 #include "guardpolicy/options.h"
 #include "guardpolicy/schema.h"
 
 namespace guardpolicy {
-
-// Bound parameter values by name; each Literal must match the parameter's type.
-using ParamValues = std::map<std::string, Literal, std::less<>>;
 
 // Returns the unverified image; problems (too many rules, bad argument) go to `diags`.
 ProgramImage Compile(const PolicyDecl& policy, const Module& module, const Schema& schema,

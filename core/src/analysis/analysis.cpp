@@ -8,6 +8,7 @@
 #include "formula.h"
 #include "guardpolicy/compiler.h"
 #include "guardpolicy/extension_host.h"
+#include "guardpolicy/linker.h"
 #include "guardpolicy/vm.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/printer.h"
@@ -16,9 +17,7 @@ namespace guardpolicy {
 namespace {
 
 using analysis::FormulaPtr;
-using Bound = std::map<std::string, Literal, std::less<>>;
-
-constexpr int kMaxUseDepth = 16;
+using Bound = ParamValues;
 
 // One rule after `use` expansion, with where to report it.
 struct FlatRule {
@@ -53,8 +52,7 @@ class Analyzer {
   }
 
   void Run() {
-    Flatten(policy_, Bound{}, 0, nullptr);
-    if (truncated_ || rules_.size() > static_cast<size_t>(options_.max_analyzed_rules)) return;
+    if (!Flatten()) return;
     axioms_ = vocab_.Axioms();
     CheckRules();
     CheckRisks();
@@ -65,43 +63,23 @@ class Analyzer {
   AnalysisResult result() const { return {unreachable_, type_masks_}; }
 
  private:
-  // Expands `use` in place. A policy already on the path (a cycle, reported as GP2008) is
-  // not entered again, and the number of items visited is bounded, so fan-out cannot make
-  // this exponential; a truncated expansion is not analyzed.
-  void Flatten(const PolicyDecl& p, const Bound& bound, int depth, const SourceRange* site) {
-    if (!on_path_.insert(&p).second) {
-      truncated_ = true;
-      return;
+  // The policy's rules after `use` expansion (linker.h); a truncated expansion (a cycle,
+  // or over the analysis limits) is not analyzed.
+  bool Flatten() {
+    const LinkedPolicy linked = LinkPolicy(policy_, Bound{}, resolver_, options_, options_.max_analyzed_rules);
+    if (linked.truncated || linked.rules.size() > static_cast<size_t>(options_.max_analyzed_rules)) return false;
+    for (const LinkedRule& l : linked.rules) {
+      FlatRule r;
+      r.rule = l.rule;
+      r.owner = l.owner;
+      r.site = l.site();
+      r.own = l.via == nullptr;
+      r.cond = vocab_.FromExpr(*l.rule->condition, l.bound);
+      r.bound = l.bound;
+      r.key = std::string(DecisionName(l.rule->decision)) + " when " + PrintExpr(*l.rule->condition, &l.bound);
+      rules_.push_back(std::move(r));
     }
-    struct Leave {
-      std::set<const PolicyDecl*>& path;
-      const PolicyDecl* p;
-      ~Leave() { path.erase(p); }
-    } leave{on_path_, &p};
-    for (const Item& item : p.items) {
-      if (++visited_ > 4 * options_.max_analyzed_rules) truncated_ = true;
-      if (truncated_ || rules_.size() > static_cast<size_t>(options_.max_analyzed_rules)) return;
-      if (item.kind == Item::Kind::kRule) {
-        FlatRule r;
-        r.rule = &item.rule;
-        r.owner = &p;
-        r.site = site ? *site : item.rule.range;
-        r.own = site == nullptr;
-        r.cond = vocab_.FromExpr(*item.rule.condition, bound);
-        r.bound = bound;
-        r.key = std::string(DecisionName(item.rule.decision)) + " when " + PrintExpr(*item.rule.condition, &bound);
-        rules_.push_back(std::move(r));
-        continue;
-      }
-      const PolicyDecl* target = p.module ? resolver_.Resolve(item.use.target, *p.module) : nullptr;
-      if (target == nullptr || target == &p || depth >= kMaxUseDepth) continue;
-      Bound args;
-      for (const Param& param : target->params) {
-        if (param.default_value) args[param.name] = *param.default_value;
-      }
-      for (const Arg& a : item.use.args) args[a.name] = a.value;
-      Flatten(*target, args, depth + 1, site ? site : &item.use.range);
-    }
+    return true;
   }
 
   bool Sat(const FormulaPtr& f) {
@@ -342,9 +320,6 @@ class Analyzer {
   std::vector<FlatRule> rules_;
   std::vector<int> unreachable_;
   std::vector<uint64_t> type_masks_;
-  std::set<const PolicyDecl*> on_path_;
-  int visited_ = 0;
-  bool truncated_ = false;
 };
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "expr_checker.h"
 #include "guardpolicy/analysis.h"
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/linker.h"
 
 namespace guardpolicy {
 namespace {
@@ -148,44 +149,20 @@ class PolicyChecker {
     }
   }
 
-  // Rules after `use` expansion and the depth of `use` chains, memoized per policy so that
-  // fan-out (four `use`s per level, seventeen levels) costs one visit per policy.
-  struct Expansion {
-    int64_t rules = 0;
-    int depth = 0;
-  };
-  Expansion Expand(const PolicyDecl& p, std::map<const PolicyDecl*, Expansion>& memo) {
-    if (auto it = memo.find(&p); it != memo.end()) return it->second;
-    memo[&p] = Expansion{};  // in progress: a cycle adds nothing (reported as GP2008)
-    Expansion e;
-    for (const Item& item : p.items) {
-      if (item.kind == Item::Kind::kRule) {
-        ++e.rules;
-        continue;
-      }
-      const PolicyDecl* target = p.module ? resolver_.Resolve(item.use.target, *p.module) : nullptr;
-      if (target == nullptr || target == &p) continue;
-      const Expansion inner = Expand(*target, memo);
-      // Each `use` counts too: a fan-out of empty policies is as costly to expand.
-      e.rules = std::min<int64_t>(e.rules + 1 + inner.rules, int64_t{1} << 40);
-      e.depth = std::max(e.depth, inner.depth + 1);
-    }
-    return memo[&p] = e;
-  }
-
   void CheckExpansion() {
     if (diags_.HasErrors()) return;
-    std::map<const PolicyDecl*, Expansion> memo;
-    const Expansion e = Expand(policy_, memo);
+    // Memoized per policy (linker.h): fan-out (four `use`s per level, seventeen levels)
+    // costs one visit per policy.
+    const LinkSummary e = LinkSummaries(resolver_).Of(policy_);
     if (e.depth > options_.max_use_depth) {
       diags_.Error(codes::kUseCycle, policy_.name_range,
                    fmt::format("`use` chains of policy `{}` are {} levels deep, over the limit of {}", policy_.name,
                                e.depth, options_.max_use_depth));
     }
-    if (e.rules > options_.max_rules) {
+    if (e.items > options_.max_rules) {
       diags_.Error(codes::kTooManyRules, policy_.name_range,
                    fmt::format("policy `{}` expands to {} rules and `use`s, over the limit of {}", policy_.name,
-                               e.rules, options_.max_rules));
+                               e.items, options_.max_rules));
     }
   }
 
@@ -224,11 +201,6 @@ class PolicyChecker {
   ExprChecker exprs_;
   bool uses_unchecked_ = false;
 };
-
-// A literal that is exactly `false` can never fire.
-bool IsFalseLiteral(const Expr* e) {
-  return e && e->kind == ExprKind::kLiteral && e->literal.kind == Literal::Kind::kBool && !e->literal.b;
-}
 
 void CheckDuplicatePolicies(const Module& module, Diagnostics& diags) {
   std::map<std::string, const PolicyDecl*> seen;
@@ -315,34 +287,8 @@ void CheckTests(const Module& module, const Schema& schema, Diagnostics& diags) 
 
 }  // namespace
 
-namespace {
-
-// True when a rule of `policy`, or of a policy it uses, can decide drop. `memo` holds
-// finished answers and `false` for policies in progress, so cycles and shared `use`
-// targets cost one visit each.
-bool RulesCanDrop(const PolicyDecl& policy, PolicyResolver& resolver,
-                  std::map<const PolicyDecl*, bool>& memo) {
-  if (auto it = memo.find(&policy); it != memo.end()) return it->second;
-  memo[&policy] = false;
-  bool result = false;
-  for (const Item& item : policy.items) {
-    if (item.kind == Item::Kind::kRule) {
-      result = item.rule.decision == Decision::kDrop && !IsFalseLiteral(item.rule.condition.get());
-    } else if (policy.module != nullptr) {
-      // The used policy's default is not inlined: only its rules can drop here.
-      const PolicyDecl* target = resolver.Resolve(item.use.target, *policy.module);
-      result = target != nullptr && RulesCanDrop(*target, resolver, memo);
-    }
-    if (result) break;
-  }
-  return memo[&policy] = result;
-}
-
-}  // namespace
-
 bool CanDrop(const PolicyDecl& policy, PolicyResolver& resolver) {
-  std::map<const PolicyDecl*, bool> memo;
-  return policy.EffectiveDefault() == Decision::kDrop || RulesCanDrop(policy, resolver, memo);
+  return policy.EffectiveDefault() == Decision::kDrop || LinkSummaries(resolver).Of(policy).can_drop;
 }
 
 Diagnostics Check(Module& module, const Schema& schema, PolicyResolver& resolver,

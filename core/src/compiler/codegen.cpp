@@ -8,6 +8,7 @@
 #include "../checker/expr_checker.h"
 #include "guardpolicy/compiler.h"
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/linker.h"
 
 namespace guardpolicy {
 namespace {
@@ -18,14 +19,22 @@ class CodeGen {
           const CompileOptions& options)
       : prog_(prog), schema_(schema), resolver_(resolver), diags_(diags), options_(options) {}
 
-  void CompileItems(const PolicyDecl& policy, const ParamValues& bound, int depth) {
-    for (const Item& item : policy.items) {
-      if (prog_.rules.size() > static_cast<size_t>(options_.max_rules)) return;  // reported
-      if (item.kind == Item::Kind::kRule) {
-        CompileRule(item.rule, policy, bound);
+  // The linked rules of `policy` (linker.h), in order; a `use` the linker left out is an
+  // error here.
+  void CompileRules(const PolicyDecl& policy, const ParamValues& bound) {
+    linked_ = LinkPolicy(policy, bound, resolver_, options_, options_.max_rules);
+    for (const LinkProblem& problem : linked_.problems) {
+      if (problem.kind == LinkProblem::Kind::kTooDeep) {
+        diags_.Error(codes::kUseCycle, problem.use->range,
+                     fmt::format("`use` nested deeper than {} levels", options_.max_use_depth));
       } else {
-        CompileUse(item.use, policy, depth);
+        diags_.Error(codes::kBadParameter, problem.use->range,
+                     fmt::format("`use {}` needs a value for parameter `{}`", problem.target->name, problem.param));
       }
+    }
+    for (const LinkedRule& rule : linked_.rules) {
+      if (prog_.rules.size() > static_cast<size_t>(options_.max_rules)) return;  // reported
+      CompileRule(rule);
     }
   }
 
@@ -52,7 +61,8 @@ class CodeGen {
     label.patches.clear();
   }
 
-  void CompileRule(const Rule& rule, const PolicyDecl& policy, const ParamValues& bound) {
+  void CompileRule(const LinkedRule& linked) {
+    const Rule& rule = *linked.rule;
     if (static_cast<int>(prog_.rules.size()) >= options_.max_rules) {
       if (prog_.rules.size() == static_cast<size_t>(options_.max_rules)) {
         diags_.Error(codes::kTooManyRules, rule.range,
@@ -62,42 +72,15 @@ class CodeGen {
       return;
     }
     // A plugin filter's rule is reported where the policy uses it (its own source is made up).
-    const SourceRange& where = filter_use_ ? *filter_use_ : rule.range;
+    const SourceRange& where = linked.filter_use ? linked.filter_use->range : rule.range;
     const LineCol lc = where.start();
-    prog_.rules.push_back({policy.name, where.file ? where.file->path() : "", lc.line, lc.col, rule.decision});
-    bound_ = &bound;
+    prog_.rules.push_back({linked.owner->name, where.file ? where.file->path() : "", lc.line, lc.col, rule.decision});
+    bound_ = &linked.bound;
     prog_.rule_entry.push_back(static_cast<int32_t>(prog_.code.size()));
     Label next;
     Branch(*rule.condition, false, next);
     Emit(Opcode::kDecide, static_cast<int>(rule.decision), static_cast<int>(prog_.rules.size() - 1));
     Bind(next);
-  }
-
-  void CompileUse(const Use& use, const PolicyDecl& policy, int depth) {
-    const PolicyDecl* target = policy.module ? resolver_.Resolve(use.target, *policy.module) : nullptr;
-    if (target == nullptr || target == &policy) return;  // reported by the checker
-    if (depth >= options_.max_use_depth) {
-      diags_.Error(codes::kUseCycle, use.range,
-                   fmt::format("`use` nested deeper than {} levels", options_.max_use_depth));
-      return;
-    }
-    ParamValues args;
-    for (const Param& p : target->params) {
-      if (p.default_value) args[p.name] = *p.default_value;
-    }
-    for (const Arg& a : use.args) args[a.name] = a.value;
-    for (const Param& p : target->params) {
-      if (!args.count(p.name)) {
-        diags_.Error(codes::kBadParameter, use.range,
-                     fmt::format("`use {}` needs a value for parameter `{}`", target->name, p.name));
-        return;
-      }
-    }
-    const bool filter = target->module && !target->module->plugin.empty();
-    const SourceRange* outer = filter_use_;
-    if (filter && !filter_use_) filter_use_ = &use.range;
-    CompileItems(*target, args, depth + 1);
-    filter_use_ = outer;
   }
 
   // Emits code that jumps to `label` when `e` evaluates to `jump_if`, else falls through.
@@ -355,7 +338,7 @@ class CodeGen {
   const ParamValues* bound_ = nullptr;
   std::map<int, int> slots_;
   std::map<std::string, int> filter_slots_;
-  const SourceRange* filter_use_ = nullptr;  // the `use` of a plugin filter being compiled
+  LinkedPolicy linked_;  // the rules being compiled (bound_ points into it)
 };
 
 // Declared defaults overridden by `params`; unknown names, wrong types and missing values
@@ -424,7 +407,7 @@ ProgramImage Compile(const PolicyDecl& policy, const Module& /*module*/, const S
   const ParamValues bound = BindParams(policy, schema, params, diags);
   if (diags.HasErrors()) return prog;
   CodeGen gen(prog, schema, resolver, diags, options);
-  gen.CompileItems(policy, bound, 0);
+  gen.CompileRules(policy, bound);
   gen.EmitDefault(policy);
   return prog;
 }

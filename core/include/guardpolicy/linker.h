@@ -1,0 +1,85 @@
+// linker.h: the resolve/link stage of the front end: `use` expanded once.
+//
+// A policy's rules after `use` expansion, first match deciding: the rules of each used
+// policy stand in place of its `use`, with the used policy's parameters bound to the `use`'s
+// arguments over their defaults. `use` arguments are literals, so the rules a `use` brings in
+// depend on that `use` alone: Summarize counts a policy's expansion once however often it is
+// used (fan-out costs one visit per policy), and LinkPolicy lists the rules, bounded.
+// The checker, the analysis and the code generator all read the expansion from here.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "guardpolicy/ast.h"
+#include "guardpolicy/options.h"
+#include "guardpolicy/resolver.h"
+
+namespace guardpolicy {
+
+// Bound parameter values by name; each Literal must match the parameter's type.
+using ParamValues = std::map<std::string, Literal, std::less<>>;
+
+// One rule after `use` expansion, with its origin.
+struct LinkedRule {
+  const Rule* rule = nullptr;
+  const PolicyDecl* owner = nullptr;  // the policy that wrote it
+  ParamValues bound;                  // the owner's parameter values
+  const Use* via = nullptr;           // the linked policy's own `use` that brought it in (null: its own rule)
+  const Use* filter_use = nullptr;    // the outermost `use` of a plugin filter on its way in, if any
+
+  // Where to report the rule: itself, or the linked policy's `use` that brought it in.
+  const SourceRange& site() const { return via ? via->range : rule->range; }
+};
+
+// A `use` the expansion left out, with what it would have brought in.
+struct LinkProblem {
+  enum class Kind : uint8_t {
+    kTooDeep,       // nested deeper than CompileOptions::max_use_depth
+    kMissingValue,  // a parameter of the used policy has no default and no argument
+  };
+  Kind kind = Kind::kTooDeep;
+  const Use* use = nullptr;
+  const PolicyDecl* target = nullptr;
+  std::string param;  // kMissingValue
+};
+
+struct LinkedPolicy {
+  const PolicyDecl* policy = nullptr;
+  std::vector<LinkedRule> rules;
+  std::vector<LinkProblem> problems;
+  // The expansion stopped early: more than the rule limit, or a `use` cycle (reported by
+  // the checker); `rules` is then a prefix.
+  bool truncated = false;
+};
+
+// The rules of `policy` with its parameters bound to `bound`, `use`s expanded in place. An
+// unknown `use` target (or the policy itself) adds nothing (the checker reports it); a
+// `use` with a problem adds nothing either. Stops (truncated) after `max_rules` + 1 rules or
+// 4 * `max_rules` items (`use`s count: fan-out of empty policies cannot make it exponential).
+LinkedPolicy LinkPolicy(const PolicyDecl& policy, const ParamValues& bound, PolicyResolver& resolver,
+                        const CompileOptions& options, int max_rules);
+
+// A policy's declared parameter defaults.
+ParamValues DefaultValues(const PolicyDecl& policy);
+
+// What the expansion of one policy amounts to, computed once per policy.
+struct LinkSummary {
+  int64_t items = 0;      // rules and `use`s after expansion (capped at 2^40)
+  int depth = 0;          // the deepest chain of `use`s
+  bool can_drop = false;  // a rule (not `drop when false`) can decide drop
+};
+// `use` cycles add nothing (the checker reports them as GP2008).
+class LinkSummaries {
+ public:
+  explicit LinkSummaries(PolicyResolver& resolver) : resolver_(resolver) {}
+  const LinkSummary& Of(const PolicyDecl& policy);
+
+ private:
+  PolicyResolver& resolver_;
+  std::map<const PolicyDecl*, LinkSummary> memo_;
+};
+
+}  // namespace guardpolicy
