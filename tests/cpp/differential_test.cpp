@@ -158,7 +158,7 @@ TEST(Differential, O1AndO0VmAgreeWithTheReferenceInterpreter) {
       FAIL() << e.what();
     }
     auto lint = opt1.Lint(testing::Src(source));
-    rules_removed += static_cast<int>(lint.module->policies[0].unreachable_rules.size());
+    rules_removed += static_cast<int>(lint.analysis.at(&lint.module->policies[0]).unreachable.size());
     // type_dispatch's specialized layout: one DISPATCH, first, and no other.
     const auto& code = p1->program().image().code;
     specialized += !code.empty() && code[0].op == Opcode::kDispatch &&

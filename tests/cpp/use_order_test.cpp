@@ -40,8 +40,8 @@ TEST(UseOrder, ForwardUseLintsCleanAndCompilesBothPolicies) {
     const Outcome o = Global(true).Run(p->program());
     EXPECT_EQ(o.decision, Decision::kKeep);
     ASSERT_EQ(o.rule, 0) << name;
-    EXPECT_EQ(p->program().rules[0].policy, "p1");
-    EXPECT_EQ(p->program().rules[0].line, 3);
+    EXPECT_EQ(p->program().image().rules[0].policy, "p1");
+    EXPECT_EQ(p->program().image().rules[0].line, 3);
   }
 }
 
@@ -101,8 +101,8 @@ TEST(UseOrder, UseOfAPolicyInAnotherFileThatUsesForward) {
   const Outcome o = Global(true).Run(p->program());
   EXPECT_EQ(o.decision, Decision::kDrop);
   ASSERT_EQ(o.rule, 0);
-  EXPECT_EQ(p->program().rules[0].policy, "helper");
-  EXPECT_EQ(p->program().rules[0].file, (dir / "lib_globals.gpol").string());
+  EXPECT_EQ(p->program().image().rules[0].policy, "helper");
+  EXPECT_EQ(p->program().image().rules[0].file, (dir / "lib_globals.gpol").string());
   EXPECT_EQ(Global(false).Run(p->program()).decision, Decision::kKeep);
 }
 

@@ -129,11 +129,6 @@ struct PolicyDecl {
   SourceRange on_error_range;       // the action word
   SourceRange on_error_item_range;  // the whole `on_error ...` item
 
-  // Rule indices (after `use` expansion, in code order) that can never fire whatever the
-  // entry: filled by the analysis, used by the unreachable_rules optimizer pass.
-  std::vector<int> unreachable_rules;
-  std::vector<uint64_t> rule_type_masks;  // see AnalysisResult
-
   Decision EffectiveDefault() const { return default_decision.value_or(Decision::kKeep); }
 };
 

@@ -69,6 +69,8 @@ class CompiledPolicy {
 struct LintResult {
   std::unique_ptr<Module> module;  // null when the file could not be parsed at all
   Diagnostics diagnostics;
+  // What the analysis proved, per analyzed policy of `module` (for the optimizer).
+  std::map<const PolicyDecl*, AnalysisResult> analysis;
 };
 
 class Loader final : public PolicyResolver {

@@ -23,10 +23,10 @@ class PolicyChecker {
   // `uses_unchecked`: a same-file policy this one uses had errors (or is on a cycle), so
   // its rules cannot be analyzed or compiled.
   PolicyChecker(Module& module, PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
-                const CompileOptions& options, Diagnostics& diags, bool uses_unchecked)
+                const CompileOptions& options, Diagnostics& diags, bool uses_unchecked, AnalysisResult& analysis)
       : module_(module), policy_(policy), schema_(schema), resolver_(resolver),
         options_(options), diags_(diags), exprs_(schema, policy, options, diags),
-        uses_unchecked_(uses_unchecked) {}
+        uses_unchecked_(uses_unchecked), analysis_(analysis) {}
 
   void Run() {
     CheckParams();
@@ -169,9 +169,7 @@ class PolicyChecker {
   void CheckUnsafe() {
     if (diags_.HasErrors()) return;  // analysis needs a well-typed policy
     if (!uses_unchecked_) {          // ... and well-typed policies under its `use`s
-      AnalysisResult analysis = AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
-      policy_.unreachable_rules = std::move(analysis.unreachable);
-      policy_.rule_type_masks = std::move(analysis.rule_type_masks);
+      analysis_ = AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
     }
     const bool can_drop = CanDrop(policy_, resolver_);
     if (policy_.stance && !policy_.is_unsafe) {
@@ -200,6 +198,7 @@ class PolicyChecker {
   Diagnostics& diags_;
   ExprChecker exprs_;
   bool uses_unchecked_ = false;
+  AnalysisResult& analysis_;
 };
 
 void CheckDuplicatePolicies(const Module& module, Diagnostics& diags) {
@@ -291,13 +290,14 @@ bool CanDrop(const PolicyDecl& policy, PolicyResolver& resolver) {
   return policy.EffectiveDefault() == Decision::kDrop || LinkSummaries(resolver).Of(policy).can_drop;
 }
 
-Diagnostics Check(Module& module, const Schema& schema, PolicyResolver& resolver,
+CheckResult Check(Module& module, const Schema& schema, PolicyResolver& resolver,
                   const CompileOptions& options) {
-  Diagnostics diags;
+  CheckResult result;
+  Diagnostics& diags = result.diagnostics;
   CheckDuplicatePolicies(module, diags);
   CheckUseCycles(module, diags);
   // Each policy is checked after the same-file policies it uses: its `use` arguments are
-  // checked against their parameter types, and its analysis compiles their rules. The
+  // checked against their parameter types, and its analysis reads their rules. The
   // diagnostics still come in declaration order.
   std::map<const PolicyDecl*, Diagnostics> policy_diags;
   std::set<const PolicyDecl*> failed;  // errors of its own or in a policy it uses
@@ -311,7 +311,7 @@ Diagnostics Check(Module& module, const Schema& schema, PolicyResolver& resolver
       }
     }
     Diagnostics& own = policy_diags[policy];
-    PolicyChecker(module, *policy, schema, resolver, options, own, uses_unchecked).Run();
+    PolicyChecker(module, *policy, schema, resolver, options, own, uses_unchecked, result.analysis[policy]).Run();
     if (uses_unchecked || own.HasErrors()) failed.insert(policy);
   }
   int rule_count = 0;
@@ -324,7 +324,7 @@ Diagnostics Check(Module& module, const Schema& schema, PolicyResolver& resolver
                 fmt::format("{} rules, over the limit of {}", rule_count, options.max_rules));
   }
   CheckTests(module, schema, diags);
-  return diags;
+  return result;
 }
 
 }  // namespace guardpolicy

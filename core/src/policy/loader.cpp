@@ -51,7 +51,9 @@ LintResult Loader::LintModule(SourceFilePtr file, std::string_view plugin) {
   if (result.module) result.module->plugin = std::string(plugin);
   // Checking a tree with syntax errors would only add noise about the same mistakes.
   if (result.module && !result.diagnostics.HasErrors()) {
-    result.diagnostics.Append(Check(*result.module, *schema_, *this, options_));
+    CheckResult checked = Check(*result.module, *schema_, *this, options_);
+    result.diagnostics.Append(checked.diagnostics);
+    result.analysis = std::move(checked.analysis);
   }
   // Problems in library files this file uses (std or --data-dir policies, cycles between
   // them) are reported here, where they surface, each once.
@@ -107,8 +109,10 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
   if (!error) {
     OptimizeOptions opt;
     opt.level = options_.opt_level;
-    opt.unreachable = decl->unreachable_rules;
-    opt.rule_type_masks = decl->rule_type_masks;
+    if (auto it = lint.analysis.find(decl); it != lint.analysis.end()) {
+      opt.unreachable = it->second.unreachable;
+      opt.rule_type_masks = it->second.rule_type_masks;
+    }
     error = Optimize(image, *schema_, opt);
   }
   if (error && error->kind == VerifyError::Kind::kStackTooDeep) {
