@@ -18,7 +18,7 @@ TEST(ListingFormat, DisasmNamesEnumSetMembers) {
                            "  keep when guard_type in {SHAPE_ENV, GLOBAL_STATE, _vendor_MATCH}\n"
                            "  drop when guard_source in {GLOBAL, LOCAL_UNSPECIALIZED_NN_MODULE}\n}\n"),
                        "p", {});
-  const std::string listing = Disassemble(p->program(), loader.schema());
+  const std::string listing = Disassemble(p->program().image(), loader.schema());
   // Ordinal order (GLOBAL_STATE is member 24, SHAPE_ENV 39), then names outside the schema.
   EXPECT_NE(listing.find("guard_type in {GLOBAL_STATE, SHAPE_ENV, \"_vendor_MATCH\"} false"), std::string::npos)
       << listing;
@@ -28,7 +28,7 @@ TEST(ListingFormat, DisasmNamesEnumSetMembers) {
   EXPECT_NE(listing.find("keep rule 0 (p at test.gpol:3)"), std::string::npos) << listing;
 
   // An enum-set constant, as a pass may leave one.
-  Program prog;
+  ProgramImage prog;
   prog.policy_name = "q";
   const int guard_type = loader.schema().FindEnum("GuardType");
   const auto& members = loader.schema().enums()[guard_type].members;
