@@ -113,6 +113,15 @@ class PolicyChecker {
       }
       exprs_.CheckLiteral(arg.value, param->type, arg.value.range);
     }
+    // `use` arguments are literals: a parameter with no default and no argument has no
+    // value in any load (the linker would leave the `use` out).
+    for (const Param& p : target.params) {
+      if (!p.default_value && !given.count(p.name)) {
+        diags_.Error(codes::kBadParameter, use.range,
+                     fmt::format("`use {}` needs a value for parameter `{}`", target.name, p.name),
+                     fmt::format("write `use {}({} = ...)`", target.name, p.name));
+      }
+    }
   }
 
   void CheckConfig() {
