@@ -28,6 +28,7 @@ The private torch names this needs are in ``_torch_private`` (torch 2.13 and 2.1
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from typing import Any, Callable
@@ -60,13 +61,14 @@ class CompileStats:
     compiled object.
     """
 
-    __slots__ = ("policy", "compiles", "explanations", "_active", "_calls", "_warmup",
+    __slots__ = ("policy", "compiles", "explanations", "dispatch", "_active", "_calls", "_warmup",
                  "_last_compile_call", "_stanced", "_leave_bound")
 
     def __init__(self, policy: Policy):
         self.policy = policy
         self.compiles = 0
         self.explanations: list[FrameExplanations] = []
+        self.dispatch: Any = None  # a dispatch.DirectDispatch with dispatch="direct"
         self._active = False
         stance = policy.stance
         self._warmup = stance[1] if stance and stance[0] == "skip_guard_eval_unsafe" else None
@@ -77,8 +79,9 @@ class CompileStats:
 
     @property
     def needs_call_hook(self) -> bool:
-        """Whether calls need guardpolicy's per-call hook (a stance line)."""
-        return self._warmup is not None
+        """Whether calls need guardpolicy's per-call hook (a stance line, or direct dispatch,
+        which counts quiet calls)."""
+        return self._warmup is not None or self.dispatch is not None
 
     @property
     def calls(self) -> int | None:
@@ -99,9 +102,12 @@ class CompileStats:
         return self.policy.config
 
     def reset_stance(self) -> None:
-        """Back to full guard evaluation; the warm-up count starts again."""
+        """Back to full guard evaluation; the warm-up count starts again (and direct dispatch
+        drops its capture until the warm-up ends)."""
         self._active = False
         self._last_compile_call = self._calls
+        if self.dispatch is not None:
+            self.dispatch.reset()
 
     # -- called by torch ------------------------------------------------------------------
 
@@ -110,6 +116,8 @@ class CompileStats:
         once warm-up is over, sets ``skip_guard_eval_unsafe`` on torch's current stance for
         this call. Returns what torch calls when the call ends."""
         self._calls += 1
+        if self._warmup is None:  # direct dispatch without a stance line: only the count
+            return _nothing
         if not self._active:
             if self._calls - 1 - self._last_compile_call < self._warmup:
                 return _nothing
@@ -131,9 +139,10 @@ class CompileStats:
         self.explanations.append(explanations)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__[:-2]}
+        return {name: getattr(self, name) for name in self.__slots__[:-2]}  # dispatch: its own __getstate__
 
     def __setstate__(self, state: dict[str, Any]) -> None:
+        self.dispatch = None
         for name, value in state.items():
             setattr(self, name, value)
         self._stanced = None
@@ -188,23 +197,36 @@ def _install(ctx: Any, stats: CompileStats) -> None:
             hooks.append(stats.enter)
     if stats.config and not isinstance(ctx.callback, ScopedConfigCallback):
         ctx.callback = ScopedConfigCallback(ctx.callback, stats)
+    if stats.dispatch is not None:
+        stats.dispatch.bind_context(ctx)
 
 
 def _rebuild_module(mod: Any, ctx: Any, stats: CompileStats) -> Any:
     """Unpickling and ``copy.deepcopy`` of a ``GuardPolicyModule``."""
+    if stats.dispatch is not None:
+        _dispatch().require()
     _install(ctx, stats)
-    return _module_class()(mod, ctx, stats)
+    return _module_class(direct=stats.dispatch is not None)(mod, ctx, stats)
 
 
 _MODULE_CLASS: type | None = None
+_DIRECT_MODULE_CLASS: type | None = None
 
 
-def _module_class() -> type:
-    """``GuardPolicyModule``, made on first use (importing guardpolicy does not import torch)."""
-    global _MODULE_CLASS
+def _module_class(direct: bool = False) -> type:
+    """``GuardPolicyModule`` (or, for direct dispatch, its subclass whose ``__call__``
+    dispatches), made on first use (importing guardpolicy does not import torch)."""
+    global _MODULE_CLASS, _DIRECT_MODULE_CLASS
     if _MODULE_CLASS is None:
         _MODULE_CLASS = _make_module_class(_tp.OptimizedModule)
-    return _MODULE_CLASS
+        _DIRECT_MODULE_CLASS = _make_direct_module_class(_MODULE_CLASS, _tp.OptimizedModule.__call__)
+    return _DIRECT_MODULE_CLASS if direct else _MODULE_CLASS
+
+
+def _dispatch() -> Any:
+    from . import dispatch
+
+    return dispatch
 
 
 def _make_module_class(base: type) -> type:
@@ -230,10 +252,50 @@ def _make_module_class(base: type) -> type:
     return GuardPolicyModule
 
 
+def _make_direct_module_class(base: type, normal_call: Callable) -> type:
+    class GuardPolicyModule(base):  # type: ignore[misc, valid-type]
+        """A ``GuardPolicyModule`` with direct dispatch (``guardpolicy.dispatch``)."""
+
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            return self._guardpolicy.dispatch.call_module(self, normal_call, args, kwargs)
+
+    GuardPolicyModule.__module__ = __name__
+    GuardPolicyModule.__qualname__ = "GuardPolicyModule"
+    return GuardPolicyModule
+
+
 def __getattr__(name: str) -> Any:  # guardpolicy.runtime.GuardPolicyModule, for pickle
     if name == "GuardPolicyModule":
         return _module_class()
     raise AttributeError(name)
+
+
+_DISPATCH_MODES = ("direct",)
+
+
+def _dispatch_mode(policy: Policy, dispatch: str | None) -> str | None:
+    """``dispatch`` or, when None, the policy's ``dispatch`` line. Raises ValueError for an
+    unknown mode."""
+    mode = dispatch if dispatch is not None else getattr(policy, "dispatch", None)
+    if mode is not None and mode not in _DISPATCH_MODES:
+        raise ValueError(f"dispatch={mode!r}: the dispatch modes are {', '.join(map(repr, _DISPATCH_MODES))}")
+    return mode
+
+
+def _function_with_dispatch(compiled: Callable, fn: Callable, stats_: CompileStats) -> Callable:
+    """What ``guardpolicy.compile`` returns for a function with direct dispatch: a call goes
+    to the compiled code directly when it can, else to ``compiled`` (torch's wrapper)."""
+    dispatch = stats_.dispatch
+    call = dispatch.call_function
+
+    @functools.wraps(fn)
+    def direct_dispatch(*args: Any, **kwargs: Any) -> Any:
+        return call(compiled, args, kwargs)
+
+    # what Dynamo reads to inline a compiled function called from another compiled one
+    direct_dispatch._torchdynamo_inline = getattr(compiled, "_torchdynamo_inline", fn)
+    direct_dispatch._torchdynamo_orig_callable = getattr(compiled, "_torchdynamo_orig_callable", fn)
+    return direct_dispatch
 
 
 def stats(compiled: Any) -> CompileStats:
@@ -294,35 +356,48 @@ _tp: Any = None  # guardpolicy._torch_private, imported with torch
 
 
 def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: str | None = None,  # noqa: A001
-            options: dict | None = None, backend: Any = _INDUCTOR, **torch_compile_kwargs: Any) -> Any:
+            options: dict | None = None, backend: Any = _INDUCTOR, dispatch: str | None = None,
+            **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model_or_fn, ...)`` with ``policy`` as its ``guard_filter_fn`` and the
     policy's ``config`` and ``stance`` lines applied (see the module docstring).
 
     ``policy``: a ``Policy`` or anything ``guardpolicy.load`` accepts. ``options`` is copied,
     never changed. ``mode`` becomes the Inductor options it stands for (torch refuses both).
+    ``dispatch="direct"`` (or the policy's ``dispatch direct`` line): after warm-up, calls
+    check the kept guards and run the compiled code directly (``guardpolicy.dispatch``).
     Returns a ``GuardPolicyModule`` (an ``OptimizedModule``) for an ``nn.Module``, else
-    ``torch.compile``'s function; ``guardpolicy.stats(result)`` holds the counts.
+    ``torch.compile``'s function (with direct dispatch, a function of guardpolicy's that calls
+    it); ``guardpolicy.stats(result)`` holds the counts.
     Raises ``PolicyError`` for a bad policy, ``ValueError`` for ``mode`` with ``options``, with
-    a non-inductor backend, or for ``options`` that already hold a ``guard_filter_fn``;
-    ``RuntimeError`` on a torch without what this needs.
+    a non-inductor backend, for ``options`` that already hold a ``guard_filter_fn``, or for an
+    unknown ``dispatch``; ``RuntimeError`` on a torch without what this needs.
     """
     _require_torch()
     import torch
 
     if not isinstance(policy, Policy):
         policy = load(policy)
+    dispatch_mode = _dispatch_mode(policy, dispatch)
     stats_ = CompileStats(policy)
+    if dispatch_mode == "direct":
+        direct = _dispatch()
+        direct.require()
+        warmup = stats_._warmup if stats_._warmup is not None else direct.DEFAULT_WARMUP
+        fn = None if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
+        stats_.dispatch = direct.DirectDispatch(stats_, warmup, fn)
     opts = _options_with_filter(options, mode, backend, GuardFilter(stats_))
     compiled = torch.compile(model_or_fn, backend=backend, options=opts, **torch_compile_kwargs)
     ctx = _tp.dynamo_context(compiled)
     _install(ctx, stats_)
     if isinstance(compiled, _tp.OptimizedModule):
-        module = _module_class()(compiled._orig_mod, ctx, stats_)
+        module = _module_class(direct=stats_.dispatch is not None)(compiled._orig_mod, ctx, stats_)
         # What torch's OptimizeContext.__call__ sets on the module it returns.
         module._torchdynamo_orig_callable = compiled._torchdynamo_orig_callable
         module._torchdynamo_wrapper_id = id(module)
         module.get_compiler_config = compiled.get_compiler_config
         return module
     wrapped = ctx(model_or_fn)  # a new compile_wrapper: it captures the scoped callback
+    if stats_.dispatch is not None:
+        wrapped = _function_with_dispatch(wrapped, model_or_fn, stats_)
     setattr(wrapped, _ATTR, stats_)
     return wrapped

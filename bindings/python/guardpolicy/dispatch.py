@@ -1,0 +1,435 @@
+"""Direct dispatch (``guardpolicy.compile(..., dispatch="direct")``): after warm-up, a call of
+the compiled object checks the kept guards of its frame's cache entries with torch's own guard
+manager and calls the chosen entry's compiled code itself, without Dynamo's per-call machinery
+(``compile_wrapper``, the eval-frame callback, the cache lookup).
+
+* **Capture.** Once ``warmup`` consecutive calls compiled nothing, the next call that takes the
+  normal path captures, per cache entry of the frame (torch's lookup order), its guard manager
+  (``root.check(f_locals)`` is torch's evaluation of the kept guards) and a function built
+  from its transformed code with the original function's globals, defaults and closure.
+  What it cannot dispatch directly it refuses, with the reason recorded in ``refusals``.
+* **Per call.** The frame locals are built as the frame would hold them (parameters with
+  defaults, ``*args``/``**kwargs`` packed, free variables), by a function with the frame's own
+  signature (so CPython binds the arguments); the first entry whose kept guards pass runs, and
+  moves to the front, as in torch's lookup. When no entry passes, or anything the kept guards
+  do not cover differs (see ``FALLBACK_REASONS``), the call takes the normal torch path, which
+  recompiles as usual; each such call is counted by reason in ``fallbacks``.
+* **Lifetimes.** Nothing of a call is kept (the locals dict is dropped before the compiled
+  code runs). A captured entry is checked alive on every call (torch sets
+  ``guard_manager.cache_entry`` to None when it frees or invalidates the entry, e.g. on
+  ``torch._dynamo.reset()`` or when an ID_MATCH'd object dies), and every Dynamo compile in
+  the process makes the capture stale: the next quiet call captures again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import types
+from collections import Counter
+from typing import Any, Callable
+
+import torch
+import torch.fx._symbolic_trace as _fx_trace
+
+from . import _torch_private as _tp
+
+#: Quiet calls before the first capture, for a policy without a ``stance ... after N calls`` line.
+DEFAULT_WARMUP = 8
+
+# Why a call took the normal path (the keys of ``DirectDispatch.fallbacks``).
+KEPT_GUARD_FAILED = "a kept guard failed"
+ENTRY_GONE = "the captured cache entry was freed or invalidated"
+NEW_COMPILE = "a Dynamo compile ran since the capture"
+DYNAMO_ACTIVE = "called inside a Dynamo context (an eval-frame callback is set)"
+STANCE = "torch's stance is not `default`"
+TRACING = "tracing (jit, fx, export, a functorch transform or Dynamo)"
+MODULE_HOOKS = "module hooks (on the compiled module, its original module, or global)"
+GLOBAL_STATE = "global state (grad mode, autocast, ...) differs and a kept guard set lacks GLOBAL_STATE"
+TORCH_FUNCTION = "a torch function mode is active and a kept guard set lacks TORCH_FUNCTION_STATE"
+SAVED_TENSORS_HOOKS = "saved-tensors hooks are active and a kept guard set lacks AUTOGRAD_SAVED_TENSORS_HOOKS"
+FALLBACK_REASONS = (KEPT_GUARD_FAILED, ENTRY_GONE, NEW_COMPILE, DYNAMO_ACTIVE, STANCE, TRACING,
+                    MODULE_HOOKS, GLOBAL_STATE, TORCH_FUNCTION, SAVED_TENSORS_HOOKS)
+
+#: torch stances under which a cache hit runs the compiled code, as direct dispatch does.
+_HIT_STANCES = frozenset({"default", "fail_on_recompile", "eager_on_recompile"})
+_FRAME_FLAGS_REFUSED = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+                        | inspect.CO_ITERABLE_COROUTINE)
+_RESUME_PREFIX = "__resume_at_"  # Dynamo's name for the continuation after a graph break
+_MISS = object()
+
+_generation = [0]  # bumped when any Dynamo compile starts or ends
+
+
+def _bump(_args: Any = None) -> None:
+    _generation[0] += 1
+
+
+def require() -> None:
+    """Raises RuntimeError naming what this torch lacks for direct dispatch."""
+    if absent := _tp.dispatch_missing():
+        raise RuntimeError(f"guardpolicy.compile(dispatch='direct') needs {', '.join(absent)}, "
+                           f"which torch {torch.__version__} lacks")
+
+
+@dataclasses.dataclass(frozen=True)
+class Refusal:
+    """Why a frame is not dispatched directly: ``reason`` and ``frame`` (``name at file:line``)."""
+
+    reason: str
+    frame: str
+
+    def __str__(self) -> str:
+        return f"{self.frame}: {self.reason}"
+
+
+class _Refused(Exception):
+    pass
+
+
+class _Entry:
+    """One captured cache entry: its guard manager and a function running its code."""
+
+    __slots__ = ("manager", "root", "fn")
+
+    def __init__(self, manager: Any, fn: Callable):
+        self.manager = manager
+        self.root = manager.root
+        self.fn = fn
+
+
+class _Target:
+    """What a capture found for one frame: its entries in lookup order and how to build its
+    locals. ``lead`` is the first argument the frame takes before the call's own (the
+    original module for an ``nn.Module``), or None."""
+
+    __slots__ = ("entries", "bind", "cells", "lead", "module", "generation", "global_state",
+                 "check_function_modes", "check_saved_hooks")
+
+    def __init__(self, entries: list[_Entry], bind: Callable, cells: tuple, lead: Any,
+                 global_state: Any, check_function_modes: bool, check_saved_hooks: bool):
+        self.module: Any = None  # the original module of a compiled module (its hooks)
+        self.entries = entries
+        self.bind = bind
+        self.cells = cells
+        self.lead = lead
+        self.generation = _generation[0]
+        self.global_state = global_state
+        self.check_function_modes = check_function_modes
+        self.check_saved_hooks = check_saved_hooks
+
+
+def frame_locals_binder(fn: types.FunctionType) -> Callable[..., dict]:
+    """A function with ``fn``'s signature (parameters, defaults, ``*args``, ``**kwargs``)
+    that returns its arguments as the frame of ``fn`` holds them, by name: CPython binds
+    them exactly as for a call of ``fn`` (``inspect.signature(fn, follow_wrapped=False)``)."""
+    code = fn.__code__
+    names = code.co_varnames
+    positional, kwonly = code.co_argcount, code.co_kwonlyargcount
+    defaults = fn.__defaults__ or ()
+    kwdefaults = fn.__kwdefaults__ or {}
+    params = []
+    for i in range(positional):
+        params.append(names[i] + ("=_" if i >= positional - len(defaults) else ""))
+        if code.co_posonlyargcount and i == code.co_posonlyargcount - 1:
+            params.append("/")
+    index = positional + kwonly
+    if code.co_flags & inspect.CO_VARARGS:
+        params.append("*" + names[index])
+        index += 1
+    elif kwonly:
+        params.append("*")
+    params += [n + ("=_" if n in kwdefaults else "") for n in names[positional:positional + kwonly]]
+    if code.co_flags & inspect.CO_VARKEYWORDS:
+        params.append("**" + names[index])
+        index += 1
+    entries = ", ".join(f"{n!r}: {n}" for n in names[:index])
+    namespace: dict[str, Any] = {"_": None}
+    exec(f"def frame_locals({', '.join(params)}):\n    return {{{entries}}}\n", namespace)  # noqa: S102
+    binder = namespace["frame_locals"]
+    binder.__defaults__ = fn.__defaults__
+    binder.__kwdefaults__ = fn.__kwdefaults__
+    return binder
+
+
+def _entry_function(code: types.CodeType, fn: types.FunctionType) -> types.FunctionType:
+    """A function running ``code`` (an entry's transformed code) as ``fn`` would run."""
+    out = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    out.__kwdefaults__ = fn.__kwdefaults__
+    return out
+
+
+def _where(fn: Any) -> str:
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return type(fn).__name__
+    return f"{code.co_name} at {code.co_filename}:{code.co_firstlineno}"
+
+
+class DirectDispatch:
+    """Direct dispatch of one compiled object: ``guardpolicy.stats(compiled).dispatch``.
+
+    ``mode`` (``"direct"``); ``warmup``, the quiet calls before a capture; ``state``:
+    ``"warm-up"`` (nothing captured yet, or since the last compile), ``"direct"`` or
+    ``"refused"``; ``direct_calls``, calls that ran the compiled code directly; ``fallbacks``,
+    per reason (``FALLBACK_REASONS``) the calls that took the normal path while a capture was
+    held; ``refusals``, each ``Refusal`` (reason and frame) recorded, once per reason;
+    ``captures``, how many captures succeeded. Counts are plain ints, as in ``CompileStats``.
+    """
+
+    def __init__(self, stats: Any, warmup: int, fn: Any = None):
+        self.mode = "direct"
+        self.warmup = warmup
+        self.direct_calls = 0
+        self.captures = 0
+        self.fallbacks: Counter[str] = Counter()
+        self.refusals: list[Refusal] = []
+        self._stats = stats
+        self._fn = fn  # the compiled function (None for a module: it comes with each call)
+        self._ctx: Any = None
+        self._target: _Target | None = None
+        self._tried = -1  # the compile generation of the last capture attempt
+
+    @property
+    def state(self) -> str:
+        if self._target is not None and self._target.generation == _generation[0]:
+            return "direct"  # (a capture older than the last compile is dropped at the next call)
+        return "refused" if self._tried == _generation[0] and self.refusals else "warm-up"
+
+    def bind_context(self, ctx: Any) -> None:
+        """The ``OptimizeContext`` whose frames this dispatches."""
+        self._ctx = ctx
+
+    def reset(self) -> None:
+        """Drops the capture: calls take the normal path until the next warm-up ends."""
+        self._target = None
+        self._tried = -1
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state.update(_target=None, _tried=-1, _ctx=None)
+        return state
+
+    def __repr__(self) -> str:
+        return (f"<guardpolicy.DirectDispatch {self.state}: {self.direct_calls} direct calls, "
+                f"{sum(self.fallbacks.values())} fallbacks, {len(self.refusals)} refusals>")
+
+    # -- per call ---------------------------------------------------------------------------
+
+    def call_function(self, normal: Callable, args: tuple, kwargs: dict) -> Any:
+        """A call of a compiled function: direct when it can be, else ``normal``."""
+        target = self._target
+        if target is not None:
+            out = self._direct(target, args, kwargs)
+            if out is not _MISS:
+                return out
+        out = normal(*args, **kwargs)
+        self._maybe_capture(None)
+        return out
+
+    def call_module(self, wrapper: Any, normal: Callable, args: tuple, kwargs: dict) -> Any:
+        """A call of a compiled module (``wrapper``, the ``GuardPolicyModule``): direct when
+        neither it nor its original module nor the process has module hooks and the rest
+        allows, else ``normal(wrapper, ...)`` (``OptimizedModule.__call__``)."""
+        target = self._target
+        if target is not None:
+            mod = target.module
+            if (wrapper._forward_hooks or wrapper._forward_pre_hooks or wrapper._backward_hooks
+                    or wrapper._backward_pre_hooks or mod._forward_hooks or mod._forward_pre_hooks
+                    or mod._backward_hooks or mod._backward_pre_hooks or _tp.has_global_module_hooks()):
+                self.fallbacks[MODULE_HOOKS] += 1
+            else:
+                out = self._direct(target, args, kwargs)
+                if out is not _MISS:
+                    return out
+        out = normal(wrapper, *args, **kwargs)
+        self._maybe_capture(wrapper)
+        return out
+
+    def _direct(self, target: _Target, args: tuple, kwargs: dict) -> Any:
+        """The call made directly, or ``_MISS`` (the reason counted in ``fallbacks``)."""
+        why = None
+        if target.generation != _generation[0]:
+            self._target = None  # the next quiet call captures again
+            why = NEW_COMPILE
+        elif _tp.get_eval_frame_callback() is not None:
+            why = DYNAMO_ACTIVE
+        elif _tp.eval_frame._stance.stance not in _HIT_STANCES:
+            why = STANCE
+        elif (_tp.is_jit_tracing() or _tp.functorch_depth() or _fx_trace._is_fx_tracing_flag
+              or torch.compiler._is_exporting_flag or getattr(_tp.guards_tls, "tracing_context", None)):
+            why = TRACING
+        elif target.global_state is not None and not target.global_state.check():
+            why = GLOBAL_STATE
+        elif target.check_function_modes and _tp.len_torch_function_stack():
+            why = TORCH_FUNCTION
+        elif target.check_saved_hooks and _tp.saved_tensors_hooks_active():
+            why = SAVED_TENSORS_HOOKS
+        if why is not None:
+            self.fallbacks[why] += 1
+            return _MISS
+        lead = target.lead
+        f_locals = target.bind(*args, **kwargs) if lead is None else target.bind(lead, *args, **kwargs)
+        for name, cell in target.cells:
+            try:
+                f_locals[name] = cell.cell_contents
+            except ValueError:  # an empty cell: the frame has no value for it either
+                pass
+        entries = target.entries
+        for entry in entries:
+            if entry.root.check(f_locals):
+                break
+        else:
+            self.fallbacks[KEPT_GUARD_FAILED] += 1
+            if self._stats._warmup is not None:  # a stance line: it would skip the guards that
+                self._stats.reset_stance()       # just failed; back to warm-up, so this recompiles
+            return _MISS
+        del f_locals
+        if entry.manager.cache_entry is None:  # torch._dynamo.reset(), or torch invalidated it
+            self.reset()
+            self.fallbacks[ENTRY_GONE] += 1
+            return _MISS
+        if entry is not entries[0]:
+            entries.remove(entry)
+            entries.insert(0, entry)
+        self._stats._calls += 1
+        self.direct_calls += 1
+        try:
+            return entry.fn(*args, **kwargs) if lead is None else entry.fn(lead, *args, **kwargs)
+        except BaseException:
+            if _tp.functorch_depth():  # what compile_wrapper undoes when a graph raises
+                _tp.functorch_pop_to(0)
+            raise
+
+    # -- capture ----------------------------------------------------------------------------
+
+    def _maybe_capture(self, wrapper: Any) -> None:
+        if (self._target is None and self._tried != _generation[0]
+                and self._stats.quiet_calls >= self.warmup):
+            self._capture(wrapper)
+
+    def _capture(self, wrapper: Any) -> None:
+        _tp.on_every_compile(_bump)  # again: torch._dynamo.reset() unregisters it
+        self._tried = _generation[0]
+        fn, lead = self._frame_function(wrapper)
+        try:
+            target = self._build(fn, lead, None if wrapper is None else wrapper._orig_mod)
+            self._target = target
+            self.captures += 1
+        except _Refused as refused:
+            self._refuse(str(refused), _where(fn))
+
+    def _refuse(self, reason: str, frame: str) -> None:
+        refusal = Refusal(reason, frame)
+        if refusal not in self.refusals:
+            self.refusals.append(refusal)
+
+    def _frame_function(self, wrapper: Any) -> tuple[Any, Any]:
+        """The function whose frame Dynamo compiled, and the argument it takes first."""
+        if wrapper is None:
+            fn = self._fn
+            if isinstance(fn, types.MethodType):
+                return fn.__func__, fn.__self__
+            return fn, None
+        mod = wrapper._orig_mod
+        inner = getattr(wrapper.forward, "__wrapped__", None)
+        if isinstance(inner, types.FunctionType):  # a torch module: Dynamo compiles the frame
+            return inner, None                     # of external_utils.wrap_inline's function
+        forward = mod.forward
+        if isinstance(forward, types.MethodType) and forward.__self__ is mod:
+            return forward.__func__, mod
+        return forward, None
+
+    def _build(self, fn: Any, lead: Any, module: Any) -> _Target:
+        if not isinstance(fn, types.FunctionType):
+            raise _Refused(f"the compiled callable is a {type(fn).__name__}, not a Python function")
+        code = fn.__code__
+        if code.co_flags & _FRAME_FLAGS_REFUSED:
+            raise _Refused("the frame is a generator or coroutine")
+        if module is not None:
+            _check_module(module)
+        self._check_context_hooks()
+        entries, dropped = self._entries(code, fn)
+        target = _Target(entries, frame_locals_binder(fn),
+                         tuple(zip(code.co_freevars, fn.__closure__ or ())), lead,
+                         _tp.GlobalStateGuard() if "GLOBAL_STATE" in dropped else None,
+                         bool(dropped & {"TORCH_FUNCTION_STATE", "DEFAULT_DEVICE"}),
+                         "AUTOGRAD_SAVED_TENSORS_HOOKS" in dropped)
+        target.module = module
+        return target
+
+    def _check_context_hooks(self) -> None:
+        """Refuses a Dynamo context with per-call hooks that do more than compile settings
+        (a backend context, compiled autograd, an ``on_enter``)."""
+        for hook in _tp.hooks_of(self._ctx):
+            if getattr(hook, "__self__", None) is self._stats:
+                continue
+            name = getattr(hook, "__qualname__", type(hook).__name__)
+            if "make_set_enable_dynamic" in name or "_make_closure_patcher" in name:
+                continue  # config patched for compiles only
+            if name.endswith("call_on_enter") and _runs_only(hook, _COMPILE_ONLY_ON_ENTER):
+                continue
+            raise _Refused(f"the Dynamo context runs a per-call hook ({name}) that direct dispatch would skip")
+
+    def _entries(self, code: types.CodeType, fn: types.FunctionType) -> tuple[list[_Entry], set[str]]:
+        """The captured entries of ``code`` in lookup order, and the ambient guard types
+        (GLOBAL_STATE, ...) that at least one of them dropped."""
+        backend = _tp.backend_of(self._ctx.callback)
+        ours = {frame.frame.compile_id: frame for frame in self._stats.explanations}
+        entries, dropped = [], set()
+        for raw in _tp.cache_entries(code, getattr(self._ctx, "_isolate_recompiles_id", -1)):
+            entry_code, manager = raw.code, raw.guard_manager
+            if not isinstance(entry_code, types.CodeType) or manager.cache_entry is None:
+                continue  # invalidated: torch never picks it
+            compile_id = str(raw.compile_id)
+            if not (raw.backend is backend or raw.backend == backend):
+                raise _Refused(f"cache entry {compile_id} belongs to another backend")
+            explanations = ours.get(compile_id)
+            if explanations is None:
+                raise _Refused(f"cache entry {compile_id} was not compiled by this object "
+                               "(another torch.compile of the same code)")
+            resume = [n for n in entry_code.co_names if n.startswith(_RESUME_PREFIX)]
+            if resume:
+                raise _Refused(f"graph break: the code of cache entry {compile_id} continues in {resume[0]}")
+            if entry_code.co_freevars != code.co_freevars:
+                raise _Refused(f"cache entry {compile_id} has other free variables than the frame")
+            kept = {e.guard_type for e in explanations if e.keep}
+            dropped |= {"GLOBAL_STATE", "TORCH_FUNCTION_STATE", "DEFAULT_DEVICE",
+                        "AUTOGRAD_SAVED_TENSORS_HOOKS"} - kept
+            entries.append(_Entry(manager, _entry_function(entry_code, fn)))
+        if not entries:
+            raise _Refused("the frame has no cache entry (Dynamo compiled another frame or skipped it)")
+        return entries, dropped
+
+
+#: ``OptimizeContext``'s ``on_enter``: ``install_generation_tagging_init``, which patches
+#: ``nn.Module.__init__`` once (on the first call, which took the normal path).
+_COMPILE_ONLY_ON_ENTER = "OptimizeContext.__init__.<locals>.on_enter"
+
+
+def _runs_only(hook: Any, qualname: str) -> bool:
+    """Whether ``hook`` (torch's ``call_on_enter`` closure) calls the function ``qualname``."""
+    cells = getattr(hook, "__closure__", None) or ()
+    return len(cells) == 1 and getattr(cells[0].cell_contents, "__qualname__", None) == qualname
+
+
+def _check_module(mod: Any) -> None:
+    """Refuses modules whose calls need more than their ``forward``: lazy modules,
+    FSDP-wrapped modules and modules with DTensor parameters."""
+    if hasattr(mod, "_initialize_hook"):
+        raise _Refused("a lazy module (its pre-hooks initialize it)")
+    if not torch.distributed.is_available():
+        return
+    from torch.distributed import fsdp
+    from torch.distributed.tensor import DTensor
+
+    fsdp_classes = tuple(c for c in (getattr(fsdp, "FullyShardedDataParallel", None),
+                                     getattr(fsdp, "FSDPModule", None)) if c is not None)
+    for sub in mod.modules():
+        if isinstance(sub, fsdp_classes):
+            raise _Refused(f"an FSDP module ({type(sub).__name__})")
+    for param in mod.parameters():
+        if isinstance(param, DTensor):
+            raise _Refused("a module with DTensor parameters")
+
+
