@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Per-call latency of direct dispatch (``gp.compile(..., dispatch="direct")``) against
+(a) ``torch.compile`` with no filter and (b) ``skip_all_guards_unsafe`` with
+``torch.compiler.set_stance(skip_guard_eval_unsafe=True)`` set the torch way (entered once
+per block of timed calls), with the unchecked floor beside them: the cache entry's compiled
+code called by hand, no guard checked. One interleaved run per model and backend
+(``guardpolicy.tools.latency``: each variant its own cache entry, outputs checked against
+eager's before timing). Prints markdown; ``--results`` writes its section of
+bench/RESULTS.md.
+
+Usage: bench_dispatch.py [--models mlp,gpt2] [--backends inductor,eager] [--calls 400]
+                         [--block 20] [--verify 100] [--results bench/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import functools
+import inspect
+import sys
+from pathlib import Path
+
+import torch
+from results_section import write_section
+
+import guardpolicy as gp
+from guardpolicy import dispatch
+from guardpolicy.tools import latency
+
+BEGIN = "<!-- dispatch: begin (bench/bench_dispatch.py writes this section) -->"
+END = "<!-- dispatch: end -->"
+TORCH_WAY = "(b) skip_all_guards + set_stance (torch)"
+#: per policy, the goal for direct dispatch / (b) with inductor (the issue's)
+GOALS = {"skip_guard_on_all_nn_modules": 1.0, "keep_tensor_guards": 0.85}
+
+
+def _warm(fn, inputs: tuple, label: str) -> None:
+    """Calls ``fn`` until direct dispatch has captured its entry; SystemExit if it refuses."""
+    for _ in range(2 * dispatch.DEFAULT_WARMUP + 2):
+        fn(*inputs)
+    d = gp.stats(fn).dispatch
+    if d.state != "direct":
+        raise SystemExit(f"{label}: direct dispatch is {d.state}: {[str(r) for r in d.refusals]}")
+
+
+def _direct(model, inputs: tuple, backend: str, std: str, verify: int | None) -> latency.Variant:
+    kwargs = {"verify": verify} if verify else {}
+    fn = gp.compile(latency.own_class_copy(model), gp.load_std(std), backend=backend, dispatch="direct", **kwargs)
+    label = f"direct: {std}" + (f", verify={verify}" if verify else "") + " (gp.compile)"
+    _warm(fn, inputs, label)
+    return latency.Variant(label, fn, twin=TORCH_WAY)
+
+
+def _torch_way(model, inputs: tuple, backend: str) -> latency.Variant:
+    fn = torch.compile(latency.own_class_copy(model), backend=backend,
+                       options={"guard_filter_fn": torch.compiler.skip_all_guards_unsafe})
+    fn(*inputs)
+    return latency.Variant(TORCH_WAY, fn, latency.stance_block)
+
+
+def _floor(model, inputs: tuple, backend: str) -> latency.Variant:
+    """The entry's compiled code called by hand, as vLLM's dispatcher does: no guard at all."""
+    mod = latency.own_class_copy(model)
+    compiled = torch.compile(mod, backend=backend, options={"guard_filter_fn": torch.compiler.skip_all_guards_unsafe})
+    compiled(*inputs)
+    forward = type(mod).forward
+    entry = torch._C._dynamo.eval_frame._debug_get_cache_entry_list(forward.__code__)[0]
+    code = dispatch._entry_function(entry.code, forward)
+    return latency.Variant("unchecked floor: the entry's code called by hand", functools.partial(code, mod),
+                           twin=TORCH_WAY)
+
+
+def variants(verify: int | None):
+    def make(model, inputs: tuple, backend: str) -> list[latency.Variant]:
+        return [latency.Variant("eager", copy.deepcopy(model)), latency._no_filter(model, inputs, backend),
+                _torch_way(model, inputs, backend),
+                *(_direct(model, inputs, backend, std, verify) for std in GOALS),
+                _floor(model, inputs, backend)]
+
+    return make
+
+
+def section(text: str, tables: dict) -> str:
+    verdicts = []
+    for key, rows in tables.items():
+        if not key.endswith("inductor"):
+            continue
+        for r in rows:
+            for std, goal in GOALS.items():
+                if r["variant"].startswith(f"direct: {std}"):
+                    ok = "met" if r["vs_torch_way"] <= goal else "not met"
+                    verdicts.append(f"{key}, {std}: {r['vs_torch_way']:.2f}x (goal ≤ {goal}x, **{ok}**)")
+    return "\n".join([
+        BEGIN,
+        "## Direct dispatch per call (`bench/bench_dispatch.py`)",
+        "",
+        "`gp.compile(model, policy, dispatch=\"direct\")` after warm-up (the kept guards checked by",
+        "torch's guard manager, then the entry's compiled code called without Dynamo's per-call",
+        "machinery) against (a) `torch.compile` with no filter and (b) `skip_all_guards_unsafe` with",
+        "`set_stance(skip_guard_eval_unsafe=True)` entered once per block of timed calls; the unchecked",
+        "floor is the entry's compiled code called by hand, no guard checked. Each variant has its own",
+        "cache entry, interleaved in one run per model and backend (`guardpolicy.tools.latency`).",
+        "",
+        text.rstrip("\n"),
+        "",
+        "Goals (inductor, median ratio to (b)): " + "; ".join(verdicts) + ".",
+        END,
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="mlp,gpt2")
+    ap.add_argument("--backends", default="inductor,eager")
+    ap.add_argument("--calls", type=int, default=400)
+    ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--verify", type=int, default=100, help="verify=N for the direct rows (0: off)")
+    ap.add_argument("--results", help="the RESULTS.md whose dispatch section to write")
+    args = ap.parse_args(argv)
+    verify = args.verify or None
+    if verify and "verify" not in inspect.signature(gp.compile).parameters:
+        print("this guardpolicy has no verify: the direct rows run without it", file=sys.stderr)
+        verify = None
+    torch.set_num_threads(1)
+    progress = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    tables = latency.measure(variants(verify), args.models.split(","), args.backends.split(","),
+                             args.calls, args.block, progress)
+    lines = [f"Recorded {latency.stamp(args.calls, args.block)}.", ""]
+    for key, rows in tables.items():
+        lines += [f"**{key}**", "", *latency.table(rows), ""]
+    text = "\n".join(lines).replace("/ torch way", "/ (b)")
+    print(text)
+    if args.results:
+        write_section(Path(args.results), BEGIN, END, section(text, tables))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
