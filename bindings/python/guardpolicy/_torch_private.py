@@ -111,9 +111,24 @@ def _callback_handler() -> Any:
     return getattr(torch._dynamo, "callback_handler", None)
 
 
+def _fx_tracing_reader() -> Any:
+    """A function saying whether ``torch.fx.symbolic_trace`` is tracing in this thread: torch
+    2.13 keeps a module flag, 2.14 a thread-local one."""
+    import torch.fx._symbolic_trace as fx_trace
+
+    if hasattr(fx_trace, "_get_is_fx_tracing"):
+        return fx_trace._get_is_fx_tracing
+    if hasattr(fx_trace, "_is_fx_tracing_flag"):
+        return lambda: fx_trace._is_fx_tracing_flag
+    return None
+
+
+#: ``fx_tracing()``: whether fx's symbolic tracer is tracing (None on a torch without either)
+fx_tracing = _fx_tracing_reader()
+
+
 def dispatch_missing() -> list[str]:
     """What ``dispatch="direct"`` needs beyond ``missing()`` and this torch lacks."""
-    import torch.fx._symbolic_trace as fx_trace
     import torch.nn.modules.module as nn_module
 
     handler = _callback_handler()
@@ -128,7 +143,7 @@ def dispatch_missing() -> list[str]:
         "torch._C._autograd._top_saved_tensors_default_hooks": _saved_hooks is not None,
         "torch._dynamo.callback_handler": hasattr(handler, "register_start_callback"),
         "torch._dynamo.eval_frame._stance.stance": hasattr(getattr(_eval_frame, "_stance", None), "stance"),
-        "torch.fx._symbolic_trace._is_fx_tracing_flag": hasattr(fx_trace, "_is_fx_tracing_flag"),
+        "torch.fx._symbolic_trace._get_is_fx_tracing (2.14) or _is_fx_tracing_flag (2.13)": fx_tracing is not None,
         "torch.compiler._is_exporting_flag": hasattr(torch.compiler, "_is_exporting_flag"),
         "torch._guards._TLS": hasattr(torch._guards, "_TLS"),
         "torch.nn.modules.module._has_any_global_hook": hasattr(nn_module, "_has_any_global_hook"),

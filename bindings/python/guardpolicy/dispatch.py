@@ -30,7 +30,6 @@ from collections import Counter
 from typing import Any, Callable
 
 import torch
-import torch.fx._symbolic_trace as _fx_trace
 
 from . import _torch_private as _tp
 
@@ -256,7 +255,7 @@ class DirectDispatch:
             why = DYNAMO_ACTIVE
         elif _tp.eval_frame._stance.stance not in _HIT_STANCES:
             why = STANCE
-        elif (_tp.is_jit_tracing() or _tp.functorch_depth() or _fx_trace._is_fx_tracing_flag
+        elif (_tp.is_jit_tracing() or _tp.functorch_depth() or _tp.fx_tracing()
               or torch.compiler._is_exporting_flag or getattr(_tp.guards_tls, "tracing_context", None)):
             why = TRACING
         elif target.global_state is not None and not target.global_state.check():
