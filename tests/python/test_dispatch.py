@@ -3,8 +3,11 @@ outputs of the normal path, fallbacks and refusals with their reasons, recompile
 ``torch._dynamo.reset()`` mid-run, and a clear error where torch lacks what it needs."""
 
 import copy
+import gc
 import pickle
+import threading
 import types
+import weakref
 
 import pytest
 import torch
@@ -300,3 +303,45 @@ def test_a_torch_module_dispatches_directly_through_its_inline_wrapper():
             assert torch.equal(fast(x), model(x))
     d = gp.stats(fast).dispatch
     assert d.state == "direct" and d.direct_calls == 10 and d.refusals == []
+
+
+def test_nothing_of_a_call_is_kept_and_the_model_is_collected_after_del_and_reset():
+    model = Doubler()
+    model_ref = weakref.ref(model)
+    fast = direct(model)
+    x = torch.randn(2, 4)
+    warm(fast, x)
+    assert gp.stats(fast).dispatch.state == "direct"
+    y = torch.randn(2, 4)
+    input_ref, output_ref = weakref.ref(y), weakref.ref(fast(y))
+    del y
+    gc.collect()
+    assert input_ref() is None and output_ref() is None
+    del model, fast
+    torch._dynamo.reset()
+    gc.collect()
+    assert model_ref() is None, "direct dispatch kept the model alive"
+
+
+def test_threads_calling_at_once_get_their_own_results():
+    fast = direct(fresh(scaled), std="keep_tensor_guards", dynamic=False)
+    shapes = [torch.randn(3), torch.randn(5)]
+    for x in shapes * (WARMUP + 2):
+        fast(x)
+    errors = []
+
+    def work(seed):
+        gen = torch.Generator().manual_seed(seed)
+        for i in range(200):
+            x = torch.randn(3 + 2 * (i % 2), generator=gen)
+            if not torch.equal(fast(x), scaled(x)):
+                errors.append((seed, i))
+
+    threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    d = gp.stats(fast).dispatch
+    assert errors == [] and d.state == "direct" and d.direct_calls > 400
+    assert gp.stats(fast).compiles == 2

@@ -288,9 +288,8 @@ class DirectDispatch:
             self.reset()
             self.fallbacks[ENTRY_GONE] += 1
             return _MISS
-        if entry is not entries[0]:
-            entries.remove(entry)
-            entries.insert(0, entry)
+        if entry is not entries[0]:  # a new list, bound at once: safe against a concurrent call
+            target.entries = [entry, *(e for e in entries if e is not entry)]
         self._stats._calls += 1
         self.direct_calls += 1
         try:
