@@ -104,7 +104,7 @@ def section(text: str, tables: dict) -> str:
         "",
         text.rstrip("\n"),
         "",
-        "Goals (inductor, median ratio to (b)): " + "; ".join(verdicts) + ".",
+        "Goals (inductor, median ratio to (b)): " + ("; ".join(verdicts) or "no inductor run") + ".",
         END,
         "",
     ])

@@ -47,8 +47,9 @@ MODULE_HOOKS = "module hooks (on the compiled module, its original module, or gl
 GLOBAL_STATE = "global state (grad mode, autocast, ...) differs and a kept guard set lacks GLOBAL_STATE"
 TORCH_FUNCTION = "a torch function mode is active and a kept guard set lacks TORCH_FUNCTION_STATE"
 SAVED_TENSORS_HOOKS = "saved-tensors hooks are active and a kept guard set lacks AUTOGRAD_SAVED_TENSORS_HOOKS"
+VERIFY_CAUGHT = "verify found a dropped guard failing (on_violation recompile)"
 FALLBACK_REASONS = (KEPT_GUARD_FAILED, ENTRY_GONE, NEW_COMPILE, DYNAMO_ACTIVE, STANCE, TRACING,
-                    MODULE_HOOKS, GLOBAL_STATE, TORCH_FUNCTION, SAVED_TENSORS_HOOKS)
+                    MODULE_HOOKS, GLOBAL_STATE, TORCH_FUNCTION, SAVED_TENSORS_HOOKS, VERIFY_CAUGHT)
 
 #: torch stances under which a cache hit runs the compiled code, as direct dispatch does.
 _HIT_STANCES = frozenset({"default", "fail_on_recompile", "eager_on_recompile"})
@@ -103,11 +104,13 @@ class _Target:
     original module for an ``nn.Module``), or None."""
 
     __slots__ = ("entries", "bind", "cells", "lead", "module", "generation", "global_state",
-                 "check_function_modes", "check_saved_hooks")
+                 "check_function_modes", "check_saved_hooks", "path", "verify_every")
 
     def __init__(self, entries: list[_Entry], bind: Callable, cells: tuple, lead: Any,
                  global_state: Any, check_function_modes: bool, check_saved_hooks: bool):
         self.module: Any = None  # the original module of a compiled module (its hooks)
+        self.path: Any = None  # verify's per-call path (calls.CallPath), whose verify() runs
+        self.verify_every = 0  # on every verify_every-th call
         self.entries = entries
         self.bind = bind
         self.cells = cells
@@ -185,6 +188,7 @@ class DirectDispatch:
         self.refusals: list[Refusal] = []
         self._stats = stats
         self._fn = fn  # the compiled function (None for a module: it comes with each call)
+        self._normal: Any = None  # what a function's calls go to when not direct
         self._ctx: Any = None
         self._target: _Target | None = None
         self._tried = -1  # the compile generation of the last capture attempt
@@ -206,7 +210,7 @@ class DirectDispatch:
 
     def __getstate__(self) -> dict[str, Any]:
         state = dict(self.__dict__)
-        state.update(_target=None, _tried=-1, _ctx=None)
+        state.update(_target=None, _tried=-1, _ctx=None, _normal=None)
         return state
 
     def __repr__(self) -> str:
@@ -223,6 +227,7 @@ class DirectDispatch:
             if out is not _MISS:
                 return out
         out = normal(*args, **kwargs)
+        self._normal = normal
         self._maybe_capture(None)
         return out
 
@@ -290,7 +295,11 @@ class DirectDispatch:
             return _MISS
         if entry is not entries[0]:  # a new list, bound at once: safe against a concurrent call
             target.entries = [entry, *(e for e in entries if e is not entry)]
-        self._stats._calls += 1
+        stats = self._stats
+        call = stats._calls = stats._calls + 1
+        every = target.verify_every
+        if every and call % every == 0 and self._verify_caught(target, call, args, kwargs):
+            return _MISS
         self.direct_calls += 1
         try:
             return entry.fn(*args, **kwargs) if lead is None else entry.fn(lead, *args, **kwargs)
@@ -298,6 +307,19 @@ class DirectDispatch:
             if _tp.functorch_depth():  # what compile_wrapper undoes when a graph raises
                 _tp.functorch_pop_to(0)
             raise
+
+    def _verify_caught(self, target: _Target, call: int, args: tuple, kwargs: dict) -> bool:
+        """verify's sampled check of a direct call, before it runs (issue 14's path: it
+        records, logs and acts). True when the call must take the normal path instead: under
+        ``on_violation recompile`` the stale entry is invalidated and the normal path, which
+        counts the call again, compiles anew. ``raise`` raises; ``warn`` lets the call go on."""
+        verdict = target.path.verify(call, args, kwargs)
+        if verdict.stale and self._stats.on_violation == "recompile":
+            self._stats._calls = call - 1
+            self.reset()
+            self.fallbacks[VERIFY_CAUGHT] += 1
+            return True
+        return False
 
     # -- capture ----------------------------------------------------------------------------
 
@@ -312,6 +334,8 @@ class DirectDispatch:
         fn, lead = self._frame_function(wrapper)
         try:
             target = self._build(fn, lead, None if wrapper is None else wrapper._orig_mod)
+            target.path = self._verify_path(wrapper)
+            target.verify_every = getattr(self._stats, "verify_every", 0) if target.path is not None else 0
             self._target = target
             self.captures += 1
         except _Refused as refused:
@@ -322,6 +346,14 @@ class DirectDispatch:
         if refusal not in self.refusals:
             self.refusals.append(refusal)
 
+    def _verify_path(self, wrapper: Any) -> Any:
+        """verify's per-call path of this object (a ``calls.CallPath``: a module's ``forward``,
+        or the function's ``_guardpolicy_path``), or None without verify."""
+        if not getattr(self._stats, "verify_every", 0):
+            return None
+        path = wrapper.forward if wrapper is not None else getattr(self._normal, "_guardpolicy_path", None)
+        return path if callable(getattr(path, "verify", None)) else None
+
     def _frame_function(self, wrapper: Any) -> tuple[Any, Any]:
         """The function whose frame Dynamo compiled, and the argument it takes first."""
         if wrapper is None:
@@ -330,7 +362,8 @@ class DirectDispatch:
                 return fn.__func__, fn.__self__
             return fn, None
         mod = wrapper._orig_mod
-        inner = getattr(wrapper.forward, "__wrapped__", None)
+        forward = wrapper.forward  # torch's compile_wrapper, or verify's path around it
+        inner = getattr(getattr(forward, "inner", forward), "__wrapped__", None)
         if isinstance(inner, types.FunctionType):  # a torch module: Dynamo compiles the frame
             return inner, None                     # of external_utils.wrap_inline's function
         forward = mod.forward
