@@ -426,6 +426,19 @@ PYBIND11_MODULE(_core, m) {
         if (!s) return py::none();
         return py::make_tuple(s->stance, s->after_calls);
       })
+      .def_property_readonly("verify", [](const PyPolicy& p) -> py::object {
+        const auto& v = p.policy().verify();
+        if (!v) return py::none();
+        const auto& action = p.policy().on_violation();
+        if (action) return py::make_tuple(v->every_calls, action->action);
+        const auto& actions = p.schema()->violation_actions();  // the first is the default
+        return py::make_tuple(v->every_calls, actions.empty() ? py::object(py::none()) : py::object(py::str(actions.front())));
+      })
+      .def_property_readonly("dispatch", [](const PyPolicy& p) -> py::object {
+        const auto& d = p.policy().dispatch();
+        if (!d) return py::none();
+        return py::str(d->mode);
+      })
       .def("disassemble", [](const PyPolicy& p) { return Disassemble(p.policy().program().image(), *p.schema()); })
       .def("serialize", [](const PyPolicy& p) {
         return py::bytes(SerializePolicy(p.policy(), *p.schema()));

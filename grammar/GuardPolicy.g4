@@ -41,6 +41,9 @@ policyItem
     | USE target=qualifiedName argList?                    # useItem
     | CONFIG knob=IDENT ASSIGN literal                     # configItem
     | STANCE stanceName=IDENT AFTER calls=INT CALLS              # stanceItem
+    | VERIFY EVERY calls=INT CALLS                         # verifyItem
+    | ON_VIOLATION action=IDENT                            # onViolationItem
+    | DISPATCH dispatchMode=IDENT                           # dispatchItem
     | ON_ERROR (decision | action=IDENT)                   # onErrorItem
     ;
 
@@ -126,6 +129,10 @@ STANCE      : 'stance' ;
 AFTER       : 'after' ;
 CALLS       : 'calls' ;
 ON_ERROR    : 'on_error' ;
+VERIFY      : 'verify' ;
+EVERY       : 'every' ;
+ON_VIOLATION: 'on_violation' ;
+DISPATCH    : 'dispatch' ;
 TEST        : 'test' ;
 EXPECT      : 'expect' ;
 AND         : 'and' ;

@@ -48,11 +48,26 @@ TEST(Artifact, RoundTripKeepsDisassemblyAndMetadataForEveryPolicy) {
       EXPECT_EQ(loaded->doc(), compiled->doc());
       EXPECT_EQ(loaded->config().size(), compiled->config().size());
       EXPECT_EQ(loaded->stance().has_value(), compiled->stance().has_value());
+      EXPECT_EQ(loaded->verify().has_value(), compiled->verify().has_value());
+      EXPECT_EQ(loaded->on_violation().has_value(), compiled->on_violation().has_value());
+      EXPECT_EQ(loaded->dispatch().has_value(), compiled->dispatch().has_value());
       EXPECT_EQ(loaded->meta().params.size(), compiled->meta().params.size());
       ++policies;
     }
   }
   EXPECT_GE(policies, 9);
+}
+
+TEST(Artifact, RoundTripKeepsTheRuntimeLines) {
+  Loader loader = testing::MakeLoader();
+  auto compiled = loader.Load(SourceFileFromPath((kRoot / "tests/corpus/accept/runtime_lines.gpol").string()), "", {});
+  auto loaded = RoundTrip(*compiled);
+  ASSERT_TRUE(loaded->verify().has_value());
+  EXPECT_EQ(loaded->verify()->every_calls, 100);
+  ASSERT_TRUE(loaded->on_violation().has_value());
+  EXPECT_EQ(loaded->on_violation()->action, "raise");
+  ASSERT_TRUE(loaded->dispatch().has_value());
+  EXPECT_EQ(loaded->dispatch()->mode, "direct");
 }
 
 std::string ServingBytes() {
@@ -124,7 +139,7 @@ TEST(Artifact, WrongVersionWrongSchemaAndNotAnArtifact) {
     DeserializePolicy(v1, *testing::TestSchema(), "v1.gpolc");
     FAIL();
   } catch (const PolicyError& e) {
-    EXPECT_NE(std::string(e.what()).find("format version 1 is older than this guardpolicy's 3: recompile it from its source"),
+    EXPECT_NE(std::string(e.what()).find("format version 1 is older than this guardpolicy's 4: recompile it from its source"),
               std::string::npos);
   }
   const Schema other = Schema::FromYaml("fields:\n  name:\n    type: string\n    doc: d\n    from: f\n", "o");
@@ -164,7 +179,7 @@ TEST(Artifact, ChecksumIsThePublishedFnv1a64) {
   uint64_t header = 0;
   for (int k = 0; k < 8; ++k) header |= static_cast<uint64_t>(static_cast<unsigned char>(bytes[28 + k])) << (8 * k);
   EXPECT_EQ(header, h);
-  EXPECT_EQ(static_cast<unsigned char>(bytes[8]), 3) << "format version";
+  EXPECT_EQ(static_cast<unsigned char>(bytes[8]), kArtifactFormatVersion) << "format version";
 }
 
 // An artifact of format version 2 (the one with the mistyped FNV basis) says to recompile.
@@ -178,7 +193,7 @@ TEST(Artifact, OlderFormatSaysToRecompile) {
     ASSERT_EQ(e.diagnostics().size(), 1u);
     const Diagnostic& d = e.diagnostics().items()[0];
     EXPECT_EQ(d.code, codes::kBadArtifact);
-    EXPECT_EQ(d.message, "cannot load compiled policy `old.gpolc`: format version 2 is older than this guardpolicy's 3: "
+    EXPECT_EQ(d.message, "cannot load compiled policy `old.gpolc`: format version 2 is older than this guardpolicy's 4: "
                          "recompile it from its source");
     EXPECT_EQ(d.help, "recompile it with `guardpolicy compile`");
   }

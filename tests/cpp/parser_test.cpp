@@ -22,6 +22,9 @@ unsafe policy serving(keep_parameters: bool = false, depth: int = 3) {
   default keep
   config install_free_tensors = true
   stance skip_guard_eval_unsafe after 8 calls
+  verify every 100 calls
+  on_violation warn
+  dispatch direct
   on_error raise
 }
 test serving {
@@ -53,6 +56,9 @@ test serving {
   ASSERT_EQ(p.config.size(), 1u);
   EXPECT_EQ(p.config[0].knob, "install_free_tensors");
   EXPECT_EQ(p.stance->after_calls, 8);
+  EXPECT_EQ(p.verify->every_calls, 100);
+  EXPECT_EQ(p.on_violation->action, "warn");
+  EXPECT_EQ(p.dispatch->mode, "direct");
   EXPECT_EQ(p.on_error, OnError::kRaise);
   ASSERT_EQ(m.tests.size(), 1u);
   EXPECT_EQ(m.tests[0].expectations[0].fields[1].value.str, "self.fc");

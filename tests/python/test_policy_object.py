@@ -435,3 +435,47 @@ def test_saved_policies_get_normal_file_permissions(tmp_path):
     os.umask(umask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~umask
     assert gp.load(path).name == "skip_all_guards"
+
+
+# --------------------------------------------------------------------------- runtime lines
+RUNTIME_LINES = """guardpolicy 1
+unsafe policy verified {
+  use skip_guard_on_all_nn_modules
+  verify every 100 calls
+  on_violation raise
+  dispatch direct
+}
+"""
+
+
+def test_runtime_lines_are_exposed_and_survive_save_and_pickle(tmp_path):
+    import pickle
+
+    policy = gp.load(RUNTIME_LINES)
+    assert policy.verify == (100, "raise")
+    assert policy.dispatch == "direct"
+    path = tmp_path / "verified.gpolc"
+    policy.save(path)
+    for again in (gp.load(path), pickle.loads(pickle.dumps(policy))):
+        assert again.verify == (100, "raise")
+        assert again.dispatch == "direct"
+
+
+def test_runtime_lines_default_and_absent():
+    assert gp.load("guardpolicy 1\npolicy p { verify every 7 calls }\n").verify == (7, "recompile")
+    plain = gp.load("guardpolicy 1\npolicy p { keep when true }\n")
+    assert plain.verify is None and plain.dispatch is None
+
+
+@pytest.mark.parametrize("line, code", [
+    ("verify every 0 calls", "GP2018"),
+    ("verify every 5 calls on_violation stale", "GP2018"),
+    ("verify every calls", "GP1001"),
+    ("verify every 5 calls\n on_violation recompil", "GP2018"),
+    ("on_violation warn", "GP2018"),
+    ("dispatch fast", "GP2019"),
+])
+def test_bad_runtime_lines_are_refused_with_their_code(line, code):
+    with pytest.raises(gp.PolicyError) as err:
+        gp.load(f"guardpolicy 1\npolicy p {{\n {line}\n}}\n")
+    assert code in str(err.value)

@@ -48,6 +48,10 @@ def render() -> str:
         lines.append(f"| `{name}` | {k['type']} | {k.get('doc', '')} |")
     lines += ["", "## Stances (`stance NAME after N calls`)", ""]
     lines += [f"- `{s}`" for s in data.get("stances", [])]
+    lines += ["", "## Violation actions (`on_violation ACTION`; the first is the default)", ""]
+    lines += [f"- `{a}`" for a in data.get("violation_actions", [])]
+    lines += ["", "## Dispatch modes (`dispatch MODE`)", ""]
+    lines += [f"- `{m}`" for m in data.get("dispatch_modes", [])]
     lines.append("")
     return "\n".join(lines)
 

@@ -105,6 +105,12 @@ class CompiledPolicy:
     @property
     def stance(self) -> tuple[str, int] | None:
         """``(stance, after_calls)`` from a ``stance`` line, or None."""
+    @property
+    def verify(self) -> tuple[int, str | None] | None:
+        """``(every_calls, on_violation)`` from a ``verify`` line, or None."""
+    @property
+    def dispatch(self) -> str | None:
+        """The mode of a ``dispatch`` line, or None."""
     def disassemble(self) -> str:
         """The bytecode listing (``guardpolicy disasm``)."""
     def serialize(self) -> bytes:

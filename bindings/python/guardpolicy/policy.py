@@ -181,6 +181,20 @@ class Policy:
         return self._compiled.stance
 
     @property
+    def verify(self) -> tuple[int, str | None] | None:
+        """``(every_calls, on_violation)`` from ``verify every N calls`` and ``on_violation
+        ACTION`` lines, or None without a ``verify`` line. ``on_violation`` defaults to the
+        first of the schema's ``violation_actions`` (``recompile``). ``guardpolicy.compile``
+        uses it when its ``verify=``/``on_violation=`` arguments are not given."""
+        return self._compiled.verify
+
+    @property
+    def dispatch(self) -> str | None:
+        """The mode of a ``dispatch`` line (``"direct"``), or None: ``guardpolicy.compile``'s
+        default for ``dispatch=``."""
+        return self._compiled.dispatch
+
+    @property
     def on_error(self) -> str:
         return self._compiled.on_error
 

@@ -2,7 +2,8 @@
 //
 // Layout (little-endian): magic "GPOLC\0\r\n" (8 bytes), u32 format version, u64 schema
 // hash, u64 payload size, u64 FNV-1a-64 checksum of the payload, then the payload: the
-// policy's metadata (name, unsafe, doc, on_error, stance, config, bound parameters) and
+// policy's metadata (name, unsafe, doc, on_error, stance, verify, on_violation, dispatch,
+// config, bound parameters) and
 // its Program (fields with types, constants, sets, regexes, rules, rule entries, code).
 // Reading checks magic, version, schema hash, size and checksum, decodes with bounds
 // checks, checks field names and types against the schema, compiles the regexes and runs
@@ -17,9 +18,9 @@
 
 namespace guardpolicy {
 
-// 3: the checksum and schema hash use FNV-1a-64's published offset basis (version 2 had a
+// 4: the `verify`, `on_violation` and `dispatch` lines. 3: the checksum and schema hash use FNV-1a-64's published offset basis (version 2 had a
 // digit missing from it). 2: plugin functions and filter slots.
-inline constexpr uint32_t kArtifactFormatVersion = 3;
+inline constexpr uint32_t kArtifactFormatVersion = 4;
 
 std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema);
 

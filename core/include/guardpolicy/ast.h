@@ -106,6 +106,27 @@ struct StanceSetting {
   SourceRange range;
 };
 
+// `verify every N calls`: every N-th call of a compiled frame re-checks the guards the
+// policy dropped (with torch's guard manager); see docs/verify.md.
+struct VerifySetting {
+  int64_t every_calls = 0;
+  SourceRange range;
+};
+
+// `on_violation <action>`: what a failed dropped guard on a verified call does; one of the
+// schema's `violation_actions`.
+struct OnViolationSetting {
+  std::string action;
+  SourceRange range;
+};
+
+// `dispatch <mode>`: how calls reach the compiled code after warm-up; one of the schema's
+// `dispatch_modes`.
+struct DispatchSetting {
+  std::string mode;
+  SourceRange range;
+};
+
 enum class OnError : uint8_t { kKeep, kDrop, kRaise };
 const char* OnErrorName(OnError e);
 
@@ -125,6 +146,9 @@ struct PolicyDecl {
   SourceRange default_range;
   std::vector<ConfigSetting> config;
   std::optional<StanceSetting> stance;
+  std::optional<VerifySetting> verify;
+  std::optional<OnViolationSetting> on_violation;
+  std::optional<DispatchSetting> dispatch;
   std::optional<OnError> on_error;
   SourceRange on_error_range;       // the action word
   SourceRange on_error_item_range;  // the whole `on_error ...` item

@@ -35,6 +35,8 @@ inline constexpr const char kUnknownOnError[] = "GP2014";
 inline constexpr const char kUnknownTestField[] = "GP2015";
 inline constexpr const char kUnknownFunction[] = "GP2016";    // no such plugin function/filter
 inline constexpr const char kBadCall[] = "GP2017";            // argument count or type
+inline constexpr const char kBadVerify[] = "GP2018";          // `verify every 0 calls`, unknown on_violation
+inline constexpr const char kUnknownDispatch[] = "GP2019";    // `dispatch` mode not in the schema
 
 inline constexpr const char kDropsWithoutUnsafe[] = "GP3001";
 inline constexpr const char kUnsafeNeverDrops[] = "GP3002";  // warning

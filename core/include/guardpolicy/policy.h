@@ -42,6 +42,9 @@ struct PolicyMeta {
   std::string doc;
   std::vector<ConfigValue> config;
   std::optional<StanceSetting> stance;
+  std::optional<VerifySetting> verify;
+  std::optional<OnViolationSetting> on_violation;
+  std::optional<DispatchSetting> dispatch;
   OnError on_error = OnError::kKeep;
   ParamValues params;  // the values the parameters were bound to
 };
@@ -49,7 +52,6 @@ struct PolicyMeta {
 // A compiled policy and what the runtime needs beside its bytecode.
 class CompiledPolicy {
  public:
-  CompiledPolicy(Program program, const PolicyDecl& decl, std::vector<ConfigValue> config);
   CompiledPolicy(Program program, PolicyMeta meta);
 
   const Program& program() const { return program_; }
@@ -58,6 +60,9 @@ class CompiledPolicy {
   const std::string& doc() const { return meta_.doc; }
   const std::vector<ConfigValue>& config() const { return meta_.config; }
   const std::optional<StanceSetting>& stance() const { return meta_.stance; }
+  const std::optional<VerifySetting>& verify() const { return meta_.verify; }
+  const std::optional<OnViolationSetting>& on_violation() const { return meta_.on_violation; }
+  const std::optional<DispatchSetting>& dispatch() const { return meta_.dispatch; }
   OnError on_error() const { return meta_.on_error; }
   const PolicyMeta& meta() const { return meta_; }
 

@@ -77,6 +77,9 @@ class Schema {
   const std::vector<EnumInfo>& enums() const { return enums_; }
   const std::vector<ConfigKnob>& config() const { return config_; }
   const std::vector<std::string>& stances() const { return stances_; }
+  // What `on_violation` may name (recompile, raise, warn) and what `dispatch` may name.
+  const std::vector<std::string>& violation_actions() const { return violation_actions_; }
+  const std::vector<std::string>& dispatch_modes() const { return dispatch_modes_; }
   const std::vector<FunctionInfo>& functions() const { return functions_; }
   const std::vector<std::shared_ptr<const Plugin>>& plugins() const { return plugins_; }
 
@@ -113,6 +116,8 @@ class Schema {
   std::vector<EnumInfo> enums_;
   std::vector<ConfigKnob> config_;
   std::vector<std::string> stances_;
+  std::vector<std::string> violation_actions_;
+  std::vector<std::string> dispatch_modes_;
   std::vector<FunctionInfo> functions_;
   std::vector<std::shared_ptr<const Plugin>> plugins_;
   std::unordered_map<std::string, int> field_index_;

@@ -7,6 +7,7 @@
 #include <set>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "expr_checker.h"
 #include "guardpolicy/analysis.h"
@@ -36,6 +37,7 @@ class PolicyChecker {
     }
     CheckConfig();
     CheckStance();
+    CheckRuntimeLines();
     CheckExpansion();
     CheckUnsafe();
   }
@@ -147,15 +149,38 @@ class PolicyChecker {
   void CheckStance() {
     if (!policy_.stance) return;
     const StanceSetting& s = *policy_.stance;
-    const auto& known = schema_.stances();
-    if (std::find(known.begin(), known.end(), s.stance) == known.end()) {
-      const std::string best = ClosestMatch(s.stance, known);
-      diags_.Error(codes::kUnknownStance, s.range, fmt::format("unknown stance `{}`", s.stance),
-                   best.empty() ? "" : fmt::format("did you mean `{}`?", best));
-    }
+    CheckKnownName(codes::kUnknownStance, s.stance, schema_.stances(), s.range, "stance");
     if (s.after_calls < 1) {
       diags_.Error(codes::kUnknownStance, s.range, "a stance needs at least 1 warm-up call");
     }
+  }
+
+  // `verify every N calls`, `on_violation <action>`, `dispatch <mode>`: the interval is at least
+  // one call, the action and the mode come from the schema's lists.
+  void CheckRuntimeLines() {
+    if (policy_.verify && policy_.verify->every_calls < 1) {
+      diags_.Error(codes::kBadVerify, policy_.verify->range, "`verify every N calls` needs N of at least 1");
+    }
+    if (policy_.on_violation && !policy_.verify) {
+      diags_.Error(codes::kBadVerify, policy_.on_violation->range, "`on_violation` without `verify every N calls`",
+                   "add `verify every N calls`, or pass verify=N and on_violation= to guardpolicy.compile");
+    }
+    if (policy_.on_violation) {
+      CheckKnownName(codes::kBadVerify, policy_.on_violation->action, schema_.violation_actions(),
+                     policy_.on_violation->range, "on_violation action");
+    }
+    if (policy_.dispatch) {
+      CheckKnownName(codes::kUnknownDispatch, policy_.dispatch->mode, schema_.dispatch_modes(),
+                     policy_.dispatch->range, "dispatch mode");
+    }
+  }
+
+  void CheckKnownName(const char* code, const std::string& name, const std::vector<std::string>& known,
+                      const SourceRange& range, const char* what) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) return;
+    const std::string best = ClosestMatch(name, known);
+    diags_.Error(code, range, fmt::format("unknown {} `{}`", what, name),
+                 best.empty() ? fmt::format("one of: {}", fmt::join(known, ", ")) : fmt::format("did you mean `{}`?", best));
   }
 
   void CheckExpansion() {

@@ -325,6 +325,9 @@ class Formatter {
     if (p.stance) {
       items.push_back({p.stance->range, fmt::format("stance {} after {} calls", p.stance->stance, p.stance->after_calls), {}});
     }
+    if (p.verify) items.push_back({p.verify->range, fmt::format("verify every {} calls", p.verify->every_calls), {}});
+    if (p.on_violation) items.push_back({p.on_violation->range, "on_violation " + p.on_violation->action, {}});
+    if (p.dispatch) items.push_back({p.dispatch->range, "dispatch " + p.dispatch->mode, {}});
     if (p.on_error) items.push_back({p.on_error_item_range, std::string("on_error ") + OnErrorName(*p.on_error), {}});
     std::map<uint32_t, const Rule*> rules;
     for (const Item& item : p.items) {

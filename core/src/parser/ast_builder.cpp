@@ -282,6 +282,18 @@ class Builder {
       if (policy.stance) DuplicateItem(Range(c), "stance");
       policy.stance = StanceSetting{Text(c->stanceName),
                                     ParseIntToken(c->calls, false).value_or(0), Range(c)};
+    } else if (auto* c = dynamic_cast<P::VerifyItemContext*>(ctx)) {
+      if (policy.verify) DuplicateItem(Range(c), "verify");
+      if (c->exception) return;  // a syntax error, reported by the parser
+      policy.verify = VerifySetting{ParseIntToken(c->calls, false).value_or(0), Range(c)};
+    } else if (auto* c = dynamic_cast<P::OnViolationItemContext*>(ctx)) {
+      if (policy.on_violation) DuplicateItem(Range(c), "on_violation");
+      if (c->exception) return;
+      policy.on_violation = OnViolationSetting{Text(c->action), Range(c)};
+    } else if (auto* c = dynamic_cast<P::DispatchItemContext*>(ctx)) {
+      if (policy.dispatch) DuplicateItem(Range(c), "dispatch");
+      if (c->exception) return;
+      policy.dispatch = DispatchSetting{Text(c->dispatchMode), Range(c)};
     } else if (auto* c = dynamic_cast<P::OnErrorItemContext*>(ctx)) {
       BuildOnError(policy, c);
     }

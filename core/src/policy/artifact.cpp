@@ -132,6 +132,11 @@ void WriteMeta(Writer& w, const CompiledPolicy& p) {
   w.Int<uint8_t>(m.stance.has_value());
   w.Str(m.stance ? m.stance->stance : "");
   w.Int<int64_t>(m.stance ? m.stance->after_calls : 0);
+  w.Int<int64_t>(m.verify ? m.verify->every_calls : 0);  // 0: no `verify` line
+  w.Int<uint8_t>(m.on_violation.has_value());
+  w.Str(m.on_violation ? m.on_violation->action : "");
+  w.Int<uint8_t>(m.dispatch.has_value());
+  w.Str(m.dispatch ? m.dispatch->mode : "");
   w.Int<uint32_t>(static_cast<uint32_t>(m.config.size()));
   for (const ConfigValue& c : m.config) {
     w.Str(c.knob);
@@ -216,6 +221,13 @@ PolicyMeta ReadMeta(Reader& r, std::string& name) {
   stance.stance = r.Str();
   stance.after_calls = r.Int<int64_t>();
   if (has_stance) m.stance = stance;
+  if (const auto every = r.Int<int64_t>(); every > 0) m.verify = VerifySetting{every, {}};
+  const bool has_on_violation = r.Int<uint8_t>() != 0;
+  std::string action = r.Str();
+  if (has_on_violation) m.on_violation = OnViolationSetting{std::move(action), {}};
+  const bool has_dispatch = r.Int<uint8_t>() != 0;
+  std::string mode = r.Str();
+  if (has_dispatch) m.dispatch = DispatchSetting{std::move(mode), {}};
   for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
     ConfigValue c;
     c.knob = r.Str();

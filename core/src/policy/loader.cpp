@@ -14,16 +14,6 @@
 
 namespace guardpolicy {
 
-CompiledPolicy::CompiledPolicy(Program program, const PolicyDecl& decl,
-                               std::vector<ConfigValue> config)
-    : program_(std::move(program)) {
-  meta_.is_unsafe = decl.is_unsafe;
-  meta_.doc = decl.doc.value_or("");
-  meta_.config = std::move(config);
-  meta_.stance = decl.stance;
-  meta_.on_error = decl.on_error.value_or(OnError::kKeep);
-}
-
 CompiledPolicy::CompiledPolicy(Program program, PolicyMeta meta)
     : program_(std::move(program)), meta_(std::move(meta)) {}
 
@@ -135,6 +125,9 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
   meta.doc = decl->doc.value_or("");
   for (const ConfigSetting& c : decl->config) meta.config.push_back({c.knob, c.value});
   meta.stance = decl->stance;
+  meta.verify = decl->verify;
+  meta.on_violation = decl->on_violation;
+  meta.dispatch = decl->dispatch;
   meta.on_error = decl->on_error.value_or(OnError::kKeep);
   for (const Param& p : decl->params) {
     if (p.default_value) meta.params[p.name] = *p.default_value;
