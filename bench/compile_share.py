@@ -4,7 +4,8 @@
 ``guard_filter_fn`` runs once per compiled frame (Dynamo calls it while it builds the
 frame's guards), not once per call of the compiled function, so what counts is the time
 the policy takes inside a compile, as a share of that compile. For each model below and
-each policy (the six std policies and ``bench/policies/rules30.gpol``):
+each policy (the six std policies, ``bench/policies/rules30.gpol`` and
+``bench/policies/paths.gpol``, which reads ``path`` and ``module_path``):
 
 * ``torch._dynamo.reset()``, then ``torch.compile(model, backend="eager",
   options={"guard_filter_fn": timed(policy)})`` and one call under ``torch.no_grad()``;
@@ -49,6 +50,7 @@ from guardpolicy.tools._models import build_gpt2, build_mlp
 
 HERE = Path(__file__).resolve().parent
 RULES30 = HERE / "policies" / "rules30.gpol"
+PATHS = HERE / "policies" / "paths.gpol"  # reads `path` and `module_path`
 TARGET = 0.01  # at most 1% of a compile
 BEGIN = "<!-- compile-share: begin (bench/compile_share.py writes this section) -->"
 END = "<!-- compile-share: end -->"
@@ -78,6 +80,7 @@ STD = ("skip_guard_on_inbuilt_nn_modules", "skip_guard_on_all_nn_modules", "keep
 def policies() -> dict[str, gp.Policy]:
     out = {name: gp.load_std(name) for name in STD}
     out["rules30"] = gp.load(str(RULES30))
+    out["paths"] = gp.load(str(PATHS))
     return out
 
 

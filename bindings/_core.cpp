@@ -14,6 +14,7 @@
 #include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
 #include "files.h"
+#include "source_path.h"
 #include "guardpolicy/keywords.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/plugin.h"
@@ -465,6 +466,16 @@ PYBIND11_MODULE(_core, m) {
   m.def("schema_fields", &SchemaFieldNames,
         "the schema's fields in schema order, as the binding reads them (its field table is "
         "generated from policies/schema/guard_entry.yaml at build time)");
+  m.def(
+      "source_paths",
+      [](py::handle source) {
+        SourcePaths walker;
+        SourcePaths::Paths p = walker.Of(source);
+        return py::make_tuple(p.path, p.module_path);
+      },
+      py::arg("source"),
+      "(path, module_path) of a guard's originating source, as the binding reads the fields "
+      "`path` and `module_path` (docs/schema.md, \"Real names\")");
   m.def("keywords", [] { return Keywords(); }, "the language's keywords, from the lexer generated from the grammar");
   BindFiles(m);
 }

@@ -163,6 +163,7 @@ void EntryExtractor::Reset() {
   keep_alive_.clear();
   strings_.clear();
   guard_sources_.clear();
+  source_paths_.Clear();
   for (py::object& cls : torch_classes_) cls = py::object();
 }
 
@@ -172,6 +173,7 @@ void EntryExtractor::ForgetEntry() {
   value_ = py::object();
   user_frame_ = py::object();
   has_value_ = -1;
+  have_paths_ = false;
   entry_cache_used_ = false;
 }
 
@@ -261,6 +263,15 @@ bool EntryExtractor::ViaBuffers(py::handle src) {
     node = std::move(base);
   }
   return false;
+}
+
+const SourcePaths::Paths& EntryExtractor::PathsOf(py::handle entry) {
+  if (!have_paths_) {
+    paths_ = source_paths_.Of(GetAttr(OrigGuard(entry), kAttrOriginatingSource));
+    have_paths_ = true;
+    entry_cache_used_ = true;
+  }
+  return paths_;
 }
 
 std::string_view EntryExtractor::TypeName(py::handle obj) {
@@ -384,6 +395,13 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
     case FieldId::kUserFrameLine: {
       py::object line = FrameAttr(entry, 1);
       out = Value{line && PyLong_Check(line.ptr()) ? line.cast<int64_t>() : 0, 0, {}};
+      return;
+    }
+    case FieldId::kPath:
+    case FieldId::kModulePath: {
+      const SourcePaths::Paths& p = PathsOf(entry);
+      const std::string& s = id == FieldId::kPath ? p.path : p.module_path;
+      out = Value{0, 0, s.empty() ? std::string_view() : Store(s)};
       return;
     }
     case FieldId::kPlugin:

@@ -7,7 +7,8 @@
 // Sources (torch 2.8+; checked on 2.13.0):
 //   name, guard_type, derived_guard_types, is_global, has_value, value -> the entry's own
 //   attributes; guard_source* -> entry.orig_guard.source (a torch._guards.GuardSource) and
-//   its predicates; source.* -> entry.orig_guard.originating_source and its `.base` chain;
+//   its predicates; source.*, path, module_path -> entry.orig_guard.originating_source and
+//   its `.base` chain (path, module_path: SourcePaths, source_path.h);
 //   value.is_* -> isinstance against torch.Tensor / torch.nn.Parameter / torch.nn.Module as
 //   `torch` names them when the call runs; user_frame.* -> entry.orig_guard.user_stack[-1]
 //   (a traceback.FrameSummary).
@@ -30,6 +31,7 @@
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/schema.h"
 #include "schema_fields.h"
+#include "source_path.h"
 
 namespace guardpolicy::python {
 
@@ -125,6 +127,7 @@ class EntryExtractor {
   bool Predicate(GuardSourceInfo& info, FieldId id);
   SourceWalk WalkSource(py::handle originating_source);
   bool ViaBuffers(py::handle originating_source);
+  const SourcePaths::Paths& PathsOf(py::handle entry);  // walked once per entry
   std::string_view QualifiedTypeName(py::handle obj);
   std::string_view TypeName(py::handle obj);  // type(obj).__name__
   void ExtractOne(FieldId id, py::handle entry, Value& out);
@@ -156,19 +159,22 @@ class EntryExtractor {
   // Per-entry cache (objects read by several fields).
   py::object orig_guard_, value_, user_frame_;
   int has_value_ = -1;  // -1 unknown, else 0/1
-  bool entry_cache_used_ = false;  // any of the four above set since ForgetEntry
+  SourcePaths::Paths paths_;
+  bool have_paths_ = false;
+  bool entry_cache_used_ = false;  // any of the five above set since ForgetEntry
   // Per-call state.
   std::vector<py::object> keep_alive_;
   std::forward_list<std::string> strings_;  // stable addresses
   std::unordered_map<PyObject*, GuardSourceInfo> guard_sources_;
   py::object torch_classes_[3];  // by TorchClass; empty until asked
+  SourcePaths source_paths_;      // its type cache is per call
 };
 
 // The VM's entry view over one live GuardFilterEntry: each field is read from Python the
 // first time the program loads it, and at most once per entry.
 class LazyEntryView {
  public:
-  // A program reads at most 64 distinct fields (the schema has 22).
+  // A program reads at most 64 distinct fields (the schema has 24).
   explicit LazyEntryView(EntryExtractor& extractor) : extractor_(extractor) {}
 
   void Reset(py::handle entry, size_t index = 0) {

@@ -88,8 +88,9 @@ def spread(values):
 
 
 def test_reference_covers_schema_fields():
-    # guard_type and derived_guard_types are checked separately below.
-    schema_fields = {"name", "guard_type", "derived_guard_types", "is_global", "has_value"}
+    # guard_type and derived_guard_types are checked separately below; path and
+    # module_path by resolving them on the models (test_paths.py).
+    schema_fields = {"name", "guard_type", "derived_guard_types", "is_global", "has_value", "path", "module_path"}
     schema_fields |= set(REFERENCE)
     text = (gp.DATA_DIR / "schema" / "guard_entry.yaml").read_text()
     fields_section = text.split("\nfields:\n", 1)[1].split("\nconfig:\n", 1)[0]

@@ -176,5 +176,9 @@ def schema_fields() -> list[str]:
     """The schema's fields in schema order, as the binding reads them (its field table is
     generated from ``policies/schema/guard_entry.yaml`` at build time)."""
 
+def source_paths(source: object) -> tuple[str, str]:
+    """``(path, module_path)`` of a guard's ``orig_guard.originating_source``, as the binding
+    reads the fields ``path`` and ``module_path`` (docs/schema.md, "Real names")."""
+
 def keywords() -> list[str]:
     """The language's keywords, from the lexer ANTLR generates from ``grammar/GuardPolicy.g4``."""

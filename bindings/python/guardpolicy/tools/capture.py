@@ -90,7 +90,8 @@ def entry_row(entry: Any) -> dict[str, Any]:
     Computed as the C++ extractor computes it: when ``has_value`` is false, ``value.type``
     is ``""`` and every ``value.is_*`` is false (``entry.value`` is not read);
     ``guard_source`` is the GuardSource member name; ``source.kind``/``source.root`` are
-    type names (``type(x).__name__``); ``user_frame.*`` come from
+    type names (``type(x).__name__``); ``path``/``module_path`` are the binding's own walk
+    (``_core.source_paths``); ``user_frame.*`` come from
     ``orig_guard.user_stack[-1]`` (``""``/``0`` when there is no stack or the attribute
     is not a str/int). The row references no live object.
     """
@@ -99,6 +100,7 @@ def entry_row(entry: Any) -> dict[str, Any]:
     gs = guard.source
     src = guard.originating_source
     root, depth, via_buffers = _walk(src)
+    path, module_path = _core.source_paths(src)
     has_value = bool(entry.has_value)
 
     value_type = ""
@@ -143,6 +145,8 @@ def entry_row(entry: Any) -> dict[str, Any]:
         "user_frame.file": frame_file,
         "user_frame.line": frame_line,
         "user_frame.function": frame_function,
+        "path": path,
+        "module_path": module_path,
     }
     for p in _GUARD_SOURCE_PREDICATES:
         values["guard_source." + p] = bool(getattr(gs, p)())
