@@ -32,6 +32,14 @@ docs/index.md, "Examples in these docs are tested"):
 ``text``, ``yaml``, ``json``, ``toml``, ``ini``, ``cpp``, ``cmake``, ``make``, ``diff``
              Not checked (program output, syntax summaries, other languages).
 
+Guard names: in gpol blocks (not those annotated ``expect``, which show mistakes) every
+string a rule compares with ``name``, ``path`` or ``module_path`` and every such value of a
+``test`` row, and in python blocks every ``"name"``/``"path"``/``"module_path"`` item of a
+dict literal, must match a guard torch 2.13 really produced: one of the snapshots in
+docs/snapshots/ (tools/docs/doc_names.py; the snapshots are captured by
+tools/docs/capture_snapshots.py from the models of tools/docs/doc_models.py, the demo
+models, the audit model and the fragment prelude's model).
+
 The page's working directory is a fresh temporary directory holding a copy of the repo's
 ``policies/`` (``policies/std/...``, ``policies/examples/...``), a ``.venv`` link to the
 running Python's environment (so ``.venv/bin/guardpolicy`` works) and the page's
@@ -77,6 +85,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import doc_names  # noqa: E402
 
 #: Languages and what happens to them.
 GPOL_LANGS = {"gpol"}
@@ -366,6 +376,10 @@ def check_gpol(block: Block, path: Path, workdir: Path) -> Result:
         got = " ".join(sorted(codes)) or "none"
         hint = "" if expected else " (an intended example? annotate it `<!-- docs-test: expect CODE -->`)"
         return _fail(block, f"expected {want}, got {got}{hint}", rendered)
+    if not expected:
+        bad = doc_names.unmatched(doc_names.gpol_claims(block.text), block.line + 1)
+        if bad:
+            return _fail(block, "names no compile produced", bad)
     note = f"{' '.join(sorted(expected))} as expected" if expected else "lints clean"
     if fragment:
         note = "fragment, " + ("no error" if not expected else note)
@@ -478,6 +492,9 @@ def check_console(block: Block, workdir: Path) -> Result:
 
 def check_python(block: Block, workdir: Path, index: int) -> Result:
     code = block.text
+    bad = doc_names.unmatched(doc_names.python_claims(code), block.line + 1)
+    if bad:
+        return _fail(block, "names no compile produced", bad)
     if "fragment" in block.directives:
         code = PY_FRAGMENT_PRELUDE + "\n" + code
     script = workdir / "_blocks" / f"{block.page.stem}_L{block.line}_{index}.py"

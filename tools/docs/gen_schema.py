@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Writes docs/schema.md from policies/schema/guard_entry.yaml (the fields a rule can read).
+"""Writes docs/schema.md from policies/schema/guard_entry.yaml (the fields a rule can read)
+and, for the "Real names" section, the committed snapshots of docs/snapshots/ (captured from
+real compiles by tools/docs/capture_snapshots.py).
 
 Usage: gen_schema.py [--check]   (--check: exit 1 if the committed file differs)
 Needs PyYAML (in .venv: transformers depends on it).
@@ -7,6 +9,8 @@ Needs PyYAML (in .venv: transformers depends on it).
 
 from __future__ import annotations
 
+import gzip
+import json
 import sys
 from pathlib import Path
 
@@ -18,6 +22,91 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "policies/schema/guard_entry.yaml"
 OUT = ROOT / "docs/schema.md"
+SNAPSHOTS = ROOT / "docs/snapshots"
+
+#: (snapshot, guard name, guard type): the guards the "Real names" table shows. Their
+#: `path` and `module_path` come from the snapshot, as torch 2.13 offered them.
+EXAMPLES = [
+    ("nested", "self._modules['fc']._parameters['weight']", "TENSOR_MATCH"),
+    ("nested", "self._modules['layers']._modules['1']._parameters['bias']", "TENSOR_MATCH"),
+    ("nested", "self._modules['a']._modules['b']._buffers['c']", "TENSOR_MATCH"),
+    ("nested", "self._modules['norm'].eps", "CONSTANT_MATCH"),
+    ("nested", "self._modules['layers']._modules", "DICT_KEYS_MATCH"),
+    ("nested", "self._modules['a']._modules['b']", "TYPE_MATCH"),
+    ("nested", "self.scale", "CONSTANT_MATCH"),
+    ("nested", "self", "TYPE_MATCH"),
+    ("nested", "x", "TENSOR_MATCH"),
+    ("nested", "G['GLOBAL_INT']", "CONSTANT_MATCH"),
+    ("serving", "G['FLAGS'].fast", "CONSTANT_MATCH"),
+    ("serving", "G['torch'].relu", "BUILTIN_MATCH"),
+    ("gpt2", "args[0]", "TENSOR_MATCH"),
+    ("gpt2", "func.__closure__[3].cell_contents", "CONSTANT_MATCH"),
+    ("gpt2", "self._modules['transformer']._modules['h']._modules['0']._modules['mlp']._modules['dropout'].p",
+     "CONSTANT_MATCH"),
+    ("gpt2", "self.config.return_dict", "CONSTANT_MATCH"),
+    ("gpt2", "dict(type(self._modules['transformer']).__dict__)['forward'].__closure__[0].cell_contents",
+     "CLOSURE_MATCH"),
+    ("nested", "", "GLOBAL_STATE"),
+]
+
+
+def _snapshot_rows(name: str) -> list[dict]:
+    data = json.loads(gzip.decompress((SNAPSHOTS / f"{name}.json.gz").read_bytes()))
+    return [row for frame in data["frames"] for row in frame["entries"]]
+
+
+def real_names() -> list[str]:
+    """The "Real names" section: how `path` and `module_path` spell real guards."""
+    lines = [
+        "## Real names: `path` and `module_path`",
+        "",
+        "`name` is Dynamo's source spelling: torch 2.13 reaches a submodule through",
+        "`_modules['...']` and a parameter through `_parameters['...']`, so a rule written",
+        "against `self.fc.weight` never matches. `path` spells the same value as",
+        "`named_modules()`, `named_parameters()` and `named_buffers()` do under the module being",
+        "compiled (`self`); `module_path` is the nearest module on the way (the value itself",
+        "when it is a module). Other roots get a prefix that a module name cannot have:",
+        "",
+        "| root | `path` |",
+        "|---|---|",
+        "| the compiled frame's `self`, when it is an `nn.Module` | no prefix: `fc.weight`; `\"\"` is `self` itself |",
+        "| another local (an argument) of the compiled frame | `input:x`, `input:args[0]` |",
+        "| a free or cell variable of the compiled frame | `closure:NAME` |",
+        "| a global of the compiled frame's module | `global:NAME` (torch's own `__import_*` and `__builtins_dict___0` globals included) |",
+        "",
+        "Then, per step: `.NAME` for an attribute and for an item of a module's `_modules`,",
+        "`_parameters` or `_buffers`; `[KEY]` (Python's repr of the key) for a dict or sequence",
+        "item; `.__closure__`, `.__code__`, `.__defaults__[I]` and `.__kwdefaults__['K']` as",
+        "torch names them. A value reached through a step without such a name (`type(...)`,",
+        "`__dict__`, `__mro__`, dict keys, tensor sizes) has `path` `\"\"`, and so do the ambient",
+        "guards (GLOBAL_STATE, SHAPE_ENV, ...); `module_path` is then still the last module on the",
+        "way, or `\"\"`. After a graph break inside a submodule's `forward`, the resumed frame's",
+        "`self` is that submodule, and paths in that frame are relative to it. Snapshots captured",
+        "before these fields existed have no `path`/`module_path`: they read as `\"\"`.",
+        "",
+        "Real guards (captured from torch 2.13 by `tools/docs/capture_snapshots.py`; the models",
+        "are the demo models and those of `tools/docs/doc_models.py`):",
+        "",
+        "| model | `name` | `guard_type` | `path` | `module_path` |",
+        "|---|---|---|---|---|",
+    ]
+    for snap, name, guard_type in EXAMPLES:
+        rows = [r for r in _snapshot_rows(snap) if r["name"] == name and r["guard_type"] == guard_type]
+        if not rows:
+            raise SystemExit(f"gen_schema.py: no {guard_type} guard named {name!r} in docs/snapshots/{snap}.json.gz")
+        row = rows[0]
+
+        def code(text: str) -> str:
+            return f"`{text}`" if text else "`\"\"`"
+
+        lines.append(f"| {snap} | {code(name)} | {guard_type} | {code(row['path'])} | {code(row['module_path'])} |")
+    lines += [
+        "",
+        "In a rule: `drop when module_path startswith \"blocks.\" and guard_type == CONSTANT_MATCH`,",
+        "`keep when path == \"head.weight\"`, `drop when path startswith \"global:CONFIG\"`.",
+        "",
+    ]
+    return lines
 
 
 def render() -> str:
@@ -38,7 +127,8 @@ def render() -> str:
     for name, f in data["fields"].items():
         doc = " ".join(str(f["doc"]).split())
         lines.append(f"| `{name}` | {f['type']} | {doc} | `{f['from']}` | {f.get('since', '')} |")
-    lines += ["", "## Enums", ""]
+    lines += [""] + real_names()
+    lines += ["## Enums", ""]
     for name, e in data["enums"].items():
         kind = "open: other names are allowed, with warning GP2012; one within edit distance 2 of a member is error GP2002" if e.get("open") else "closed"
         lines += [f"### {name} ({kind})", "", " ".join(str(e.get("doc", "")).split()), "",

@@ -1,0 +1,63 @@
+"""Guard names in the docs and the shipped policies are ones torch 2.13 produces: the
+checker of tools/docs/doc_names.py (used by `make docs-test`) against the committed
+snapshots of docs/snapshots/, and those snapshots against a fresh capture."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools" / "docs"))
+import doc_names  # noqa: E402
+
+POLICY_FILES = sorted((ROOT / "policies" / "examples").glob("*.gpol")) + sorted((ROOT / "policies" / "std").glob("*.gpol"))
+
+
+@pytest.mark.parametrize("path", POLICY_FILES, ids=lambda p: p.name)
+def test_shipped_policies_name_real_guards(path):
+    claims = doc_names.gpol_claims(path.read_text(encoding="utf-8"))
+    assert doc_names.unmatched(claims) == []
+
+
+def test_the_serving_example_names_a_real_parameter():
+    text = (ROOT / "policies" / "examples" / "serving.gpol").read_text(encoding="utf-8")
+    conds = [c for _, c in doc_names.gpol_claims(text)]
+    assert "name == \"self._modules['fc1']._parameters['weight']\" and guard_type == TENSOR_MATCH" in conds
+
+
+def test_invented_names_are_reported():
+    text = '''guardpolicy 1
+unsafe policy p {
+  drop when name == "self.fc.weight"
+  drop when name startswith "self.layers"
+  keep when path in {"blocks.0.0.weight", "blocks.0.weight"}
+  keep when name == "x"
+  default keep
+}
+test p {
+  expect drop { guard_type: "TENSOR_MATCH", name: "self._modules['head']._parameters['weight']" }
+  expect drop { guard_type: "CONSTANT_MATCH", name: "self._modules['head']._parameters['weight']" }
+}
+'''
+    bad = doc_names.unmatched(doc_names.gpol_claims(text))
+    assert [b.split(":", 1)[0] for b in bad] == ["line 3", "line 4", "line 5", "line 11"]
+    assert "blocks.0.weight" in bad[2] and "CONSTANT_MATCH" in bad[3]
+
+
+def test_python_dict_rows_are_checked():
+    code = '''rows = [{"name": "x", "guard_type": "TENSOR_MATCH"}, {"name": "self.fc.weight"},
+        {"path": "head.weight", "guard_type": "TENSOR_MATCH"}]\n'''
+    claims = doc_names.python_claims(code)
+    assert len(claims) == 3
+    bad = doc_names.unmatched(claims)
+    assert len(bad) == 1 and "self.fc.weight" in bad[0]
+
+
+def test_committed_snapshots_are_current():
+    r = subprocess.run([sys.executable, str(ROOT / "tools" / "docs" / "capture_snapshots.py"), "--check"],
+                       capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stdout + r.stderr

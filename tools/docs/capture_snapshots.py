@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Captures the snapshots the docs test checks names against (docs/snapshots/*.json.gz).
+
+Usage: capture_snapshots.py [--check]   (run with the Python that has guardpolicy and torch
+installed, e.g. .venv/bin/python; --check: exit 1 if a committed snapshot's names differ
+from a fresh capture's)
+
+One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools._models), the
+audit model (`audit_mlp`: guardpolicy.tools.audit.build_audit_model), the model of the docs'
+Python fragments (`fragment`: tools/docs/docs_test.py PY_FRAGMENT_PRELUDE) and the models of
+tools/docs/doc_models.py (`serving`, `config`, `nested`). Each is compiled once with
+backend="eager" and a keep-everything recording filter (guardpolicy.tools.capture.capture).
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+OUT = ROOT / "docs" / "snapshots"
+sys.path.insert(0, str(HERE))
+
+
+def builders() -> dict:
+    """{snapshot name: builder() -> (fn, args)}."""
+    import doc_models
+    from docs_test import PY_FRAGMENT_PRELUDE
+    from guardpolicy.tools import _models, audit
+
+    def fragment():
+        scope: dict = {}
+        exec(PY_FRAGMENT_PRELUDE, scope)  # noqa: S102 - the docs' own prelude
+        return scope["model"], (scope["x"],)
+
+    out = {name: (lambda name=name: _models.build(name)) for name in _models.DEMO_MODELS}
+    out["audit_mlp"] = lambda: audit.build_audit_model("mlp")
+    out["fragment"] = fragment
+    out.update(doc_models.MODELS)
+    return out
+
+
+#: Names torch makes up per process: the n-th `__builtins_dict___<n>` a module's globals got
+#: and `_<id(obj)>_c<n>` globals; a fresh capture may number them differently.
+_PROCESS_NAMES = [(re.compile(r"__builtins_dict___\d+"), "__builtins_dict___N"),
+                  (re.compile(r"_\d{6,}_c\d+"), "_ID_cN")]
+
+
+def _stable(text: str) -> str:
+    for pattern, repl in _PROCESS_NAMES:
+        text = pattern.sub(repl, text)
+    return text
+
+
+def names_of(snapshot) -> list[tuple[str, str, str, str]]:
+    """(name, guard_type, path, module_path) of every row, process-made numbers masked."""
+    return sorted({(_stable(r["name"]), r["guard_type"], _stable(r.get("path", "")), _stable(r.get("module_path", "")))
+                   for r in snapshot.rows()})
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--check", action="store_true", help="compare with the committed snapshots")
+    ns = parser.parse_args(argv)
+    import torch
+    from guardpolicy.tools.capture import Snapshot, capture
+
+    OUT.mkdir(parents=True, exist_ok=True)
+    stale = []
+    for name, build in builders().items():
+        fn, args = build()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            snap = capture(fn, *args)
+        path = OUT / f"{name}.json.gz"
+        if ns.check:
+            if not path.exists() or names_of(Snapshot.from_json(path)) != names_of(snap):
+                stale.append(path)
+            continue
+        snap.to_json(path)
+        print(f"{path.relative_to(ROOT)}: {snap.summary()}")
+    if stale:
+        print("stale (run tools/docs/capture_snapshots.py):", *[str(p.relative_to(ROOT)) for p in stale], file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
