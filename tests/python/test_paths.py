@@ -171,3 +171,21 @@ def test_the_binding_reads_what_the_rows_say(demo):
 def test_source_paths_of_a_non_source_is_empty():
     assert _core.source_paths(object()) == ("", "")
     assert _core.source_paths(None) == ("", "")
+
+
+def test_an_old_snapshot_without_the_fields_reads_them_as_empty(tmp_path):
+    """A snapshot captured before `path`/`module_path` existed still loads; both read ""."""
+    from guardpolicy.tools.capture import Snapshot
+
+    _, _, seen = _capture("mlp")
+    rows = [{k: v for k, v in r.items() if k not in ("path", "module_path")} for _, r, _ in seen]
+    old = Snapshot(frames=[{"frame": 0, "code": "forward", "compile_id": "0/0", "entries": rows}],
+                   torch=torch.__version__, schema_version=1)
+    old.to_json(tmp_path / "old.json.gz")
+    loaded = Snapshot.from_json(tmp_path / "old.json.gz").rows()
+    assert "path" not in loaded[0]
+    empty = gp.load('guardpolicy 1\nunsafe policy p {\n  drop when path == "" and module_path == ""\n  default keep\n}\n')
+    assert empty.evaluate(loaded) == [False] * len(loaded)
+    named = gp.load('guardpolicy 1\nunsafe policy p {\n  drop when path startswith "blocks."\n  default keep\n}\n')
+    assert named.evaluate(loaded) == [True] * len(loaded)
+    assert named.evaluate([r for _, r, _ in seen]).count(False) > 100  # the same rows with the fields
