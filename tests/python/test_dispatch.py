@@ -345,3 +345,22 @@ def test_threads_calling_at_once_get_their_own_results():
     d = gp.stats(fast).dispatch
     assert errors == [] and d.state == "direct" and d.direct_calls > 400
     assert gp.stats(fast).compiles == 2
+
+
+def test_a_policy_with_config_lines_dispatches_directly():
+    policy = gp.load("""guardpolicy 1
+unsafe policy nn_ift {
+  use skip_guard_on_all_nn_modules
+  default keep
+  config install_free_tensors = true
+}
+""")
+    torch.manual_seed(0)
+    model = Doubler().eval()
+    fast = gp.compile(model, policy, backend="eager", dispatch="direct")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        warm(fast, x, calls=WARMUP + 5)
+        assert torch.equal(fast(x), model(x))
+    d = gp.stats(fast).dispatch
+    assert d.state == "direct" and d.direct_calls == 5 and d.refusals == []
