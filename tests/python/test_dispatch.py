@@ -364,3 +364,20 @@ unsafe policy nn_ift {
         assert torch.equal(fast(x), model(x))
     d = gp.stats(fast).dispatch
     assert d.state == "direct" and d.direct_calls == 5 and d.refusals == []
+
+
+def test_the_policy_line_dispatch_direct_turns_it_on():
+    policy = gp.load("""guardpolicy 1
+unsafe policy nn_direct {
+  use skip_guard_on_all_nn_modules
+  default keep
+  dispatch direct
+}
+""")
+    assert policy.dispatch == "direct"
+    fast = gp.compile(fresh(scaled), policy, backend="eager")
+    x = torch.randn(3)
+    warm(fast, x, calls=WARMUP + 3)
+    d = gp.stats(fast).dispatch
+    assert d.state == "direct" and d.direct_calls == 2
+    assert gp.stats(gp.compile(fresh(scaled), gp.load_std(NN), backend="eager")).dispatch is None
