@@ -17,13 +17,16 @@ endif()
 
 set(inc "core/include/guardpolicy")
 # The stages above the bytecode: the syntax tree and what works on it, and the facade.
-set(front_end "${inc}/(ast|parser|checker|compiler|analysis|printer|formatter|policy|registry|artifact|test_runner)\\.h|core/src/(ast|parser|checker|analysis|compiler|format|policy|registry)/")
+set(front_end "${inc}/(ast|parser|resolver|linker|checker|evaluator|compiler|analysis|printer|formatter|policy|registry|artifact|test_runner)\\.h|core/src/(ast|parser|linker|checker|analysis|compiler|format|policy|registry)/")
+# What compiles or runs a policy: the code generator, the bytecode, the VM and the facade.
+set(compiles_or_runs "${inc}/(compiler|bytecode|verifier|optimizer|vm|snapshot|extension_host|policy|registry|artifact|test_runner)\\.h|core/src/(compiler|bytecode|optimizer|vm|policy|registry)/")
 
 # name | files (globs, comma-separated) | forbidden
 set(rules
   "bytecode and VM know no AST|core/src/vm/*.cpp,core/src/bytecode/*.cpp,core/src/optimizer/*.cpp,core/src/optimizer/*.h,${inc}/bytecode.h,${inc}/vm.h,${inc}/verifier.h,${inc}/optimizer.h|${front_end}|${inc}/plugin_loader\\.h"
   "the schema knows no AST and no loader|core/src/schema/*.cpp,${inc}/schema.h,${inc}/types.h,${inc}/literal.h|${front_end}|${inc}/plugin_loader\\.h|core/src/(vm|bytecode|optimizer)/|${inc}/(bytecode|vm|verifier)\\.h"
   "the host adapter sits below the stages|core/src/plugin/*.cpp,${inc}/plugin.h,${inc}/plugin_loader.h,${inc}/builtin_filters.h,${inc}/plugin_values.h|${front_end}|${inc}/(vm|verifier|optimizer)\\.h"
+  "the checker and the analysis neither compile nor run a policy (the analysis asks evaluator.h)|core/src/linker/*.cpp,core/src/checker/*.cpp,core/src/checker/*.h,core/src/analysis/*.cpp,core/src/analysis/*.h,${inc}/resolver.h,${inc}/linker.h,${inc}/checker.h,${inc}/analysis.h,${inc}/evaluator.h|${compiles_or_runs}"
   "plugins/ includes no core header|plugins/*.c,plugins/*.h|core/"
   "outside core, no private core header|bindings/*.cpp,bindings/*.h,tools/*.cpp,tools/*.h|core/src/"
 )

@@ -11,8 +11,9 @@
 
 #include "guardpolicy/ast.h"
 #include "guardpolicy/diagnostic.h"
+#include "guardpolicy/evaluator.h"
+#include "guardpolicy/linker.h"
 #include "guardpolicy/options.h"
-#include "guardpolicy/resolver.h"
 #include "guardpolicy/schema.h"
 
 namespace guardpolicy {
@@ -25,10 +26,12 @@ struct AnalysisResult {
                                           // bit 63 = another name can; empty when not computed
 };
 
-// `policy` must have passed the type checks without errors. Policies over
-// CompileOptions::max_analyzed_rules rules are not analyzed; a question that runs out of
-// CompileOptions::analysis_budget yields no finding (and "can match" for the optimizer).
-AnalysisResult AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+// The analyse stage. `linked` is the policy's open link (LinkOpen); the policy and the ones
+// it uses must have passed the type checks without errors (CheckResult::analysable).
+// Policies over CompileOptions::max_analyzed_rules rules are not analyzed; a question that
+// runs out of CompileOptions::analysis_budget yields no finding (and "can match" for the
+// optimizer). What the policy decides on a given entry is asked of `evaluator` only.
+AnalysisResult AnalyzePolicy(const LinkedPolicy& linked, const Schema& schema, RuleEvaluator& evaluator,
                              const CompileOptions& options, Diagnostics& diags);
 
 }  // namespace guardpolicy

@@ -7,10 +7,10 @@
 // diagnostic; the checker never throws on author mistakes.
 #pragma once
 
-#include <map>
+#include <cstddef>
 #include <string_view>
+#include <vector>
 
-#include "guardpolicy/analysis.h"
 #include "guardpolicy/ast.h"
 #include "guardpolicy/diagnostic.h"
 #include "guardpolicy/options.h"
@@ -21,9 +21,14 @@ namespace guardpolicy {
 
 struct CheckResult {
   Diagnostics diagnostics;
-  // What the analysis proved, per policy of the module it analyzed (a value for the
-  // optimizer; nothing is written into the tree).
-  std::map<const PolicyDecl*, AnalysisResult> analysis;
+  // The policies the analysis may read: well-typed, and so are the same-file policies they
+  // use. `at`: where in `diagnostics` the analysis' findings about it belong (after the
+  // policy's other diagnostics, before those about `unsafe`).
+  struct Analysable {
+    const PolicyDecl* policy = nullptr;
+    size_t at = 0;
+  };
+  std::vector<Analysable> analysable;  // in declaration order
 };
 
 CheckResult Check(Module& module, const Schema& schema, PolicyResolver& resolver,

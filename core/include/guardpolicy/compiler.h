@@ -1,9 +1,10 @@
-// compiler.h: a checked policy -> ProgramImage (bytecode.h).
+// compiler.h: the compile stage: a checked policy's linked rules -> ProgramImage (bytecode.h).
 //
 // Parameters are bound to constants at compile time (`params` overrides the declared
-// defaults); `use` expands the used policy's rules in place, first match deciding.
-// Conditions compile to short-circuit branches, so a rule costs only the tests it needs.
-// Precondition: the module containing `policy` passed Check() without errors.
+// defaults); the rules come from the link stage (linker.h: `use` expanded in place, first
+// match deciding). Conditions compile to short-circuit branches, so a rule costs only the
+// tests it needs. Precondition: the module containing the policy passed Check() without
+// errors.
 #pragma once
 
 #include <map>
@@ -11,7 +12,6 @@
 
 #include "guardpolicy/ast.h"
 #include "guardpolicy/bytecode.h"
-#include "guardpolicy/checker.h"
 #include "guardpolicy/diagnostic.h"
 #include "guardpolicy/linker.h"
 #include "guardpolicy/options.h"
@@ -19,9 +19,10 @@
 
 namespace guardpolicy {
 
-// Returns the unverified image; problems (too many rules, bad argument) go to `diags`.
-ProgramImage Compile(const PolicyDecl& policy, const Module& module, const Schema& schema,
-                PolicyResolver& resolver, const ParamValues& params, Diagnostics& diags,
-                const CompileOptions& options = {});
+// Returns the unverified image of `linked` (the policy's open link, LinkOpen) with the
+// policy's own parameters bound; problems (too many rules, a `use` the linker left out, a
+// bad parameter value) go to `diags`.
+ProgramImage Compile(const LinkedPolicy& linked, const Schema& schema, const ParamValues& params,
+                     Diagnostics& diags, const CompileOptions& options = {});
 
 }  // namespace guardpolicy

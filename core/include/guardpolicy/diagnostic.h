@@ -41,6 +41,7 @@ class Diagnostics {
   void Warning(std::string code, SourceRange range, std::string message, std::string help = {},
                std::vector<RelatedLocation> related = {});
   void Append(const Diagnostics& other);
+  void InsertAt(size_t at, const Diagnostics& other);  // before item `at` (at most size())
 
   bool HasErrors() const;
   size_t size() const { return items_.size(); }

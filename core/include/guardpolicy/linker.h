@@ -65,6 +65,15 @@ LinkedPolicy LinkPolicy(const PolicyDecl& policy, const ParamValues& bound, Poli
 // A policy's declared parameter defaults.
 ParamValues DefaultValues(const PolicyDecl& policy);
 
+// The link stage's value: `policy` linked with its own parameters unbound (the analysis
+// reasons over them; the code generator and the evaluator bind them with WithParams), up
+// to the larger of CompileOptions::max_rules and max_analyzed_rules.
+LinkedPolicy LinkOpen(const PolicyDecl& policy, PolicyResolver& resolver, const CompileOptions& options);
+
+// `linked` with `params` as the values of its policy's own parameters (its own rules:
+// LinkedRule::via is null); the rules of used policies keep their `use`'s values.
+LinkedPolicy WithParams(LinkedPolicy linked, const ParamValues& params);
+
 // What the expansion of one policy amounts to, computed once per policy.
 struct LinkSummary {
   int64_t items = 0;      // rules and `use`s after expansion (capped at 2^40)

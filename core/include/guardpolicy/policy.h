@@ -17,12 +17,13 @@
 #include <string>
 #include <vector>
 
+#include "guardpolicy/analysis.h"
 #include "guardpolicy/ast.h"
 #include "guardpolicy/bytecode.h"
-#include "guardpolicy/checker.h"
-#include "guardpolicy/compiler.h"
 #include "guardpolicy/diagnostic.h"
+#include "guardpolicy/linker.h"
 #include "guardpolicy/options.h"
+#include "guardpolicy/resolver.h"
 #include "guardpolicy/schema.h"
 
 namespace guardpolicy {
@@ -74,9 +75,15 @@ class CompiledPolicy {
 struct LintResult {
   std::unique_ptr<Module> module;  // null when the file could not be parsed at all
   Diagnostics diagnostics;
-  // What the analysis proved, per analyzed policy of `module` (for the optimizer).
+  // What the analysis proved, per analyzed policy of `module` (Load hands it to the optimizer).
   std::map<const PolicyDecl*, AnalysisResult> analysis;
 };
+
+class RuleEvaluator;
+namespace front_end {
+struct Values;
+struct Context;
+}  // namespace front_end
 
 class Loader final : public PolicyResolver {
  public:
@@ -103,9 +110,12 @@ class Loader final : public PolicyResolver {
   std::vector<std::string> KnownPolicies(const Module& from) override;
 
  private:
-  // Lint of a module that stands for plugin `plugin`'s filters (Module::plugin), or of
-  // policy source (`plugin` empty).
-  LintResult LintModule(SourceFilePtr file, std::string_view plugin);
+  // The front end's stages (core/src/policy/front_end.h) up to the analysis, on `values`.
+  void RunLint(front_end::Values& values);
+  front_end::Context Context(RuleEvaluator& evaluator);
+  // A library module (policy source, or the module that stands for plugin `plugin`'s
+  // filters): its errors go to library_diagnostics_; null when it has any.
+  std::unique_ptr<Module> LintLibrary(SourceFilePtr file, std::string_view plugin);
   const Module* LoadLibraryModule(const std::string& name);
   const Module* LoadPluginModule(std::string_view ns);
 

@@ -6,11 +6,9 @@
 #include <set>
 
 #include "formula.h"
-#include "guardpolicy/compiler.h"
-#include "guardpolicy/extension_host.h"
-#include "guardpolicy/linker.h"
-#include "guardpolicy/vm.h"
 #include "guardpolicy/diag_codes.h"
+#include "guardpolicy/evaluator.h"
+#include "guardpolicy/linker.h"
 #include "guardpolicy/printer.h"
 
 namespace guardpolicy {
@@ -44,10 +42,10 @@ constexpr Risk kRisks[] = {
 
 class Analyzer {
  public:
-  Analyzer(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+  Analyzer(const LinkedPolicy& linked, const Schema& schema, RuleEvaluator& evaluator,
            const CompileOptions& options, Diagnostics& diags)
-      : policy_(policy), schema_(schema), resolver_(resolver), options_(options), diags_(diags),
-        vocab_(schema) {
+      : linked_(linked), policy_(*linked.policy), schema_(schema), evaluator_(evaluator), options_(options),
+        diags_(diags), vocab_(schema) {
     vocab_.SetBudget(options.analysis_budget);
   }
 
@@ -63,12 +61,11 @@ class Analyzer {
   AnalysisResult result() const { return {unreachable_, type_masks_}; }
 
  private:
-  // The policy's rules after `use` expansion (linker.h); a truncated expansion (a cycle,
-  // or over the analysis limits) is not analyzed.
+  // The policy's rules after `use` expansion (the link stage's); a truncated expansion (a
+  // cycle, or over the analysis limits) is not analyzed.
   bool Flatten() {
-    const LinkedPolicy linked = LinkPolicy(policy_, Bound{}, resolver_, options_, options_.max_analyzed_rules);
-    if (linked.truncated || linked.rules.size() > static_cast<size_t>(options_.max_analyzed_rules)) return false;
-    for (const LinkedRule& l : linked.rules) {
+    if (linked_.truncated || linked_.rules.size() > static_cast<size_t>(options_.max_analyzed_rules)) return false;
+    for (const LinkedRule& l : linked_.rules) {
       FlatRule r;
       r.rule = l.rule;
       r.owner = l.owner;
@@ -219,54 +216,34 @@ class Analyzer {
     }
   }
 
-  // The field values of an ambient guard (`SHAPE_ENV` from ShapeEnvSource, the others
-  // from GlobalStateSource): every one is known, so the policy is simply run on it.
-  Value AmbientField(const std::string& field, std::string_view guard_type) const {
+  // An ambient guard (`SHAPE_ENV` from ShapeEnvSource, the others from GlobalStateSource):
+  // every core field is known (name "", no value, not global, depth 0, no user frame, no
+  // derived types), so the policy is simply run on it.
+  static EntryLiterals AmbientEntry(std::string_view guard_type) {
     const bool shape = guard_type == "SHAPE_ENV";
-    const std::string_view source = shape ? "SHAPE_ENV" : "GLOBAL";
-    if (field == "guard_type") {
-      return Value{schema_.enums()[schema_.FindEnum("GuardType")].Find(guard_type), 0, guard_type};
-    }
-    if (field == "guard_source") {
-      return Value{schema_.enums()[schema_.FindEnum("GuardSource")].Find(source), 0, source};
-    }
-    if (field == "source.kind" || field == "source.root") {
-      return Value{0, 0, shape ? "ShapeEnvSource" : "GlobalStateSource"};
-    }
-    return Value{};  // name "", no value, not global, depth 0, no user frame, no derived types
+    auto text = [](std::string_view s) { return Literal{Literal::Kind::kString, std::string(s)}; };
+    return {{"guard_type", text(guard_type)},
+            {"guard_source", text(shape ? "SHAPE_ENV" : "GLOBAL")},
+            {"source.kind", text(shape ? "ShapeEnvSource" : "GlobalStateSource")},
+            {"source.root", text(shape ? "ShapeEnvSource" : "GlobalStateSource")}};
   }
 
-  // Runs the policy (default parameters) on the SHAPE_ENV and GLOBAL_STATE guards.
+  // Runs the policy (default parameters) on the SHAPE_ENV and GLOBAL_STATE guards, through
+  // the evaluator (evaluator.h).
   void CheckAmbientRisks() {
     for (const Param& p : policy_.params) {
       if (!p.default_value) return;  // no values to run with
     }
-    Diagnostics ignored;
-    ProgramImage image = Compile(policy_, *policy_.module, schema_, resolver_, {}, ignored);
-    if (ignored.HasErrors()) return;
-    std::optional<Program> prog;
-    try {
-      prog = Program::Link(std::move(image), schema_);
-    } catch (const LinkError&) {
-      return;  // reported when the policy is loaded
-    }
-    for (const Risk& risk : kRisks) {
-      // Plugin fields and filters run on the ambient guard's core fields; one that needs the
-      // Python entry leaves the question open (no warning).
-      std::vector<FieldValues> entries(1);
-      for (const FieldInfo& f : schema_.fields()) {
-        if (!f.plugin) entries[0][f.name] = AmbientField(f.name, risk.guard_type);
-      }
-      HostStrings strings;
-      Outcome o;
-      try {
-        o = EvaluateEntries(*prog, schema_, entries, strings).front();
-      } catch (const PluginError&) {
-        continue;
-      }
-      if (o.decision != Decision::kDrop) continue;
-      const bool by_rule = o.rule >= 0 && static_cast<size_t>(o.rule) < rules_.size();
-      const SourceRange site = by_rule ? rules_[o.rule].site
+    std::vector<EntryLiterals> entries;
+    for (const Risk& risk : kRisks) entries.push_back(AmbientEntry(risk.guard_type));
+    const std::vector<std::optional<Decided>> decided = evaluator_.Decide(linked_, entries);
+    for (size_t i = 0; i < decided.size(); ++i) {
+      // A plugin field or filter that needs the Python entry leaves the question open.
+      if (!decided[i] || decided[i]->decision != Decision::kDrop) continue;
+      const Risk& risk = kRisks[i];
+      const int rule = decided[i]->rule;
+      const bool by_rule = rule >= 0 && static_cast<size_t>(rule) < rules_.size();
+      const SourceRange site = by_rule ? rules_[rule].site
                                : policy_.default_range.valid() ? policy_.default_range
                                                                : policy_.name_range;
       diags_.Warning(codes::kRiskyDrop, site, fmt::format("drops the `{}` guard", risk.guard_type),
@@ -310,9 +287,10 @@ class Analyzer {
     }
   }
 
+  const LinkedPolicy& linked_;
   const PolicyDecl& policy_;
   const Schema& schema_;
-  PolicyResolver& resolver_;
+  RuleEvaluator& evaluator_;
   const CompileOptions& options_;
   Diagnostics& diags_;
   analysis::Vocabulary vocab_;
@@ -324,9 +302,9 @@ class Analyzer {
 
 }  // namespace
 
-AnalysisResult AnalyzePolicy(const PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
+AnalysisResult AnalyzePolicy(const LinkedPolicy& linked, const Schema& schema, RuleEvaluator& evaluator,
                              const CompileOptions& options, Diagnostics& diags) {
-  Analyzer analyzer(policy, schema, resolver, options, diags);
+  Analyzer analyzer(linked, schema, evaluator, options, diags);
   analyzer.Run();
   return analyzer.result();
 }

@@ -4,13 +4,13 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
 #include "expr_checker.h"
-#include "guardpolicy/analysis.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/linker.h"
 
@@ -24,10 +24,13 @@ class PolicyChecker {
   // `uses_unchecked`: a same-file policy this one uses had errors (or is on a cycle), so
   // its rules cannot be analyzed or compiled.
   PolicyChecker(Module& module, PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
-                const CompileOptions& options, Diagnostics& diags, bool uses_unchecked, AnalysisResult& analysis)
+                const CompileOptions& options, Diagnostics& diags, bool uses_unchecked)
       : module_(module), policy_(policy), schema_(schema), resolver_(resolver),
         options_(options), diags_(diags), exprs_(schema, policy, options, diags),
-        uses_unchecked_(uses_unchecked), analysis_(analysis) {}
+        uses_unchecked_(uses_unchecked) {}
+
+  // Where in this policy's diagnostics the analysis' findings go; none: not analysable.
+  std::optional<size_t> analysis_at() const { return analysis_at_; }
 
   void Run() {
     CheckParams();
@@ -203,7 +206,7 @@ class PolicyChecker {
   void CheckUnsafe() {
     if (diags_.HasErrors()) return;  // analysis needs a well-typed policy
     if (!uses_unchecked_) {          // ... and well-typed policies under its `use`s
-      analysis_ = AnalyzePolicy(policy_, schema_, resolver_, options_, diags_);
+      analysis_at_ = diags_.size();
     }
     const bool can_drop = CanDrop(policy_, resolver_);
     if (policy_.stance && !policy_.is_unsafe) {
@@ -232,7 +235,7 @@ class PolicyChecker {
   Diagnostics& diags_;
   ExprChecker exprs_;
   bool uses_unchecked_ = false;
-  AnalysisResult& analysis_;
+  std::optional<size_t> analysis_at_;
 };
 
 void CheckDuplicatePolicies(const Module& module, Diagnostics& diags) {
@@ -331,9 +334,10 @@ CheckResult Check(Module& module, const Schema& schema, PolicyResolver& resolver
   CheckDuplicatePolicies(module, diags);
   CheckUseCycles(module, diags);
   // Each policy is checked after the same-file policies it uses: its `use` arguments are
-  // checked against their parameter types, and its analysis reads their rules. The
+  // checked against their parameter types, and it is analysable only when they are. The
   // diagnostics still come in declaration order.
   std::map<const PolicyDecl*, Diagnostics> policy_diags;
+  std::map<const PolicyDecl*, size_t> analysis_at;
   std::set<const PolicyDecl*> failed;  // errors of its own or in a policy it uses
   for (PolicyDecl* policy : UsesFirst(module)) {
     bool uses_unchecked = false;
@@ -345,11 +349,16 @@ CheckResult Check(Module& module, const Schema& schema, PolicyResolver& resolver
       }
     }
     Diagnostics& own = policy_diags[policy];
-    PolicyChecker(module, *policy, schema, resolver, options, own, uses_unchecked, result.analysis[policy]).Run();
+    PolicyChecker checker(module, *policy, schema, resolver, options, own, uses_unchecked);
+    checker.Run();
+    if (checker.analysis_at()) analysis_at[policy] = *checker.analysis_at();
     if (uses_unchecked || own.HasErrors()) failed.insert(policy);
   }
   int rule_count = 0;
   for (const PolicyDecl& policy : module.policies) {
+    if (auto at = analysis_at.find(&policy); at != analysis_at.end()) {
+      result.analysable.push_back({&policy, diags.size() + at->second});
+    }
     diags.Append(policy_diags[&policy]);
     rule_count += static_cast<int>(policy.items.size());
   }

@@ -15,14 +15,13 @@ namespace {
 
 class CodeGen {
  public:
-  CodeGen(ProgramImage& prog, const Schema& schema, PolicyResolver& resolver, Diagnostics& diags,
-          const CompileOptions& options)
-      : prog_(prog), schema_(schema), resolver_(resolver), diags_(diags), options_(options) {}
+  CodeGen(ProgramImage& prog, const Schema& schema, Diagnostics& diags, const CompileOptions& options)
+      : prog_(prog), schema_(schema), diags_(diags), options_(options) {}
 
-  // The linked rules of `policy` (linker.h), in order; a `use` the linker left out is an
-  // error here.
-  void CompileRules(const PolicyDecl& policy, const ParamValues& bound) {
-    linked_ = LinkPolicy(policy, bound, resolver_, options_, options_.max_rules);
+  // The linked rules, in order; a `use` the linker left out is an error here (the checker
+  // has said so already).
+  void CompileRules(LinkedPolicy linked) {
+    linked_ = std::move(linked);
     for (const LinkProblem& problem : linked_.problems) {
       if (problem.kind == LinkProblem::Kind::kTooDeep) {
         diags_.Error(codes::kUseCycle, problem.use->range,
@@ -332,7 +331,6 @@ class CodeGen {
 
   ProgramImage& prog_;
   const Schema& schema_;
-  PolicyResolver& resolver_;
   Diagnostics& diags_;
   const CompileOptions& options_;
   const ParamValues* bound_ = nullptr;
@@ -399,15 +397,15 @@ ParamValues BindParams(const PolicyDecl& policy, const Schema& schema, const Par
 
 }  // namespace
 
-ProgramImage Compile(const PolicyDecl& policy, const Module& /*module*/, const Schema& schema,
-                PolicyResolver& resolver, const ParamValues& params, Diagnostics& diags,
-                const CompileOptions& options) {
+ProgramImage Compile(const LinkedPolicy& linked, const Schema& schema, const ParamValues& params,
+                     Diagnostics& diags, const CompileOptions& options) {
+  const PolicyDecl& policy = *linked.policy;
   ProgramImage prog;
   prog.policy_name = policy.name;
   const ParamValues bound = BindParams(policy, schema, params, diags);
   if (diags.HasErrors()) return prog;
-  CodeGen gen(prog, schema, resolver, diags, options);
-  gen.CompileRules(policy, bound);
+  CodeGen gen(prog, schema, diags, options);
+  gen.CompileRules(WithParams(linked, bound));
   gen.EmitDefault(policy);
   return prog;
 }

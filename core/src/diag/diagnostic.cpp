@@ -29,8 +29,11 @@ void Diagnostics::Warning(std::string code, SourceRange range, std::string messa
        std::move(related)});
 }
 
-void Diagnostics::Append(const Diagnostics& other) {
-  items_.insert(items_.end(), other.items_.begin(), other.items_.end());
+void Diagnostics::Append(const Diagnostics& other) { InsertAt(items_.size(), other); }
+
+void Diagnostics::InsertAt(size_t at, const Diagnostics& other) {
+  items_.insert(items_.begin() + static_cast<std::ptrdiff_t>(std::min(at, items_.size())), other.items_.begin(),
+                other.items_.end());
 }
 
 bool Diagnostics::HasErrors() const {

@@ -88,6 +88,17 @@ LinkedPolicy LinkPolicy(const PolicyDecl& policy, const ParamValues& bound, Poli
   return out;
 }
 
+LinkedPolicy LinkOpen(const PolicyDecl& policy, PolicyResolver& resolver, const CompileOptions& options) {
+  return LinkPolicy(policy, ParamValues{}, resolver, options, std::max(options.max_rules, options.max_analyzed_rules));
+}
+
+LinkedPolicy WithParams(LinkedPolicy linked, const ParamValues& params) {
+  for (LinkedRule& rule : linked.rules) {
+    if (rule.via == nullptr) rule.bound = params;
+  }
+  return linked;
+}
+
 const LinkSummary& LinkSummaries::Of(const PolicyDecl& p) {
   if (auto it = memo_.find(&p); it != memo_.end()) return it->second;
   memo_[&p] = LinkSummary{};  // in progress: a cycle adds nothing

@@ -5,12 +5,11 @@
 #include <fmt/format.h>
 
 #include "filter_module.h"
+#include "front_end.h"
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/diag_codes.h"
-#include "guardpolicy/optimizer.h"
-#include "guardpolicy/parser.h"
 #include "guardpolicy/policy.h"
-#include "guardpolicy/verifier.h"
+#include "program_evaluator.h"
 
 namespace guardpolicy {
 
@@ -22,104 +21,44 @@ Loader::Loader(std::shared_ptr<const Schema> schema, std::string std_dir, Compil
 
 Loader::~Loader() = default;
 
-LintResult Loader::Lint(SourceFilePtr file) { return LintModule(std::move(file), ""); }
+LintResult Loader::Lint(SourceFilePtr file) {
+  front_end::Values v;
+  v.file = std::move(file);
+  RunLint(v);
+  return {std::move(v.module), std::move(v.diagnostics), std::move(v.analysis)};
+}
 
-LintResult Loader::LintModule(SourceFilePtr file, std::string_view plugin) {
-  LintResult result;
+front_end::Context Loader::Context(RuleEvaluator& evaluator) { return {*this, *schema_, options_, evaluator}; }
+
+void Loader::RunLint(front_end::Values& v) {
   // A compiled policy given where source is read (lint, fmt, test, compile): its bytes are
   // no source to complain about (a NUL byte, GP0004); say what it is.
-  if (LooksLikeArtifact(file->text(), file->path())) {
-    result.diagnostics.Error(codes::kBadArtifact, {},
-                             fmt::format("`{}` is a compiled policy (.gpolc), not policy source", file->path()),
-                             "lint, fmt, test and compile read the .gpol source; disasm, check and "
-                             "guardpolicy.load read a .gpolc");
-    return result;
+  if (LooksLikeArtifact(v.file->text(), v.file->path())) {
+    v.diagnostics.Error(codes::kBadArtifact, {},
+                        fmt::format("`{}` is a compiled policy (.gpolc), not policy source", v.file->path()),
+                        "lint, fmt, test and compile read the .gpol source; disasm, check and "
+                        "guardpolicy.load read a .gpolc");
+    return;
   }
-  ParseResult parsed = Parse(std::move(file), options_);
-  result.diagnostics = std::move(parsed.diagnostics);
-  result.module = std::move(parsed.module);
-  if (result.module) result.module->plugin = std::string(plugin);
-  // Checking a tree with syntax errors would only add noise about the same mistakes.
-  if (result.module && !result.diagnostics.HasErrors()) {
-    CheckResult checked = Check(*result.module, *schema_, *this, options_);
-    result.diagnostics.Append(checked.diagnostics);
-    result.analysis = std::move(checked.analysis);
-  }
+  ProgramEvaluator evaluator(*schema_, options_);
+  front_end::Lint(v, Context(evaluator));
   // Problems in library files this file uses (std or --data-dir policies, cycles between
   // them) are reported here, where they surface, each once.
-  result.diagnostics.Append(library_diagnostics_);
+  v.diagnostics.Append(library_diagnostics_);
   library_diagnostics_ = Diagnostics();
-  return result;
 }
-
-namespace {
-
-const PolicyDecl* SelectPolicy(const Module& module, const std::string& name, const char* option,
-                               Diagnostics& diags) {
-  const SourceRange whole{module.file, 0, 0};
-  if (!name.empty()) {
-    if (const PolicyDecl* p = module.FindPolicy(name)) return p;
-    std::vector<std::string> names;
-    for (const PolicyDecl& p : module.policies) names.push_back(p.name);
-    const std::string best = ClosestMatch(name, names);
-    diags.Error(codes::kPolicySelection, whole, fmt::format("no policy named `{}`", name),
-                best.empty() ? "" : fmt::format("did you mean `{}`?", best));
-    return nullptr;
-  }
-  if (module.policies.size() == 1) return &module.policies.front();
-  if (module.policies.empty()) {
-    diags.Error(codes::kPolicySelection, whole, "the file declares no policy");
-  } else {
-    std::string names;
-    for (const PolicyDecl& p : module.policies) names += (names.empty() ? "`" : ", `") + p.name + "`";
-    diags.Error(codes::kPolicySelection, whole, "the file declares several policies",
-                fmt::format("choose one with {}: {}", option, names));
-  }
-  return nullptr;
-}
-
-// A defect of the compiler, not of the policy: reported, never run.
-[[noreturn]] void InternalError(Diagnostics& diags, const PolicyDecl& decl, const std::string& what) {
-  diags.Error(codes::kInternal, decl.name_range, "internal error: " + what);
-  throw PolicyError(std::move(diags));
-}
-
-}  // namespace
 
 std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std::string& name,
                                                    const ParamValues& params) {
-  LintResult lint = Lint(std::move(file));
-  Diagnostics& diags = lint.diagnostics;
-  if (!lint.module || diags.HasErrors()) throw PolicyError(std::move(diags));
-  const PolicyDecl* decl = SelectPolicy(*lint.module, name, options_.policy_option, diags);
-  if (decl == nullptr) throw PolicyError(std::move(diags));
-  ProgramImage image = Compile(*decl, *lint.module, *schema_, *this, params, diags, options_);
-  if (diags.HasErrors()) throw PolicyError(std::move(diags));
-  std::optional<VerifyError> error = Verify(image).error;
-  if (!error) {
-    OptimizeOptions opt;
-    opt.level = options_.opt_level;
-    if (auto it = lint.analysis.find(decl); it != lint.analysis.end()) {
-      opt.unreachable = it->second.unreachable;
-      opt.rule_type_masks = it->second.rule_type_masks;
-    }
-    error = Optimize(image, *schema_, opt);
-  }
-  if (error && error->kind == VerifyError::Kind::kStackTooDeep) {
-    diags.Error(codes::kNestingTooDeep, decl->name_range,
-                fmt::format("policy `{}` needs a value stack deeper than {} (nested calls with many arguments)",
-                            decl->name, kMaxStack),
-                "split the condition, or pass fewer arguments");
-    throw PolicyError(std::move(diags));
-  }
-  if (error) InternalError(diags, *decl, "bytecode failed verification: " + error->message);
-  std::optional<Program> program;
-  try {
-    program = Program::Link(std::move(image), *schema_);
-  } catch (const LinkError& e) {
-    // The checker resolved every name against this schema and checked every pattern.
-    InternalError(diags, *decl, std::string("the compiled program does not link: ") + e.what());
-  }
+  front_end::Values v;
+  v.file = std::move(file);
+  v.policy = name;
+  v.params = params;
+  RunLint(v);
+  if (!v.module || v.diagnostics.HasErrors()) throw PolicyError(std::move(v.diagnostics));
+  ProgramEvaluator evaluator(*schema_, options_);
+  if (!front_end::Load(v, Context(evaluator))) throw PolicyError(std::move(v.diagnostics));
+  const PolicyDecl* decl = v.selected;
   PolicyMeta meta;
   meta.is_unsafe = decl->is_unsafe;
   meta.doc = decl->doc.value_or("");
@@ -133,7 +72,7 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
     if (p.default_value) meta.params[p.name] = *p.default_value;
   }
   for (const auto& [name, value] : params) meta.params[name] = value;
-  return std::make_shared<const CompiledPolicy>(std::move(*program), std::move(meta));
+  return std::make_shared<const CompiledPolicy>(std::move(*v.program), std::move(meta));
 }
 
 std::shared_ptr<const CompiledPolicy> Loader::LoadFile(const std::string& path, const std::string& name,
@@ -151,6 +90,19 @@ std::shared_ptr<const CompiledPolicy> Loader::LoadFile(const std::string& path, 
   }
   if (diags.HasErrors()) throw PolicyError(std::move(diags));
   return policy;
+}
+
+std::unique_ptr<Module> Loader::LintLibrary(SourceFilePtr file, std::string_view plugin) {
+  front_end::Values v;
+  v.file = std::move(file);
+  v.plugin = std::string(plugin);
+  v.analyse = false;  // only errors: a library file's warnings are its own business
+  RunLint(v);
+  for (const Diagnostic& d : v.diagnostics.items()) {
+    if (d.severity == Severity::kError) library_diagnostics_.Add(d);
+  }
+  if (!v.module || v.diagnostics.HasErrors()) return nullptr;
+  return std::move(v.module);
 }
 
 const Module* Loader::LoadLibraryModule(const std::string& name) {
@@ -173,13 +125,7 @@ const Module* Loader::LoadLibraryModule(const std::string& name) {
   std::error_code ec;
   if (std_dir_.empty() || !std::filesystem::is_regular_file(path, ec)) return nullptr;
   try {
-    LintResult lint = Lint(SourceFileFromPath(path, options_));
-    // Only errors: a library file's warnings are its own business.
-    for (const Diagnostic& d : lint.diagnostics.items()) {
-      if (d.severity == Severity::kError) library_diagnostics_.Add(d);
-    }
-    if (!lint.module || lint.diagnostics.HasErrors()) return nullptr;
-    library_[name] = std::move(lint.module);
+    library_[name] = LintLibrary(SourceFileFromPath(path, options_), "");
   } catch (const PolicyError& e) {
     library_diagnostics_.Append(e.diagnostics());
     return nullptr;
@@ -195,13 +141,9 @@ const Module* Loader::LoadPluginModule(std::string_view ns) {
   std::unique_ptr<Module>& slot = plugin_modules_[std::string(ns)];
   // The path names the made-up source in diagnostics only.
   auto source = std::make_shared<const SourceFile>("plugin:" + std::string(ns), FilterModuleSource(*plugin));
-  LintResult lint = LintModule(std::move(source), ns);
-  for (const Diagnostic& d : lint.diagnostics.items()) {
-    if (d.severity == Severity::kError) library_diagnostics_.Add(d);
-  }
-  if (!lint.module || lint.diagnostics.HasErrors()) return nullptr;
-  for (PolicyDecl& p : lint.module->policies) p.name = std::string(ns) + "." + p.name;
-  slot = std::move(lint.module);
+  slot = LintLibrary(std::move(source), ns);
+  if (slot == nullptr) return nullptr;
+  for (PolicyDecl& p : slot->policies) p.name = std::string(ns) + "." + p.name;
   return slot.get();
 }
 

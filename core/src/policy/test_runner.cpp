@@ -3,6 +3,7 @@
 
 #include <optional>
 
+#include "entry_fields.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/extension_host.h"
 #include "guardpolicy/vm.h"
@@ -10,50 +11,11 @@
 namespace guardpolicy {
 namespace {
 
-// torch._guards.GuardSource predicates (torch 2.8+) from the member name, for tests that
-// give `guard_source` only. `is_specialized_nn_module` ignores the FSDP config switch.
-std::optional<bool> GuardSourcePredicate(std::string_view field, std::string_view source) {
-  const bool unspecialized = source.find("UNSPECIALIZED") != std::string_view::npos;
-  if (field == "guard_source.is_local") return source.starts_with("LOCAL");
-  if (field == "guard_source.is_unspecialized_nn_module") return unspecialized;
-  if (field == "guard_source.is_unspecialized_builtin_nn_module") {
-    return source.find("UNSPECIALIZED_BUILTIN") != std::string_view::npos;
-  }
-  if (field == "guard_source.is_specialized_nn_module") {
-    return !unspecialized && source.ends_with("_SPECIALIZED_NN_MODULE");
-  }
-  if (field == "guard_source.is_fsdp_module") return source.find("FSDP") != std::string_view::npos;
-  return std::nullopt;
-}
-
-// The core and plugin field values an expectation gives (GuardSource predicates follow
-// from `guard_source` unless given); absent fields read as their zero value.
-FieldValues EntryFields(const Expectation& ex, const Schema& schema) {
-  FieldValues values;
-  for (const FieldInit& f : ex.fields) {
-    const int index = schema.FindField(f.path);
-    if (index < 0) continue;  // reported by the checker (GP2015)
-    const Type t = schema.fields()[index].type;
-    Value v;
-    switch (f.value.kind) {
-      case Literal::Kind::kBool: v.i = f.value.b; break;
-      case Literal::Kind::kInt: v.i = f.value.i; break;
-      case Literal::Kind::kString:
-        v.s = f.value.str;
-        if (t.kind == TypeKind::kEnum) v.i = schema.enums()[t.enum_index].Find(f.value.str);
-        break;
-    }
-    values[f.path] = v;
-  }
-  if (auto source = values.find("guard_source"); source != values.end()) {
-    const std::string_view name = source->second.s;
-    for (const FieldInfo& field : schema.fields()) {
-      if (auto flag = GuardSourcePredicate(field.name, name); flag && !values.count(field.name)) {
-        values[field.name] = Value{*flag ? 1 : 0, 0, {}};
-      }
-    }
-  }
-  return values;
+// The literals an expectation gives (a field given twice: the last one).
+EntryLiterals LiteralsOf(const Expectation& ex) {
+  EntryLiterals literals;
+  for (const FieldInit& f : ex.fields) literals[f.path] = f.value;
+  return literals;
 }
 
 }  // namespace
@@ -72,7 +34,8 @@ std::vector<ExpectationResult> RunTests(Loader& loader, SourceFilePtr file) {
       HostStrings strings;
       Outcome o;
       try {
-        o = EvaluateEntries(program, loader.schema(), {EntryFields(ex, loader.schema())}, strings).front();
+        const EntryLiterals literals = LiteralsOf(ex);
+        o = EvaluateEntries(program, loader.schema(), {FieldsOf(literals, loader.schema())}, strings).front();
       } catch (const PluginError& e) {
         results.push_back({test.target, ex.range, ex.decision, ex.decision, -1, "", e.what()});
         continue;

@@ -1,0 +1,2 @@
+// The code generator (stand-in).
+#pragma once
