@@ -9,7 +9,7 @@ Importing guardpolicy does not import torch.
 
 from __future__ import annotations
 
-from .errors import Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning
+from .errors import Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning, StaleGuardError, StaleGuardWarning
 from .frames import CompiledFrame, FrameExplanations
 from .policy import Explanation, Policy, RuleRef
 from .registry import (  # noqa: A004 - guardpolicy.filter, as designed
@@ -24,6 +24,8 @@ from .registry import (  # noqa: A004 - guardpolicy.filter, as designed
     plugins,
 )
 from .loading import DATA_DIR, STD_POLICIES, lint, load, load_std, std_policy_path
+from .verify import FailedGuard, Verdict, Violation
+from .dryrun import DryRunEvent, DryRunReport, report as dry_run_report
 from .runtime import CompileStats, compile, explain, stats  # noqa: A004 - guardpolicy.compile, as designed
 
 __all__ = [
@@ -32,9 +34,12 @@ __all__ = [
     "CompileStats",
     "CompiledFrame",
     "Diagnostic",
+    "DryRunEvent",
+    "DryRunReport",
     "Explanation",
     "FilterInfo",
     "FrameExplanations",
+    "FailedGuard",
     "FilterParam",
     "PluginError",
     "PluginInfo",
@@ -43,7 +48,10 @@ __all__ = [
     "PolicyRuntimeWarning",
     "RuleRef",
     "STD_POLICIES",
+    "StaleGuardError",
+    "StaleGuardWarning",
     "compile",
+    "dry_run_report",
     "example_plugin_path",
     "explain",
     "filter",
@@ -55,4 +63,6 @@ __all__ = [
     "plugins",
     "stats",
     "std_policy_path",
+    "Verdict",
+    "Violation",
 ]

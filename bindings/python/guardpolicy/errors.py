@@ -66,3 +66,19 @@ def warn_internal_failure(policy: str, reason: str, action: str, failures: int =
         PolicyRuntimeWarning,
         stacklevel=3,
     )
+
+
+class StaleGuardError(RuntimeError):
+    """Verify found that a guard the policy dropped fails on a call's inputs: the cached
+    code would have served a stale result (``on_violation raise``). The call did not run.
+    ``violation`` (a ``guardpolicy.Violation``) names the frame, each failed dropped guard
+    (name, guard_type) and the rule that dropped it."""
+
+    def __init__(self, violation):
+        super().__init__(str(violation))
+        self.violation = violation
+
+
+class StaleGuardWarning(RuntimeWarning):
+    """Verify found a failed dropped guard under ``on_violation warn``: the call went on
+    with the cached (stale) code. One warning per failed guard."""

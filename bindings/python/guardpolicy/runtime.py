@@ -33,10 +33,13 @@ import os
 import warnings
 from typing import Any, Callable
 
+from .calls import CallPath, log as _log
+from .dryrun import DryRunEvent, attribute, report_at_exit
 from .errors import PolicyRuntimeWarning
 from .frames import FrameExplanations, compiled_frame
 from .loading import load
 from .policy import Policy
+from .verify import ACTIONS, REGISTRY, DroppedIndex, FrameGuards, Violation
 
 _INDUCTOR = "inductor"
 _ATTR = "_guardpolicy"  # where a compiled object keeps its CompileStats
@@ -61,14 +64,28 @@ class CompileStats:
     compiled object.
     """
 
-    __slots__ = ("policy", "compiles", "explanations", "dispatch", "_active", "_calls", "_warmup",
-                 "_last_compile_call", "_stanced", "_leave_bound")
+    __slots__ = ("policy", "compiles", "explanations", "dispatch", "verify_every", "on_violation",
+                 "dry_run", "violations", "verified_calls", "unverified_calls", "dry_run_events",
+                 "_active", "_calls", "_warmup", "_last_compile_call", "guards", "_stanced",
+                 "_leave_bound")
 
-    def __init__(self, policy: Policy):
+    #: Not pickled (live torch objects; ``guards`` is the process's ``verify.REGISTRY``).
+    _LIVE = ("guards", "_stanced", "_leave_bound")
+
+    def __init__(self, policy: Policy, verify_every: int = 0, on_violation: str = "recompile",
+                 dry_run: bool = False):
         self.policy = policy
         self.compiles = 0
         self.explanations: list[FrameExplanations] = []
         self.dispatch: Any = None  # a dispatch.DirectDispatch with dispatch="direct"
+        self.verify_every = verify_every
+        self.on_violation = on_violation
+        self.dry_run = dry_run
+        self.violations: list[Violation] = []
+        self.verified_calls = 0
+        self.unverified_calls = 0
+        self.dry_run_events: list[DryRunEvent] = []
+        self.guards = REGISTRY
         self._active = False
         stance = policy.stance
         self._warmup = stance[1] if stance and stance[0] == "skip_guard_eval_unsafe" else None
@@ -84,12 +101,18 @@ class CompileStats:
         return self._warmup is not None or self.dispatch is not None
 
     @property
+    def needs_call_path(self) -> bool:
+        """Whether calls go through guardpolicy's per-call path (``calls.CallPath``): verify."""
+        return bool(self.verify_every)
+
+    @property
     def calls(self) -> int | None:
-        return self._calls if self.needs_call_hook else None
+        return self._calls if self.needs_call_hook or self.needs_call_path else None
 
     @property
     def quiet_calls(self) -> int | None:
-        return self._calls - self._last_compile_call if self.needs_call_hook else None
+        counted = self.needs_call_hook or self.needs_call_path
+        return self._calls - self._last_compile_call if counted else None
 
     @property
     def stance_active(self) -> bool:
@@ -114,8 +137,10 @@ class CompileStats:
     def enter(self) -> Callable[[], None]:
         """The per-call hook (``OptimizeContext.enter_exit_hooks``): counts the call and,
         once warm-up is over, sets ``skip_guard_eval_unsafe`` on torch's current stance for
-        this call. Returns what torch calls when the call ends."""
-        self._calls += 1
+        this call. Returns what torch calls when the call ends. (With verify, the per-call
+        path has counted the call already.)"""
+        if not self.verify_every:
+            self._calls += 1
         if self._warmup is None:  # direct dispatch without a stance line: only the count
             return _nothing
         if not self._active:
@@ -139,12 +164,13 @@ class CompileStats:
         self.explanations.append(explanations)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__[:-2]}  # dispatch: its own __getstate__
+        return {name: getattr(self, name) for name in self.__slots__ if name not in self._LIVE}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.dispatch = None
         for name, value in state.items():
             setattr(self, name, value)
+        self.guards = REGISTRY
         self._stanced = None
         self._leave_bound = self._leave
 
@@ -163,12 +189,35 @@ class GuardFilter:
         self.stats = stats
 
     def __call__(self, entries) -> list[bool]:
-        policy = self.stats.policy
+        stats = self.stats
+        policy = stats.policy
         decisions = policy(entries)
         with warnings.catch_warnings():  # the first pass warned already, if at all
             warnings.simplefilter("ignore", PolicyRuntimeWarning)
-            self.stats.record_compile(FrameExplanations(policy.explain(entries), compiled_frame()))
+            explanations = FrameExplanations(policy.explain(entries), compiled_frame())
+        stats.record_compile(explanations)
+        if stats.verify_every:
+            torch_locals = _tp.compiling_frame_locals()
+            index = DroppedIndex.of(entries, explanations, explanations.frame)
+            stats.guards.add(torch_locals["self"], FrameGuards(torch_locals["guard_manager"], index))
+        elif stats.dry_run:
+            return self._dry_run(entries, decisions, explanations)
         return decisions
+
+    def _dry_run(self, entries, decisions: list[bool], explanations: FrameExplanations) -> list[bool]:
+        """Dry-run: attributes this compile if the policy would have served stale instead,
+        builds the manager the policy would have kept (torch's builder) and keeps all."""
+        stats = self.stats
+        torch_locals = _tp.compiling_frame_locals()
+        event = attribute(stats.guards, torch_locals, explanations.frame, _tp)
+        if event is not None:
+            stats.dry_run_events.append(event)
+            _log.warning("guardpolicy dry-run: %s", event)
+        kept = [entry.orig_guard for entry, keep in zip(entries, decisions) if keep]
+        policy_manager = _tp.build_guard_manager(torch_locals["self"], kept, torch_locals, stats.policy)
+        index = DroppedIndex.of(entries, explanations, explanations.frame)
+        stats.guards.add(torch_locals["self"], FrameGuards(None, index, policy_manager))
+        return [True] * len(entries)
 
 
 class ScopedConfigCallback:
@@ -240,6 +289,8 @@ def _make_module_class(base: type) -> type:
         def __init__(self, mod: Any, dynamo_ctx: Any, stats: CompileStats):
             super().__init__(mod, dynamo_ctx)
             self._guardpolicy = stats
+            if stats.needs_call_path:  # torch's compiled forward, called through the path
+                self.forward = CallPath(self.forward, stats, module=mod)
 
         def __reduce__(self):
             return (_rebuild_module, (self._orig_mod, self.dynamo_ctx, self._guardpolicy))
@@ -355,8 +406,37 @@ def _require_torch() -> None:
 _tp: Any = None  # guardpolicy._torch_private, imported with torch
 
 
+def _verify_settings(policy: Policy, verify: int | None, on_violation: str | None) -> tuple[int, str]:
+    """``(every, on_violation)``: the keywords, else the policy's ``verify`` line (read with
+    ``getattr``: a policy without the attribute has none), else off and ``recompile``."""
+    line = getattr(policy, "verify", None)
+    every = verify if verify is not None else (line[0] if line else 0)
+    action = on_violation if on_violation is not None else (line[1] if line else "recompile")
+    if isinstance(every, bool) or not isinstance(every, int) or every < 0:
+        raise ValueError(f"verify must be a number of calls (an int >= 1; 0 or None: off), not {every!r}")
+    if action not in ACTIONS:
+        raise ValueError(f"on_violation must be one of {', '.join(ACTIONS)}, not {action!r}")
+    return every, action
+
+
+def _require_verify(model_or_fn: Any) -> None:
+    """RuntimeError on a torch where the full guard set cannot be kept; ValueError for a
+    callable whose top-level frame has no Python code to verify."""
+    import torch
+
+    if absent := _tp.missing_for_verify():
+        raise RuntimeError(f"guardpolicy.compile(verify=...) needs {', '.join(absent)}, which torch "
+                           f"{torch.__version__} lacks: the guards a policy drops cannot be kept")
+    fn = model_or_fn.forward if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
+    if getattr(getattr(fn, "__func__", fn), "__code__", None) is None:
+        raise ValueError(f"guardpolicy.compile(verify=...): {type(model_or_fn).__name__} has no Python "
+                         "code to verify (a module's forward or a Python function is needed)")
+
+
 def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: str | None = None,  # noqa: A001
             options: dict | None = None, backend: Any = _INDUCTOR, dispatch: str | None = None,
+            verify: int | None = None, on_violation: str | None = None,
+            dry_run: bool | str | os.PathLike = False,
             **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model_or_fn, ...)`` with ``policy`` as its ``guard_filter_fn`` and the
     policy's ``config`` and ``stance`` lines applied (see the module docstring).
@@ -366,11 +446,22 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     ``dispatch="direct"`` (or the policy's ``dispatch direct`` line): after warm-up, calls
     check the kept guards and run the compiled code directly (``guardpolicy.dispatch``).
     Returns a ``GuardPolicyModule`` (an ``OptimizedModule``) for an ``nn.Module``, else
-    ``torch.compile``'s function (with direct dispatch, a function of guardpolicy's that calls
-    it); ``guardpolicy.stats(result)`` holds the counts.
+    ``torch.compile``'s function (with direct dispatch or verify, a function of guardpolicy's
+    that calls it); ``guardpolicy.stats(result)`` holds the counts.
+    ``verify=N``: every N-th call is checked, before it runs, against every guard the
+    policy dropped (torch's guard manager of the cache entry torch would serve); a failure
+    is handled per ``on_violation``: ``recompile`` (default), ``raise``
+    (``StaleGuardError``) or ``warn`` (``StaleGuardWarning``). Both default to the policy's
+    ``verify`` line. ``dry_run=True``: every guard is kept, what the policy would drop is
+    recorded, and each recompile the policy would have turned into a stale result is
+    attributed to the rule that would have dropped the failing guard
+    (``guardpolicy.dry_run_report(result)``); a path instead of True also writes the
+    report's JSON there at exit. See docs/verify.md.
+
     Raises ``PolicyError`` for a bad policy, ``ValueError`` for ``mode`` with ``options``, with
-    a non-inductor backend, for ``options`` that already hold a ``guard_filter_fn``, or for an
-    unknown ``dispatch``; ``RuntimeError`` on a torch without what this needs.
+    a non-inductor backend, for ``options`` that already hold a ``guard_filter_fn``, for an
+    unknown ``dispatch`` or a bad ``verify``/``on_violation``/``dry_run``; ``RuntimeError`` on
+    a torch without what this needs.
     """
     _require_torch()
     import torch
@@ -378,13 +469,26 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     if not isinstance(policy, Policy):
         policy = load(policy)
     dispatch_mode = _dispatch_mode(policy, dispatch)
-    stats_ = CompileStats(policy)
+    every, action = _verify_settings(policy, verify, on_violation)
+    if every and dry_run is not False:
+        raise ValueError("guardpolicy.compile: dry_run keeps every guard, so verify has nothing to check; "
+                         "use one or the other")
+    if dry_run is not False and not (dry_run is True or isinstance(dry_run, (str, os.PathLike))):
+        raise ValueError(f"dry_run must be True, False or a report path, not {dry_run!r}")
+    if every:
+        _require_verify(model_or_fn)
+    elif dry_run is not False and (absent := _tp.missing_for_verify()):
+        raise RuntimeError(f"guardpolicy.compile(dry_run=...) needs {', '.join(absent)}, which torch "
+                           f"{torch.__version__} lacks")
+    stats_ = CompileStats(policy, every, action, dry_run is not False)
     if dispatch_mode == "direct":
         direct = _dispatch()
         direct.require()
         warmup = stats_._warmup if stats_._warmup is not None else direct.DEFAULT_WARMUP
         fn = None if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
         stats_.dispatch = direct.DirectDispatch(stats_, warmup, fn)
+    if dry_run is not False and dry_run is not True:
+        report_at_exit(stats_, dry_run)
     opts = _options_with_filter(options, mode, backend, GuardFilter(stats_))
     compiled = torch.compile(model_or_fn, backend=backend, options=opts, **torch_compile_kwargs)
     ctx = _tp.dynamo_context(compiled)
@@ -397,7 +501,20 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
         module.get_compiler_config = compiled.get_compiler_config
         return module
     wrapped = ctx(model_or_fn)  # a new compile_wrapper: it captures the scoped callback
+    if stats_.needs_call_path:
+        wrapped = _through_path(wrapped, CallPath(wrapped, stats_, function=model_or_fn))
     if stats_.dispatch is not None:
         wrapped = _function_with_dispatch(wrapped, model_or_fn, stats_)
     setattr(wrapped, _ATTR, stats_)
     return wrapped
+
+
+def _through_path(wrapped: Callable, path: CallPath) -> Callable:
+    """A function that calls ``path``, looking like ``wrapped`` (name, doc, ``__wrapped__``)."""
+
+    def guarded(*args: Any, **kwargs: Any) -> Any:
+        return path(*args, **kwargs)
+
+    functools.update_wrapper(guarded, wrapped)
+    guarded._guardpolicy_path = path  # type: ignore[attr-defined]
+    return guarded

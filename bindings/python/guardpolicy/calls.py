@@ -1,0 +1,146 @@
+"""The one per-call path of a ``guardpolicy.compile`` result, present only when a call needs
+guardpolicy (``verify``; the direct dispatch of issue 19 plugs in here too). Without it,
+guardpolicy adds nothing to a call.
+
+``CallPath.__call__``: counts the call; on a sampled call (every N-th: the call count only,
+never a clock or a random draw, so processes running the same loop check the same calls)
+verifies it before it runs, passes the verdict through ``agree`` (identity here; a
+multi-process run replaces it with a collective so that all ranks act alike), acts on it,
+then runs the call through ``invoke`` (torch's compiled callable by default).
+
+The frame verified is the top-level frame: the module's ``forward`` (or the compiled
+function), whose frame locals are built as the frame itself will hold them (parameters
+bound with their defaults, ``*args``/``**kwargs`` packed, free variables from the closure).
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import warnings
+from typing import Any, Callable
+
+from . import verify as _verify
+from .errors import StaleGuardError, StaleGuardWarning
+
+#: Violations are logged here (``logging.getLogger("guardpolicy")``), at WARNING.
+log = logging.getLogger("guardpolicy")
+
+
+def agree_locally(verdict: _verify.Verdict) -> _verify.Verdict:
+    """The default ``CallPath.agree``: this process's verdict is the verdict."""
+    return verdict
+
+
+class CallPath:
+    """Calls of one compiled object, when they need guardpolicy (see the module docstring).
+
+    ``inner``: torch's compiled callable (the ``compile_wrapper``); ``stats``: the object's
+    ``CompileStats``; ``module``: the ``nn.Module`` whose ``forward`` is the top-level frame,
+    or None for a function (``function``). ``agree`` and ``invoke`` are the seams: replace
+    them on the instance."""
+
+    def __init__(self, inner: Callable, stats: Any, *, module: Any = None, function: Any = None):
+        self.inner = inner
+        self.stats = stats
+        wrapped = getattr(inner, "__wrapped__", None)
+        if module is not None and wrapped is not None and getattr(wrapped, "__self__", None) is not module:
+            # torch compiles a wrapper frame of its own for this module (a torch.nn module
+            # whose forward Dynamo would not trace as a frame: ``external_utils.wrap_inline``)
+            module, function = None, wrapped
+        self.module = module
+        self.function = function
+        self.agree: Callable[[_verify.Verdict], _verify.Verdict] = agree_locally
+        self.invoke: Callable[[tuple, dict], Any] = self.call_inner
+        self._signatures: dict[Any, inspect.Signature] = {}
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        stats = self.stats
+        call = stats._calls = stats._calls + 1
+        every = stats.verify_every
+        if every and call % every == 0:
+            self.verify(call, args, kwargs)
+        try:
+            return self.invoke(args, kwargs)
+        finally:
+            if stats.guards.pending:
+                stats.guards.settle()
+
+    def call_inner(self, args: tuple, kwargs: dict) -> Any:
+        return self.inner(*args, **kwargs)
+
+    # -- verify ---------------------------------------------------------------------------
+
+    def verify(self, call: int, args: tuple, kwargs: dict) -> _verify.Verdict:
+        """Checks call ``call`` (see ``verify.check``), agrees, acts. Raises
+        ``StaleGuardError`` under ``on_violation raise``."""
+        stats = self.stats
+        located = self.frame_locals(args, kwargs)
+        if located is None:  # the call does not bind: it raises itself, unverified
+            verdict, entry = _verify.Verdict(call), None
+        else:
+            code, f_locals = located
+            verdict, entry = _verify.check(stats.guards, code, f_locals, call, stats.on_violation, _tp())
+        verdict = self.agree(verdict)
+        stats.verified_calls += 1
+        if verdict.unverified:
+            stats.unverified_calls += 1
+        if verdict.stale:
+            self.act(verdict, entry)
+        return verdict
+
+    def act(self, verdict: _verify.Verdict, entry: Any) -> None:
+        """Records and logs the violations, then: ``recompile``, the entry torch would serve
+        is invalidated (and the stance, if any, goes back to full guards) so that this call
+        compiles anew; ``raise``, ``StaleGuardError``; ``warn``, one warning per guard."""
+        stats = self.stats
+        stats.violations.extend(verdict.violations)
+        for violation in verdict.violations:
+            log.warning("%s", violation)
+        action = stats.on_violation
+        if action == "recompile":
+            if entry is not None:
+                frame = stats.guards.forget(entry)
+                owner = frame.owner() if frame is not None and frame.owner is not None else None
+                _tp().invalidate(entry, owner, f"guardpolicy verify: {verdict.violations[0].reason}")
+            stats.reset_stance()
+        elif action == "raise":
+            raise StaleGuardError(verdict.violations[0])
+        else:
+            for violation in verdict.violations:
+                for guard in violation.guards or (None,):
+                    what = f"dropped guard {guard}" if guard else "a dropped guard"
+                    warnings.warn(f"guardpolicy: {what} failed on call {violation.call} of {violation.frame} "
+                                  f"(torch: {violation.reason}); the cached code runs", StaleGuardWarning,
+                                  stacklevel=4)
+
+    def frame_locals(self, args: tuple, kwargs: dict) -> tuple[Any, dict[str, Any]] | None:
+        """``(code, frame locals)`` of the top-level frame this call will run, or None when
+        the arguments do not bind (or the callable has no Python code)."""
+        fn = self.module.forward if self.module is not None else self.function
+        func = getattr(fn, "__func__", fn)
+        bound = getattr(fn, "__self__", None) if func is not fn else None
+        code = getattr(func, "__code__", None)
+        if code is None:
+            return None
+        sig = self._signatures.get(func)
+        if sig is None:
+            sig = self._signatures[func] = inspect.signature(func, follow_wrapped=False)
+        try:
+            ba = sig.bind(bound, *args, **kwargs) if bound is not None else sig.bind(*args, **kwargs)
+        except TypeError:
+            return None
+        ba.apply_defaults()
+        f_locals = dict(ba.arguments)
+        for name, cell in zip(code.co_freevars, getattr(func, "__closure__", None) or ()):
+            try:
+                f_locals[name] = cell.cell_contents
+            except ValueError:  # an empty cell: the frame has no value for it either
+                pass
+        return code, f_locals
+
+
+def _tp() -> Any:
+    from . import _torch_private
+
+    return _torch_private

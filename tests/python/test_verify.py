@@ -1,0 +1,245 @@
+"""Verify: the guards a policy dropped, re-checked on sampled calls by torch's guard manager.
+
+Real torch.compile runs (backend="eager") of the audit models (guardpolicy.tools.audit):
+a change the policy let go stale is caught before the stale result is served."""
+
+import gc
+import logging
+import pickle
+import weakref
+
+import pytest
+import torch
+
+import guardpolicy as gp
+from guardpolicy import calls
+from guardpolicy.tools import audit
+
+NN = gp.load_std("skip_guard_on_all_nn_modules")
+CHANGES = {c.key: c for c in audit.CHANGES}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """One intra-op thread, as the bench runs: these tiny models only wait on more."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def _compiled(policy=NN, model_name="mlp", **kwargs):
+    torch._dynamo.reset()
+    model, inputs = audit.build_audit_model(model_name)
+    return model, inputs, gp.compile(model, policy, backend="eager", **kwargs)
+
+
+def _warm(opt, inputs, calls_=2):
+    with torch.no_grad():
+        for _ in range(calls_):
+            opt(*inputs)
+
+
+def test_recompile_serves_eager_output_on_the_first_changed_call():
+    model, inputs, opt = _compiled(verify=1)
+    _warm(opt, inputs)
+    model.scale = 2.0
+    with torch.no_grad():
+        ref = model(*inputs)
+        out = opt(*inputs)
+    assert audit.compare(out, ref) is None
+    st = gp.stats(opt)
+    assert st.compiles == 2 and st.calls == 3 and st.verified_calls == 3
+    [violation] = st.violations
+    assert violation.call == 3 and violation.action == "recompile"
+    assert [(g.name, g.guard_type) for g in violation.guards] == [("self.scale", "CONSTANT_MATCH")]
+    rule = violation.guards[0].rule
+    assert rule.policy == "skip_guard_on_all_nn_modules" and rule.file.endswith("skip_guard_on_all_nn_modules.gpol")
+    assert rule.line == 6  # `drop when guard_source.is_unspecialized_nn_module`
+    assert violation.frame.function == "forward" and violation.frame.compile_id == "0/0"
+    assert "self.scale == 1.0" in violation.reason
+
+
+def test_without_verify_the_same_change_is_served_stale():
+    """The control: what verify prevents."""
+    model, inputs, opt = _compiled()
+    _warm(opt, inputs)
+    model.scale = 2.0
+    with torch.no_grad():
+        assert audit.compare(opt(*inputs), model(*inputs)) is not None
+    assert gp.stats(opt).compiles == 1 and gp.stats(opt).violations == []
+
+
+def test_raise_names_frame_guard_and_rule_and_does_not_run_the_call():
+    model, inputs, opt = _compiled(verify=1, on_violation="raise")
+    _warm(opt, inputs)
+    model.train()
+    with torch.no_grad(), pytest.raises(gp.StaleGuardError) as info:
+        opt(*inputs)
+    text = str(info.value)
+    assert "self._modules['drop'].training` (CONSTANT_MATCH)" in text
+    assert "skip_guard_on_all_nn_modules.gpol:6" in text and "forward at " in text
+    assert info.value.violation.guards[0].name == "self._modules['drop'].training"
+    assert gp.stats(opt).compiles == 1  # nothing recompiled: the call did not run
+
+
+def test_warn_warns_once_per_failed_guard_logs_and_runs_the_stale_code(caplog):
+    model, inputs, opt = _compiled(verify=1, on_violation="warn")
+    _warm(opt, inputs)
+    model.shift = 1
+    with torch.no_grad(), caplog.at_level(logging.WARNING, logger="guardpolicy"):
+        with pytest.warns(gp.StaleGuardWarning) as record:
+            out = opt(*inputs)
+        ref = model(*inputs)
+    assert audit.compare(out, ref) is not None  # warn: the cached (stale) code ran
+    texts = [str(w.message) for w in record if issubclass(w.category, gp.StaleGuardWarning)]
+    assert len(texts) == 2  # torch offers two dropped guards on self.shift
+    assert "`self.shift` (EQUALS_MATCH)" in texts[0] and "`self.shift` (CONSTANT_MATCH)" in texts[1]
+    [log_line] = [r.getMessage() for r in caplog.records if r.name == "guardpolicy"]
+    assert "self.shift" in log_line and "on_violation warn" in log_line
+
+
+def test_sampling_is_every_nth_call_by_count():
+    model, inputs, opt = _compiled(verify=4)
+    _warm(opt, inputs, 9)
+    st = gp.stats(opt)
+    assert st.calls == 9 and st.verified_calls == 2  # calls 4 and 8
+    model.scale = 2.0
+    with torch.no_grad():
+        stale = [audit.compare(opt(*inputs), model(*inputs)) is not None for _ in range(4)]
+    assert stale == [True, True, False, False]  # calls 10, 11 stale; 12 verified and recompiled
+    assert [v.call for v in st.violations] == [12]
+
+
+def test_policy_verify_line_is_the_default(monkeypatch):
+    """Until the policy language has the line, a policy's ``verify`` attribute is read."""
+
+    monkeypatch.setattr(gp.Policy, "verify", property(lambda self: (3, "raise")), raising=False)
+    model, inputs, opt = _compiled()
+    st = gp.stats(opt)
+    assert (st.verify_every, st.on_violation) == (3, "raise")
+    model2, inputs2, opt2 = _compiled(verify=0)
+    assert gp.stats(opt2).verify_every == 0 and gp.stats(opt2).calls is None
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"verify": -1}, "verify must be a number of calls"),
+    ({"verify": True}, "verify must be a number of calls"),
+    ({"verify": 2, "on_violation": "ignore"}, "on_violation must be one of recompile, raise, warn"),
+])
+def test_bad_verify_settings_are_refused(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        gp.compile(torch.nn.Linear(2, 2), NN, backend="eager", **kwargs)
+
+
+def test_a_torch_without_the_full_guard_set_fails_at_compile(monkeypatch):
+    from guardpolicy import _torch_private
+
+    monkeypatch.setattr(_torch_private, "_FAIL_REASON", None)
+    with pytest.raises(RuntimeError, match="get_guard_fail_reason_helper.*cannot be kept"):
+        gp.compile(torch.nn.Linear(2, 2), NN, backend="eager", verify=1)
+
+
+def test_torch_2_13_builds_the_full_manager_before_the_filter():
+    from guardpolicy import _torch_private
+
+    assert _torch_private.missing_for_verify() == []
+
+
+def test_without_verify_no_call_path_is_added():
+    model, inputs, opt = _compiled()
+    assert not isinstance(opt.forward, calls.CallPath)
+    model, inputs, opt = _compiled(verify=5)
+    assert isinstance(opt.forward, calls.CallPath)
+
+
+def test_function_with_a_closure_is_verified():
+    state = {"k": 1.0}
+    factor = 2.0
+
+    def fn(x, *, bias=0.5):
+        return x * factor + state["k"] + bias
+
+    torch._dynamo.reset()
+    opt = gp.compile(fn, gp.load_std("skip_all_guards"), backend="eager", verify=1)
+    x = torch.ones(3)
+    assert torch.equal(opt(x), fn(x))
+    state["k"] = 5.0
+    assert torch.equal(opt(x), fn(x))  # the dropped guard on the closure's dict caught it
+    [violation] = gp.stats(opt).violations
+    assert violation.frame.function == "fn"
+    assert any("state" in g.name for g in violation.guards)
+
+
+def test_agree_seam_sees_every_sampled_verdict_and_decides():
+    model, inputs, opt = _compiled(verify=2)
+    seen = []
+
+    def agree(verdict):
+        seen.append((verdict.call, verdict.stale))
+        return verdict
+
+    opt.forward.agree = agree
+    _warm(opt, inputs, 4)
+    model.scale = 2.0
+    _warm(opt, inputs, 2)
+    assert seen == [(2, False), (4, False), (6, True)]
+
+
+def test_unchanged_state_never_raises_over_10000_calls():
+    model, inputs, opt = _compiled(gp.load_std("skip_all_guards"), verify=1, on_violation="raise")
+    _warm(opt, inputs, 10_000)
+    st = gp.stats(opt)
+    assert st.verified_calls == 10_000 and st.violations == [] and st.compiles == 1
+
+
+def test_verify_keeps_nothing_alive():
+    model, inputs, opt = _compiled(gp.load_std("skip_all_guards"), verify=1)
+    _warm(opt, inputs, 3)
+    model.scale = 2.0
+    _warm(opt, inputs, 1)  # a violation, an invalidated entry and a recompile
+    assert len(gp.stats(opt).guards) == 1  # the live entry's; the invalidated one is freed
+    ref = weakref.ref(model)
+    del model, opt
+    torch._dynamo.reset()
+    gc.collect()
+    assert ref() is None
+
+
+def test_full_managers_are_freed_with_their_cache_entries():
+    model, inputs, opt = _compiled(verify=1)
+    _warm(opt, inputs, 2)
+    st = gp.stats(opt)
+    assert len(st.guards) == 1
+    torch._dynamo.reset()
+    gc.collect()
+    assert len(st.guards) == 0
+
+
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.scale = 1.0
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+
+
+def test_pickle_and_deepcopy_keep_verify():
+    import copy
+
+    torch._dynamo.reset()
+    opt = gp.compile(Scaled(), NN, backend="eager", verify=3, on_violation="warn")
+    _warm(opt, (torch.randn(2, 4),), 2)
+    for other in (copy.deepcopy(opt), pickle.loads(pickle.dumps(opt))):
+        st = gp.stats(other)
+        assert (st.verify_every, st.on_violation, st.calls) == (3, "warn", 2)
+        assert isinstance(other.forward, calls.CallPath)
+        x = torch.randn(2, 4)
+        other(x)  # call 3: verified (nothing compiled for the copy yet), then compiled
+        other._orig_mod.scale = 2.0
+        with pytest.warns(gp.StaleGuardWarning, match="self.scale"):
+            for _ in range(3):  # call 6 is verified
+                other(x)
+        assert [v.call for v in st.violations] == [6]
