@@ -243,3 +243,64 @@ def test_pickle_and_deepcopy_keep_verify():
             for _ in range(3):  # call 6 is verified
                 other(x)
         assert [v.call for v in st.violations] == [6]
+
+
+# --------------------------------------------------------------------------- dry-run
+
+
+def test_dry_run_attributes_the_train_recompile_to_the_rule_that_would_drop_its_guard(tmp_path):
+    model, inputs, opt = _compiled(dry_run=True)
+    with torch.no_grad():
+        for _ in range(2):  # a train/eval loop
+            model.train()
+            train_out = [opt(*inputs) for _ in range(2)]
+            assert audit.compare(train_out[-1], model(*inputs)) is None  # every guard kept: never stale
+            model.eval()
+            for _ in range(2):
+                opt(*inputs)
+    st = gp.stats(opt)
+    assert st.compiles == 2 and st.violations == []
+    [event] = st.dry_run_events  # train() recompiled once; eval's entry was there already
+    assert [(g.name, g.guard_type) for g in event.guards] == [("self._modules['drop'].training", "CONSTANT_MATCH")]
+    rule = event.guards[0].rule
+    assert rule.file.endswith("skip_guard_on_all_nn_modules.gpol") and rule.line == 6
+    assert (event.frame.compile_id, event.recompile.compile_id) == ("0/0", "0/1")
+    text = gp.dry_run_report(opt).to_text()
+    assert "would have served a stale result under" in text and "skip_guard_on_all_nn_modules.gpol:6" in text
+    data = gp.dry_run_report(opt).to_json()
+    assert data["events"][0]["guards"][0]["rule"]["line"] == 6
+    assert data["frames"][0]["would_drop"] == sum(not e.keep for e in st.explanations[0]) > 0
+
+
+def test_dry_run_does_not_attribute_a_recompile_the_policy_makes_too():
+    model, inputs, opt = _compiled(dry_run=True)
+    with torch.no_grad():
+        opt(*inputs)
+        opt(inputs[0].to(torch.float64))  # the input's TENSOR_MATCH fails: the policy keeps it
+    st = gp.stats(opt)
+    assert st.compiles == 2 and st.dry_run_events == []
+
+
+def test_dry_run_report_is_written_at_exit(tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    out = tmp_path / "report.json"
+    script = f"""
+import torch, guardpolicy as gp
+from guardpolicy.tools import audit
+model, (x,) = audit.build_audit_model("mlp")
+opt = gp.compile(model, gp.load_std("skip_guard_on_all_nn_modules"), backend="eager", dry_run={str(out)!r})
+with torch.no_grad():
+    opt(x); model.train(); opt(x)
+"""
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=300)
+    report = json.loads(out.read_text())
+    assert report["policy"] == "skip_guard_on_all_nn_modules"
+    assert report["events"][0]["guards"][0]["name"] == "self._modules['drop'].training"
+
+
+def test_dry_run_and_verify_together_are_refused():
+    with pytest.raises(ValueError, match="dry_run keeps every guard"):
+        gp.compile(torch.nn.Linear(2, 2), NN, backend="eager", verify=1, dry_run=True)
