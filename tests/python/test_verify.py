@@ -111,15 +111,31 @@ def test_sampling_is_every_nth_call_by_count():
     assert [v.call for v in st.violations] == [12]
 
 
-def test_policy_verify_line_is_the_default(monkeypatch):
-    """Until the policy language has the line, a policy's ``verify`` attribute is read."""
+VERIFY_LINES = """guardpolicy 1
 
-    monkeypatch.setattr(gp.Policy, "verify", property(lambda self: (3, "raise")), raising=False)
-    model, inputs, opt = _compiled()
+unsafe policy nn_verified {
+  use skip_guard_on_all_nn_modules
+  default keep
+  verify every 3 calls
+  on_violation raise
+}
+"""
+
+
+def test_policy_verify_lines_are_the_default_and_keywords_override_them():
+    policy = gp.load(VERIFY_LINES)
+    assert policy.verify == (3, "raise")
+    model, inputs, opt = _compiled(policy)
     st = gp.stats(opt)
     assert (st.verify_every, st.on_violation) == (3, "raise")
-    model2, inputs2, opt2 = _compiled(verify=0)
+    _warm(opt, inputs, 2)
+    model.scale = 2.0
+    with torch.no_grad(), pytest.raises(gp.StaleGuardError, match="self.scale"):
+        opt(*inputs)  # call 3
+    model2, inputs2, opt2 = _compiled(policy, verify=0)
     assert gp.stats(opt2).verify_every == 0 and gp.stats(opt2).calls is None
+    model3, inputs3, opt3 = _compiled(policy, on_violation="warn")
+    assert (gp.stats(opt3).verify_every, gp.stats(opt3).on_violation) == (3, "warn")
 
 
 @pytest.mark.parametrize("kwargs, message", [
@@ -304,3 +320,28 @@ with torch.no_grad():
 def test_dry_run_and_verify_together_are_refused():
     with pytest.raises(ValueError, match="dry_run keeps every guard"):
         gp.compile(torch.nn.Linear(2, 2), NN, backend="eager", verify=1, dry_run=True)
+
+
+# --------------------------------------------------------------------------- audit --verify
+
+
+def test_audit_verify_says_per_stale_cell_whether_and_when_verify_caught_it(tmp_path, capsys):
+    import json
+
+    out = tmp_path / "audit.json"
+    rc = audit.main(["--model", "mlp", "--policy", "skip_guard_on_all_nn_modules", "--change",
+                     "float_attr,train,forward_hook,input_shape", "--verify", "5", "--json", str(out), "-q"])
+    assert rc == 0
+    report = json.loads(out.read_text())
+    assert report["verify"] == 5
+    cells = report["models"]["mlp"][0]["changes"]
+    for key in ("float_attr", "train"):
+        assert cells[key]["outcome"] == "stale"
+        v = cells[key]["verify"]
+        assert v["caught"] and 1 <= v["after_calls"] <= 5 and v["output_ok"], (key, v)
+    hook = cells["forward_hook"]
+    assert hook["outcome"] == "stale" and hook["control_no_filter"].startswith("stale")
+    assert hook["verify"]["caught"] is False  # torch has no guard for it: nothing to re-check
+    assert "verify" not in cells["input_shape"]  # recompiled: a kept guard caught it
+    text = capsys.readouterr().out
+    assert "verify=5: caught after" in text and "verify=5: not caught" in text and "✓" in text

@@ -207,7 +207,6 @@ def has_global_module_hooks() -> bool:
 #
 # * ``eval_frame._debug_get_cache_entry_list(code)``: a code object's cache entries, in the
 #   order torch tries them (``.guard_manager``, ``.code``, ``.compile_id``, ``.backend``);
-# * ``code_framelocals_names(code)``: the names of the frame-locals dict torch's guards read;
 # * ``_ExtraState.invalidate(cache_entry, DeletedGuardManagerWrapper(reason))``: what torch
 #   itself does when an ID_MATCH'd object dies: that entry never matches again, the next call
 #   compiles anew (the kept manager's ``cache_entry``/``extra_state`` are torch's non-owning
@@ -219,7 +218,6 @@ _CFM_INIT = getattr(getattr(_CFM, "__init__", None), "__code__", None)
 _DELETED = getattr(_guards, "DeletedGuardManagerWrapper", None)
 _FAIL_REASON = getattr(_guards, "get_guard_fail_reason_helper", None)
 _CACHE_ENTRIES = getattr(_c_eval_frame, "_debug_get_cache_entry_list", None)
-_LOCALS_NAMES = getattr(_c_eval_frame, "code_framelocals_names", None)
 _EXTRA_STATE = getattr(_c_eval_frame, "_ExtraState", None)
 
 #: The locals of ``CheckFunctionManager.__init__`` read while its ``guard_filter_fn`` runs.
@@ -246,7 +244,6 @@ def missing_for_verify() -> list[str]:
         "torch._dynamo.guards.DeletedGuardManagerWrapper": _DELETED,
         "torch._dynamo.guards.get_guard_fail_reason_helper": _FAIL_REASON,
         "torch._C._dynamo.eval_frame._debug_get_cache_entry_list": _CACHE_ENTRIES,
-        "torch._C._dynamo.eval_frame.code_framelocals_names": _LOCALS_NAMES,
         "torch._C._dynamo.eval_frame._ExtraState.invalidate": getattr(_EXTRA_STATE, "invalidate", None),
     }.items() if value is None]
     if _CFM_INIT is not None:
@@ -287,13 +284,9 @@ def build_guard_manager(cfm: Any, guards: list, locals_: dict[str, Any], guard_f
     return manager
 
 
-def cache_entries(code: Any) -> list:
-    """The cache entries of ``code``, in the order torch tries them."""
+def all_cache_entries(code: Any) -> list:
+    """Every cache entry of ``code`` (all regions), in the order torch tries them."""
     return _CACHE_ENTRIES(code)
-
-
-def framelocals_names(code: Any) -> tuple[str, ...]:
-    return _LOCALS_NAMES(code)
 
 
 def is_deleted(manager: Any) -> bool:

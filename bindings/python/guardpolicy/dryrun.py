@@ -62,7 +62,7 @@ def attribute(guards: Any, torch_locals: dict[str, Any], recompile: CompiledFram
     if guards.pending:
         guards.settle()
     with tp.torch_function_enabled():  # torch builds guards with torch function disabled
-        for entry in tp.cache_entries(code):
+        for entry in tp.all_cache_entries(code):
             full = entry.guard_manager
             frame = guards.get(entry)
             if frame is None or frame.policy is None or not frame.policy.check(scope):

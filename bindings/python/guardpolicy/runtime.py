@@ -411,7 +411,7 @@ def _verify_settings(policy: Policy, verify: int | None, on_violation: str | Non
     ``getattr``: a policy without the attribute has none), else off and ``recompile``."""
     line = getattr(policy, "verify", None)
     every = verify if verify is not None else (line[0] if line else 0)
-    action = on_violation if on_violation is not None else (line[1] if line else "recompile")
+    action = on_violation if on_violation is not None else (line[1] if line and line[1] else "recompile")
     if isinstance(every, bool) or not isinstance(every, int) or every < 0:
         raise ValueError(f"verify must be a number of calls (an int >= 1; 0 or None: off), not {every!r}")
     if action not in ACTIONS:

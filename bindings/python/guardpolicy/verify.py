@@ -223,7 +223,7 @@ def check(guards: Guards, code: Any, f_locals: dict[str, Any], call: int, action
     holds the violation."""
     if guards.pending:
         guards.settle()
-    for entry in tp.cache_entries(code):
+    for entry in tp.all_cache_entries(code):
         kept = entry.guard_manager
         if tp.is_deleted(kept) or not kept.check(f_locals):
             continue

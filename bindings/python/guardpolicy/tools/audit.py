@@ -37,6 +37,11 @@ The audit models wrap a core (``guardpolicy.tools._models``' MLP, or a tiny tran
 with its dropout probabilities at 0 so that ``train()`` stays deterministic) in
 ``AuditModel``, whose forward reads every piece of state a change touches, so that each
 change shows in the output when nothing guards it.
+
+With ``--verify N`` every stale or error cell is run once more under
+``guardpolicy.compile(..., verify=N, on_violation="recompile")``: the cell says whether
+verify caught the change, after how many calls (at most N: sampling is by call count), and
+whether that call returned eager's output (docs/verify.md).
 """
 
 from __future__ import annotations
@@ -437,9 +442,12 @@ class Cell:
     guards: list = dataclasses.field(default_factory=list)  # related dropped guards: {name, guard_type}
     dropped_types: dict = dataclasses.field(default_factory=dict)  # stale without related guards: type -> count
     control: str | None = None  # stale/error cells: the outcome with no guard_filter_fn at all
+    verify: dict | None = None  # with --verify N: {"every", "caught", "after_calls", "output_ok"}
 
     def to_json(self) -> dict:
         out = {"outcome": self.outcome, "detail": self.detail}
+        if self.verify is not None:
+            out["verify"] = self.verify
         if self.outcome in ("stale", "error"):
             out["dropped_guards"] = self.guards
             if not self.guards:
@@ -580,6 +588,43 @@ def _short(e: BaseException, limit: int = 160) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def verify_trial(model_name: str, policy, change: Change, every: int) -> dict:
+    """The same change under ``guardpolicy.compile(..., verify=every,
+    on_violation="recompile")``: ``{"every", "caught", "after_calls", "output_ok"}``, where
+    ``after_calls`` counts the calls after the change up to the one verify caught (at most
+    ``every``: sampling is by call count) and ``output_ok`` says whether that call returned
+    eager's output."""
+    import torch
+    import torch._dynamo
+
+    from ..runtime import compile as policy_compile
+
+    torch._dynamo.reset()
+    model, inputs = build_audit_model(model_name)
+    compiled = policy_compile(model, policy, backend="eager", verify=every, on_violation="recompile")
+    trial = Trial(model, inputs, torch.no_grad)
+    out = {"every": every, "caught": False, "after_calls": None, "output_ok": None}
+    try:
+        with torch.no_grad():
+            compiled(*inputs)
+            for _ in range(_warmup_calls(policy)):
+                compiled(*inputs)
+        change.apply(trial)
+        st = stats(compiled)
+        for n in range(1, every + 1):
+            with trial.grad_mode():
+                ref = model(*trial.inputs)
+                got = compiled(*trial.inputs)
+            if st.violations:
+                out.update(caught=True, after_calls=n, output_ok=compare(got, ref) is None)
+                break
+    finally:
+        for undo in reversed(trial.undo):
+            undo()
+        torch._dynamo.reset()
+    return out
+
+
 # --------------------------------------------------------------------------- one policy
 
 
@@ -617,7 +662,7 @@ class PolicyAudit:
 
 def audit_policy(model_name: str, label: str, source: str, policy, changes=CHANGES,
                  progress: Callable[[str], None] | None = None,
-                 controls: dict | None = None) -> PolicyAudit:
+                 controls: dict | None = None, verify_every: int = 0) -> PolicyAudit:
     """Runs every change of ``changes`` under ``policy`` on ``model_name``.
 
     Every stale or error cell also gets ``control``: the same change with no
@@ -653,6 +698,12 @@ def audit_policy(model_name: str, label: str, source: str, policy, changes=CHANG
                     controls[key], _ = run_trial(model_name, None, change, config)
             control = controls[key]
             cell.control = control.outcome + (f" ({control.detail})" if control.detail else "")
+            if verify_every:
+                if progress:
+                    progress(f"{model_name} · {label} · {change.key} · verify={verify_every}")
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    cell.verify = verify_trial(model_name, policy, change, verify_every)
         result.cells.append(cell)
     return result
 
@@ -693,6 +744,13 @@ def _cell_text(cell: Cell, limit: int = 3) -> str:
     else:
         text = "nothing dropped"
     text += f"; {cell.detail}"
+    if cell.verify is not None:
+        v = cell.verify
+        if v["caught"]:
+            text += (f"; verify={v['every']}: caught after {v['after_calls']} call(s)"
+                     + ("" if v["output_ok"] else ", but the recompiled output differs from eager's"))
+        else:
+            text += f"; verify={v['every']}: not caught"
     if torch_own(cell):
         text += "; † just as " + cell.outcome + " with no guard_filter_fn (torch does not guard it)"
     elif cell.control is not None and not cell.control.startswith("recompiled"):
@@ -731,7 +789,10 @@ _ABBREV = {"recompiled": "recompiled", "unaffected": "ok", "stale": "STALE", "er
 def _matrix_cell(cell: Cell | None) -> str:
     if cell is None:
         return ""
-    return _ABBREV[cell.outcome] + ("†" if torch_own(cell) else "")
+    text = _ABBREV[cell.outcome] + ("†" if torch_own(cell) else "")
+    if cell.verify is not None:
+        text += f" ✓{cell.verify['after_calls']}" if cell.verify["caught"] else " ✗"
+    return text
 
 
 def format_matrix(audits: list[PolicyAudit], markdown: bool = False) -> str:
@@ -761,6 +822,8 @@ LEGEND = ("recompiled = a kept guard caught the change; ok = unaffected (no reco
           "eager's); STALE = no recompile and the output differs from eager's (silent wrong result); "
           "ERROR = no recompile and the stale code raised; † = just as stale with no guard_filter_fn "
           "at all (torch does not guard this change)")
+VERIFY_LEGEND = ("with --verify N: ✓k = gp.compile(verify=N, on_violation=recompile) caught the change "
+                 "k calls after it (and that call returned eager's output); ✗ = verify did not catch it")
 
 
 # --------------------------------------------------------------------------- main
@@ -781,13 +844,16 @@ def _parse_config(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-def run_audit(models, policies, changes=CHANGES, progress=None) -> tuple[dict[str, list[PolicyAudit]], dict]:
+def run_audit(models, policies, changes=CHANGES, progress=None,
+              verify_every: int = 0) -> tuple[dict[str, list[PolicyAudit]], dict]:
     """``{model: [PolicyAudit per policy]}`` and the control cells (``(model, change)`` ->
-    Cell with no guard_filter_fn) for ``policies`` given as ``resolve_policy`` triples."""
+    Cell with no guard_filter_fn) for ``policies`` given as ``resolve_policy`` triples;
+    with ``verify_every``, each stale or error cell also says whether verify caught it."""
     controls: dict = {}
     results = {}
     for model_name in models:
-        results[model_name] = [audit_policy(model_name, label, source, policy, changes, progress, controls)
+        results[model_name] = [audit_policy(model_name, label, source, policy, changes, progress, controls,
+                                            verify_every)
                                for label, source, policy in policies]
     return results, controls
 
@@ -829,11 +895,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dynamo-config", action="append", metavar="KEY=VALUE",
                         help="torch._dynamo.config setting for the whole audit, repeatable "
                              "(e.g. skip_nnmodule_hook_guards=False)")
+    parser.add_argument("--verify", type=int, metavar="N", default=0,
+                        help="also run each stale or error cell under gp.compile(verify=N, "
+                             "on_violation=recompile) and say whether and after how many calls it was caught")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
     parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
     refuse_bad_outputs(parser, [args.json], args.policy or [])
+    if args.verify < 0:
+        parser.error(f"--verify: a number of calls >= 1, not {args.verify}")
 
     models = list(dict.fromkeys(args.model or MODEL_NAMES))
     changes = CHANGES
@@ -871,12 +942,13 @@ def main(argv: list[str] | None = None) -> int:
         "command": f"python -m guardpolicy audit {argv_text}".rstrip(),
         "backend": "eager",
         "dynamo_config": config,
+        "verify": args.verify or None,
         "legend": LEGEND,
         "changes": {c.key: c.what for c in changes},
         "models": {},
     }
     with torch._dynamo.config.patch(**config) if config else contextlib.nullcontext():
-        results, _ = run_audit(models, policies, changes, progress)
+        results, _ = run_audit(models, policies, changes, progress, args.verify)
     bugs, gaps = soundness_findings(results)
 
     md = args.markdown
@@ -885,6 +957,8 @@ def main(argv: list[str] | None = None) -> int:
     if md:
         print()
     print(LEGEND)
+    if args.verify:
+        print(VERIFY_LEGEND)
     for model_name, audits in results.items():
         print()
         print(f"{'### ' if md else '=== '}{model_name}: changes × policies")

@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""What verify costs: per-call latency with ``verify=100`` against the same policy without
+verify (interleaved in one run per model and backend, ``guardpolicy.tools.latency``), and
+the cost of one verified call (binding the frame locals, the kept guards of the entry torch
+would serve, the full guard manager) beside torch's own evaluation of the full guard set of
+that model (``check`` of the manager with every offered guard). Prints markdown; with
+``--results`` writes its section of bench/RESULTS.md.
+
+Usage: bench_verify.py [--models mlp,gpt2] [--backends inductor,eager] [--policy NAME]
+                       [--calls 400] [--block 20] [--checks 2000] [--results bench/RESULTS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+from results_section import write_section
+
+import guardpolicy as gp
+from guardpolicy import verify as gp_verify
+from guardpolicy import _torch_private as tp
+from guardpolicy.tools import latency
+from guardpolicy.tools._models import build
+
+BEGIN = "<!-- verify: begin (bench/bench_verify.py writes this section) -->"
+END = "<!-- verify: end -->"
+RATIO_TARGET = 1.02  # verify=100 / the same policy without verify, median of the run
+EVERY = 100
+
+
+def variants(policy_name: str):
+    """The ``make`` of ``latency.measure``: no filter, the policy, the policy with verify."""
+    policy = gp.load_std(policy_name)
+
+    def make(model, inputs, backend):
+        plain = gp.compile(latency.own_class_copy(model), policy, backend=backend)
+        checked = gp.compile(latency.own_class_copy(model), policy, backend=backend, verify=EVERY)
+        for fn in (plain, checked):
+            fn(*inputs)
+        return [latency.Variant("eager", model), latency._no_filter(model, inputs, backend),
+                latency.Variant(policy_name, plain),
+                latency.Variant(f"{policy_name}, verify={EVERY}", checked, twin=policy_name)]
+
+    return make
+
+
+def _median_us(fn, n: int) -> float:
+    samples = []
+    for _ in range(n):
+        t0 = time.perf_counter_ns()
+        fn()
+        samples.append(time.perf_counter_ns() - t0)
+    return statistics.median(samples) / 1e3
+
+
+def verified_call_cost(model_name: str, policy_name: str, backend: str, checks: int) -> dict:
+    """Per model: the median µs of one verified call's check (``CallPath.verify``), of its
+    parts, and of torch's evaluation of the full guard set (the kept-only check beside it)."""
+    torch._dynamo.reset()
+    model, inputs = build(model_name)
+    opt = gp.compile(latency.own_class_copy(model), gp.load_std(policy_name), backend=backend, verify=EVERY)
+    for _ in range(3):
+        opt(*inputs)
+    path = opt.forward
+    call = EVERY * 1000  # a sampled call number; the count itself is not advanced
+    code, f_locals = path.frame_locals(inputs, {})
+    [entry] = [e for e in tp.all_cache_entries(code) if gp_verify.REGISTRY.get(e) is not None]
+    frame = gp_verify.REGISTRY.get(entry)
+    row = {
+        "model": model_name,
+        "offered": len(gp.stats(opt).explanations[0]),
+        "dropped": sum(not e.keep for e in gp.stats(opt).explanations[0]),
+        "verified_call_us": _median_us(lambda: path.verify(call, inputs, {}), checks),
+        "bind_us": _median_us(lambda: path.frame_locals(inputs, {}), checks),
+        "kept_check_us": _median_us(lambda: entry.guard_manager.check(f_locals), checks),
+        "full_check_us": _median_us(lambda: frame.full.check(f_locals), checks),
+    }
+    assert not gp.stats(opt).violations
+    torch._dynamo.reset()
+    return row
+
+
+def cost_table(rows: list[dict]) -> list[str]:
+    lines = ["| model | guards offered / dropped | one verified call µs | of which: bind µs | kept guards µs "
+             "| torch's full guard evaluation µs |", "|---|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['offered']} / {r['dropped']} | {r['verified_call_us']:.1f} | "
+                     f"{r['bind_us']:.1f} | {r['kept_check_us']:.1f} | {r['full_check_us']:.1f} |")
+    return lines
+
+
+def section(text: str, tables: dict, policy_name: str) -> str:
+    ratios = [(key, r["vs_torch_way"]) for key, rows in tables.items() for r in rows if r["vs_torch_way"]]
+    worst = max(ratios, key=lambda t: t[1])
+    return "\n".join([
+        BEGIN,
+        "## verify: the cost of re-checking dropped guards (`bench/bench_verify.py`)",
+        "",
+        f"`gp.compile(model, {policy_name}, verify={EVERY})` against the same policy without verify,",
+        "interleaved in one run per model and backend; then the cost of one verified call (what a",
+        f"sampled call adds: one in {EVERY}) beside torch's evaluation of every offered guard.",
+        "",
+        text.rstrip("\n"),
+        "",
+        f"Target: verify={EVERY} at most {RATIO_TARGET}x the same policy without it (median of the run): "
+        f"**{'met' if worst[1] <= RATIO_TARGET else 'not met'}** (largest {worst[1]:.3f}, on {worst[0]}).",
+        END,
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="mlp,gpt2")
+    ap.add_argument("--backends", default="inductor,eager")
+    ap.add_argument("--policy", default="skip_guard_on_all_nn_modules", choices=gp.STD_POLICIES)
+    ap.add_argument("--calls", type=int, default=400)
+    ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--checks", type=int, default=2000, help="timed repetitions of one verified call")
+    ap.add_argument("--results", help="the RESULTS.md whose verify section to write")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    progress = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    models, backends = args.models.split(","), args.backends.split(",")
+    tables = latency.measure(variants(args.policy), models, backends, args.calls, args.block, progress)
+    costs = [verified_call_cost(m, args.policy, backends[-1], args.checks) for m in models]
+    lines = [f"Recorded {latency.stamp(args.calls, args.block)}.", ""]
+    for key, rows in tables.items():
+        lines += [f"**{key}**", "", *latency.table(rows), ""]
+    lines += [f"**one verified call ({backends[-1]} backend; the check only, not the call)**", "",
+              *cost_table(costs), ""]
+    text = "\n".join(lines)
+    print(text)
+    if args.results:
+        write_section(Path(args.results), BEGIN, END, section(text, tables, args.policy))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
