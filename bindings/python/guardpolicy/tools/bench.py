@@ -100,7 +100,8 @@ from typing import Any, Callable
 from ..errors import PolicyError
 from ..loading import STD_POLICIES, load, load_std
 from .._files import refuse_bad_outputs, write_file
-from ._models import DEMO_MODELS, MODEL_NAMES, build, load_script, output_tensor
+from ._model_spec import MODEL_HELP
+from ._models import DEMO_MODELS, output_tensor
 from ..policy import Policy
 from ..runtime import stats
 
@@ -895,8 +896,7 @@ def build_parser(prog: str = "python -m guardpolicy bench") -> argparse.Argument
             "one interleaved run. The table goes to stdout, progress to stderr."),
     )
     parser.add_argument("--model", nargs="+", action="extend", metavar="MODEL",
-                        help=f"{'|'.join(MODEL_NAMES)} or SCRIPT.py defining build() -> (model, "
-                             f"example_inputs); several allowed (default: {' '.join(DEMO_MODELS)})")
+                        help=f"{MODEL_HELP}; several allowed (default: {' '.join(DEMO_MODELS)})")
     parser.add_argument("--policy", nargs="+", action="extend", default=[], metavar="FILE[:NAME]",
                         help="policy files to measure too (FILE:NAME picks one policy of a file)")
     parser.add_argument("--calls", type=_positive("--calls"), default=300,
@@ -937,20 +937,33 @@ def _load_policies(parser: argparse.ArgumentParser, specs: list[str]) -> list[tu
 
 
 def _resolve_models(parser: argparse.ArgumentParser, specs: list[str]) -> list[tuple[str, Callable]]:
+    """``(label, builder)`` per ``--model`` spec (``_model_spec``); ``builder()`` returns
+    ``(model, positional inputs)``: keyword inputs are bound to positions where the model's
+    signature allows it."""
+    from . import _model_spec
+
     out = []
     for spec in specs:
-        if spec in MODEL_NAMES:
-            out.append((spec, lambda spec=spec: build(spec)))
-        elif spec.endswith(".py") or os.sep in spec or os.path.exists(spec):
-            try:
-                out.append((os.path.basename(spec), load_script(spec)))
-            except ValueError as exc:
-                parser.error(f"--model {spec}: {exc}")
-        else:
-            parser.error(f"--model: unknown model {spec!r}; known: {', '.join(MODEL_NAMES)}, or SCRIPT.py")
+        try:
+            resolved = _model_spec.resolve(spec)
+        except _model_spec.ModelSpecError as exc:
+            parser.error(f"--model {spec}: {exc}")
+        out.append((resolved.label, lambda r=resolved: _positional(r.build())))
     labels = [label for label, _ in out]
     return [(label if labels.count(label) == 1 else f"{label} #{i + 1}", builder)
             for i, (label, builder) in enumerate(out)]
+
+
+def _positional(built) -> tuple[Any, tuple]:
+    """``(model, inputs)`` with ``built``'s keyword inputs bound to their positions."""
+    if not built.kwargs:
+        return built.fn, built.args
+    fn = _code_owner(built.fn)
+    bound = inspect.signature(fn).bind(*((built.fn,) if fn is not built.fn else ()), *built.args, **built.kwargs)
+    args, kwargs = bound.args, bound.kwargs
+    if kwargs:
+        raise ValueError(f"the bench passes inputs by position; {', '.join(kwargs)} can only be given by keyword")
+    return built.fn, tuple(args[1:] if fn is not built.fn else args)
 
 
 def main(argv: list[str] | None = None, prog: str = "python -m guardpolicy bench") -> int:
@@ -992,8 +1005,8 @@ def main(argv: list[str] | None = None, prog: str = "python -m guardpolicy bench
     for i, (label, builder) in enumerate(models):
         try:
             model, inputs = builder()
-        except Exception as exc:
-            print(f"{prog}: error: --model {label}: build() raised {type(exc).__name__}: {exc}", file=sys.stderr)
+        except ValueError as exc:  # ModelSpecError: says where
+            print(f"{prog}: error: --model {label}: {exc}", file=sys.stderr)
             return 2
         variants = make_variants(policies, opts.stance_after)
         rows = run_model(label, model, inputs, variants, opts, progress, tree_api)

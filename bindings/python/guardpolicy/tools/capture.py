@@ -193,17 +193,21 @@ class Snapshot:
         return cls(frames=data["frames"], torch=str(data.get("torch", "")),
                    schema_version=int(data.get("schema_version", 0)))
 
-    def to_json(self, path: str | os.PathLike, *, inputs: tuple = ()) -> None:
-        """Writes the snapshot as JSON (gzip-compressed when ``path`` ends in ``.gz``),
-        atomically; refuses (``OSError``) a FIFO, a device, a read-only file or one of
-        ``inputs``, leaving it as it was."""
+    def to_json(self, path: str | os.PathLike | None = None, *, inputs: tuple = ()) -> str | None:
+        """The snapshot as JSON text when ``path`` is None; else writes it to ``path``
+        (gzip-compressed when it ends in ``.gz``), atomically, refusing (``OSError``) a FIFO,
+        a device, a read-only file or one of ``inputs`` and leaving it as it was."""
         from .._files import write_file
 
+        text = json.dumps(self.to_dict(), separators=(",", ":")) + "\n"
+        if path is None:
+            return text
         path = os.fspath(path)
-        data = (json.dumps(self.to_dict(), separators=(",", ":")) + "\n").encode("utf-8")
+        data = text.encode("utf-8")
         if path.endswith(".gz"):
             data = gzip.compress(data, mtime=0)
         write_file(path, data, inputs=inputs)
+        return None
 
     @classmethod
     def from_json(cls, path: str | os.PathLike) -> "Snapshot":
@@ -216,6 +220,20 @@ class Snapshot:
 
     def summary(self) -> str:
         return f"{len(self.frames)} frames, {self.entry_count} entries"
+
+    def table(self) -> str:
+        """One line per guard: frame, guard type, ``source.kind`` and name."""
+        rows = [(str(f["frame"]), r["guard_type"], r["source.kind"], r["name"] or "<ambient>")
+                for f in self.frames for r in f["entries"]]
+        head = ("frame", "guard_type", "source.kind", "name")
+        widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head[:3])]
+        lines = [f"{self.summary()} (torch {self.torch}, schema {self.schema_version})"]
+        for r in (head, *rows):
+            lines.append("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
 
 
 def _compiled_frame_info() -> tuple[str, str]:
@@ -377,8 +395,31 @@ def _run_target(target: str, argv: list[str]) -> int:
     return 0
 
 
+def _model_help() -> str:
+    from ._model_spec import MODEL_HELP
+
+    return MODEL_HELP
+
+
+def _capture_model(parser, spec: str, output: str) -> int:
+    """``capture --model SPEC -o OUT``: the model's guards, as ``capture(fn, *args, **kwargs)``."""
+    from . import _model_spec
+    from .._files import refuse_bad_outputs
+
+    refuse_bad_outputs(parser, [output], [spec])
+    try:
+        built = _model_spec.resolve(spec).build()
+    except _model_spec.ModelSpecError as e:
+        parser.error(f"--model: {e}")
+    snapshot = capture(built.fn, *built.args, **built.kwargs)
+    snapshot.to_json(output, inputs=(_model_spec.split_spec(spec)[0],))
+    print(f"captured {snapshot.summary()} from {spec} -> {output}")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``python -m guardpolicy capture SCRIPT.py|module:function -o OUT.json [-- ARGS]``."""
+    """``python -m guardpolicy capture SCRIPT.py|module:function -o OUT.json [-- ARGS]`` or
+    ``capture --model MODEL -o OUT.json``."""
     import argparse
 
     parser = argparse.ArgumentParser(
@@ -389,7 +430,9 @@ def main(argv: list[str] | None = None) -> int:
             "write them as a JSON snapshot (one row of schema fields per entry, per compiled frame)."
         ),
     )
-    parser.add_argument("target", help="SCRIPT.py or module:function")
+    parser.add_argument("target", nargs="?", help="SCRIPT.py or module:function")
+    parser.add_argument("--model", metavar="MODEL",
+                        help="instead of a target: " + _model_help() + "; compiled and called once")
     parser.add_argument("-o", "--output", required=True, help="snapshot path (.json, or .json.gz)")
     parser.epilog = "Arguments after `--` are passed to the script as sys.argv[1:]."
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -398,6 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         cut = argv.index("--")
         argv, script_args = argv[:cut], argv[cut + 1:]
     ns = parser.parse_args(argv)
+    if (ns.target is None) == (ns.model is None):
+        parser.error("give either SCRIPT.py|module:function or --model MODEL")
+    if ns.model is not None:
+        return _capture_model(parser, ns.model, ns.output)
 
     is_script = ns.target.endswith(".py") or os.path.exists(ns.target) or ":" not in ns.target
     if is_script and not os.path.isfile(ns.target):
