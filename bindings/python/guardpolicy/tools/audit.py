@@ -60,6 +60,7 @@ from typing import Any, Callable
 from ..loading import STD_POLICIES, load, load_std
 from ..runtime import stats
 from .._files import refuse_bad_outputs, write_file
+from ._model_spec import MODEL_HELP, ModelSpecError
 
 #: The audit models ``--model`` accepts.
 MODEL_NAMES = ("mlp", "gpt2")
@@ -885,13 +886,20 @@ def main(argv: list[str] | None = None) -> int:
         description="Compile a model under each policy, change one piece of state at a time, and "
                     "classify each change: recompiled, unaffected, or stale (a silent wrong result).",
     )
-    parser.add_argument("--model", action="append", choices=MODEL_NAMES, metavar="NAME",
-                        help=f"audit model, repeatable: {', '.join(MODEL_NAMES)} (default: all)")
+    parser.add_argument("--model", action="append", metavar="MODEL",
+                        help=f"repeatable: {MODEL_HELP}. The mutation audit takes any model (default: "
+                             f"{' '.join(MODEL_NAMES)}); --changes only the audit models {', '.join(MODEL_NAMES)}")
     parser.add_argument("--policy", nargs="+", metavar="FILE",
                         help="policy files (.gpol/.gpolc), standard policy names or keep_all "
-                             "(default: the six standard policies and keep_all)")
+                             "(default: the six standard policies, and keep_all with --changes)")
+    parser.add_argument("--changes", action="store_true",
+                        help="the fixed state changes of the audit models (CHANGES) instead of the "
+                             "guard-driven mutation audit")
     parser.add_argument("--change", action="append", metavar="KEY",
-                        help=f"only these changes, repeatable or comma-separated: {', '.join(CHANGE_KEYS)}")
+                        help=f"with --changes (implied): only these changes, repeatable or comma-separated: "
+                             f"{', '.join(CHANGE_KEYS)}")
+    parser.add_argument("--backend", default="eager",
+                        help="the mutation audit's backend (default eager; inductor is what users run)")
     parser.add_argument("--dynamo-config", action="append", metavar="KEY=VALUE",
                         help="torch._dynamo.config setting for the whole audit, repeatable "
                              "(e.g. skip_nnmodule_hook_guards=False)")
@@ -899,12 +907,18 @@ def main(argv: list[str] | None = None) -> int:
                         help="also run each stale or error cell under gp.compile(verify=N, "
                              "on_violation=recompile) and say whether and after how many calls it was caught")
     parser.add_argument("--json", metavar="OUT", help="also write the results as JSON to OUT")
-    parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown")
+    parser.add_argument("--markdown", action="store_true", help="print the tables as Markdown (--changes)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr")
     args = parser.parse_args(argv)
-    refuse_bad_outputs(parser, [args.json], args.policy or [])
+    refuse_bad_outputs(parser, [args.json], [*(args.policy or []), *(args.model or [])])
     if args.verify < 0:
         parser.error(f"--verify: a number of calls >= 1, not {args.verify}")
+    if not (args.changes or args.change or args.verify):  # --verify is about the fixed changes' stale cells
+        return _main_mutation(parser, args, argv)
+    bad = [m for m in args.model or () if m not in MODEL_NAMES]
+    if bad:
+        parser.error(f"--changes: the fixed changes need an audit model ({', '.join(MODEL_NAMES)}), not "
+                     f"{', '.join(bad)}; without --changes the mutation audit takes any model")
 
     models = list(dict.fromkeys(args.model or MODEL_NAMES))
     changes = CHANGES
@@ -989,6 +1003,67 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         write_file(args.json, json.dumps(report, indent=2) + "\n")
     return 1 if bugs else 0
+
+
+def _main_mutation(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The guard-driven mutation audit of each --policy on each --model
+    (``guardpolicy.tools.mutation``): text per policy, JSON with --json. Exit 0 when it ran,
+    1 when a compiled model differs from eager before any change, 2 on bad arguments."""
+    from . import _model_spec, mutation
+    from ..errors import PolicyError
+
+    try:
+        specs = [_model_spec.resolve(m) for m in dict.fromkeys(args.model or MODEL_NAMES)]
+    except ModelSpecError as e:
+        parser.error(f"--model: {e}")
+    try:
+        config = _parse_config(args.dynamo_config)
+    except ValueError as e:
+        parser.error(str(e))
+    try:
+        policies = [resolve_policy(spec) for spec in (args.policy or STD_POLICIES)]
+    except PolicyError as e:
+        print(str(e), file=sys.stderr)
+        return 2
+
+    import torch
+    import torch._dynamo
+
+    unknown_config = [k for k in config if not hasattr(torch._dynamo.config, k)]
+    if unknown_config:
+        parser.error(f"--dynamo-config: torch._dynamo.config has no {', '.join(unknown_config)}")
+    progress = None if args.quiet else (lambda msg: print(f"  … {msg}", file=sys.stderr, flush=True))
+    started = datetime.datetime.now(datetime.timezone.utc)
+    argv_text = " ".join(sys.argv[2:] if argv is None else argv)
+    report: dict[str, Any] = {
+        "torch": torch.__version__, "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+        "command": f"python -m guardpolicy audit {argv_text}".rstrip(), "backend": args.backend,
+        "dynamo_config": config, "legend": mutation.LEGEND, "models": {},
+    }
+    print(f"guardpolicy audit (guard-driven mutations) · torch {torch.__version__} · backend {args.backend} · "
+          f"{report['date']}")
+    print(mutation.LEGEND)
+    failed = False
+    with torch._dynamo.config.patch(**config) if config else contextlib.nullcontext():
+        for spec in specs:
+            try:
+                built = spec.build()
+            except ModelSpecError as e:
+                print(f"python -m guardpolicy audit: error: --model {spec.origin}: {e}", file=sys.stderr)
+                return 2
+            audits = []
+            for label, source, policy in policies:
+                result = mutation.audit(built.fn, built.args, built.kwargs, policy, label=spec.label,
+                                        policy_label=label, backend=args.backend, progress=progress)
+                result.source = source
+                print()
+                print(result.table())
+                failed = failed or bool(result.problems)
+                audits.append(result.to_dict())
+            report["models"][spec.label] = audits
+    if args.json:
+        write_file(args.json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -97,6 +97,54 @@ def own_class_copy(model: Any) -> Any:
     return model
 
 
+def own_copy(model_or_fn: Any) -> Any:
+    """``own_class_copy`` for an ``nn.Module``; for a function, a new function over a copy
+    of its code object (its own Dynamo cache)."""
+    if isinstance(model_or_fn, torch.nn.Module):
+        return own_class_copy(model_or_fn)
+    fn = model_or_fn
+    fresh = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    fresh.__kwdefaults__ = fn.__kwdefaults__
+    return fresh
+
+
+def as_policy(spec: Any) -> Policy:
+    """A ``Policy``, a std policy name or a policy file, loaded."""
+    if isinstance(spec, Policy):
+        return spec
+    if spec in loading.STD_POLICIES:
+        return loading.load_std(spec)
+    return loading.load(spec)
+
+
+def policy_variants(model: Any, inputs: tuple, kwargs: dict, policies: list[Policy], backend: str) -> list[Variant]:
+    """eager, no filter, and each policy through ``gp.compile`` (compiled)."""
+    eager = copy.deepcopy(model) if isinstance(model, torch.nn.Module) else model
+    out = [Variant("eager", eager)]
+    fn = torch.compile(own_copy(model), backend=backend)
+    fn(*inputs, **kwargs)
+    out.append(Variant("no filter", fn))
+    for policy in policies:
+        fn = gp_compile(own_copy(model), policy, backend=backend)
+        fn(*inputs, **kwargs)
+        out.append(Variant(f"{policy.name} (gp.compile)", fn))
+    return out
+
+
+def measure_model(model: Any, inputs: tuple, kwargs: dict, policies: list[Policy], backend: str,
+                  calls: int, block: int) -> list[dict]:
+    """The summary rows of ``policy_variants`` for one model and backend, under no_grad."""
+    torch._dynamo.reset()
+    try:
+        with torch.no_grad():
+            variants = policy_variants(model, inputs, kwargs, policies, backend)
+            check_outputs(variants, inputs, kwargs)
+            run(variants, inputs, calls, block, kwargs)
+    finally:
+        torch._dynamo.reset()
+    return summarize(variants)
+
+
 def own_add() -> Callable:
     def add(x):
         return x + 1
@@ -205,12 +253,13 @@ def stamp(calls: int, block: int) -> str:
             f"interleaved in blocks of {block}")
 
 
-def run(variants: list[Variant], inputs: tuple, calls: int, block: int) -> None:
+def run(variants: list[Variant], inputs: tuple, calls: int, block: int, kwargs: dict | None = None) -> None:
+    kwargs = kwargs or {}
     for v in variants:  # warm-up: compile, then the stance switches on after WARMUP quiet calls
-        v.fn(*inputs)
+        v.fn(*inputs, **kwargs)
         with v.block_ctx() if v.block_ctx else contextlib.nullcontext():
             for _ in range(3 * WARMUP):
-                v.fn(*inputs)
+                v.fn(*inputs, **kwargs)
     rounds = calls // block
     gc.collect()
     gc.disable()
@@ -220,10 +269,10 @@ def run(variants: list[Variant], inputs: tuple, calls: int, block: int) -> None:
             for v in variants[shift:] + variants[:shift]:
                 fn, samples = v.fn, v.samples
                 with v.block_ctx() if v.block_ctx else contextlib.nullcontext():
-                    fn(*inputs)
+                    fn(*inputs, **kwargs)
                     for _ in range(block):
                         t0 = time.perf_counter_ns()
-                        fn(*inputs)
+                        fn(*inputs, **kwargs)
                         samples.append(time.perf_counter_ns() - t0)
     finally:
         gc.enable()
@@ -243,11 +292,12 @@ def summarize(variants: list[Variant]) -> list[dict]:
     return rows
 
 
-def check_outputs(variants: list[Variant], inputs: tuple) -> None:
+def check_outputs(variants: list[Variant], inputs: tuple, kwargs: dict | None = None) -> None:
     """Raises SystemExit naming the first variant whose output differs from eager's."""
-    ref = output_tensor(variants[0].fn(*inputs))
+    kwargs = kwargs or {}
+    ref = output_tensor(variants[0].fn(*inputs, **kwargs))
     for v in variants[1:]:
-        out = output_tensor(v.fn(*inputs))
+        out = output_tensor(v.fn(*inputs, **kwargs))
         if not torch.allclose(out, ref, atol=1e-5, rtol=1e-4):
             raise SystemExit(f"{v.label}: output differs from eager")
 
