@@ -4,7 +4,8 @@
     policy = gp.load("serving.gpol")            # raises gp.PolicyError with diagnostics
     opt = torch.compile(model, options={"guard_filter_fn": policy})
 
-Importing guardpolicy does not import torch.
+Importing guardpolicy does not import torch. ``gp.capture``, ``gp.audit`` and ``gp.bench``
+run the tools of ``guardpolicy.tools`` (which need torch) on the caller's model.
 """
 
 from __future__ import annotations
@@ -27,8 +28,11 @@ from .loading import DATA_DIR, STD_POLICIES, lint, load, load_std, std_policy_pa
 from .verify import FailedGuard, Verdict, Violation
 from .dryrun import DryRunEvent, DryRunReport, report as dry_run_report
 from .runtime import CompileStats, compile, explain, stats  # noqa: A004 - guardpolicy.compile, as designed
+from ._tool_api import AuditReport, BenchReport, audit, bench, capture
 
 __all__ = [
+    "AuditReport",
+    "BenchReport",
     "DATA_DIR",
     "EXAMPLE_PLUGINS",
     "CompileStats",
@@ -50,6 +54,9 @@ __all__ = [
     "STD_POLICIES",
     "StaleGuardError",
     "StaleGuardWarning",
+    "audit",
+    "bench",
+    "capture",
     "compile",
     "dry_run_report",
     "example_plugin_path",
