@@ -61,7 +61,7 @@ TEST(Cli, SeveralPoliciesNeedTheCommandLinesOption) {
 }
 
 TEST(Cli, PythonToolsPointAtPythonM) {
-  for (const std::string tool : {"capture", "bench", "audit", "demo"}) {
+  for (const std::string tool : {"capture", "bench", "audit", "suggest", "demo"}) {
     const auto r = RunCli({tool, "--help"});
     EXPECT_EQ(r.rc, cli::kExitUsage);
     EXPECT_EQ(r.err, "guardpolicy: `" + tool + "` is a Python tool (it needs torch): run `python -m guardpolicy " +

@@ -143,7 +143,7 @@ def test_installed_command_is_the_cpp_executable_with_the_installed_data(tmp_pat
     assert r.stdout == "0 passed, 0 failed\n"
 
 
-@pytest.mark.parametrize("tool", ["capture", "bench", "audit", "demo"])
+@pytest.mark.parametrize("tool", ["capture", "bench", "audit", "suggest", "demo"])
 def test_python_tools_are_named_by_the_executable(tool):
     proc = run(tool, "--help")
     assert proc.returncode == 2

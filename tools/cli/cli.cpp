@@ -34,7 +34,8 @@ std::string DefaultDataDir(const std::string& given) {
 constexpr std::pair<const char*, const char*> kPythonTools[] = {
     {"capture", "record the guards torch.compile offers while a script runs"},
     {"bench", "time eager, no filter, each policy and torch's filters on models"},
-    {"audit", "change one piece of state at a time: recompiled, unaffected or stale"},
+    {"audit", "change the state each dropped guard protects: dangerous, caught or harmless"},
+    {"suggest", "audit a model's guards and write a policy dropping only the harmless ones"},
     {"demo", "bench on the two demo models (what `make demo` runs)"},
 };
 

@@ -2,7 +2,7 @@
 
 ``lint``, ``fmt``, ``test``, ``compile``, ``disasm``, ``check`` and ``filters`` run the C++
 command line inside this process (the installed ``guardpolicy`` command is that C++ program
-itself, tools/cli); ``capture``, ``bench``, ``audit`` and ``demo`` are the Python tools (they
+itself, tools/cli); ``capture``, ``bench``, ``audit``, ``suggest`` and ``demo`` are the Python tools (they
 need torch), reached only this way. ``$GUARDPOLICY_DATA_DIR`` overrides the package's schema
 and std policies.
 """
@@ -17,7 +17,8 @@ from . import _core
 from .loading import DATA_DIR
 
 #: Subcommands implemented in Python: name -> module with main(argv) -> int.
-PYTHON_TOOLS = {"capture": "tools.capture", "bench": "tools.bench", "audit": "tools.audit", "demo": "tools.demo"}
+PYTHON_TOOLS = {"capture": "tools.capture", "bench": "tools.bench", "audit": "tools.audit",
+                "suggest": "tools.suggest", "demo": "tools.demo"}
 
 
 def main(argv: list[str] | None = None) -> int:
