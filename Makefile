@@ -45,9 +45,10 @@ build: deps
 	  -Ccmake.define.GUARDPOLICY_INSTALL=ON \
 	  -Ccmake.define.pybind11_DIR=$$($(PY) -m pybind11 --cmakedir)
 
-# The bench with the demo defaults (MLP and GPT-2): a table per model; the chart in build/.
+# The bench with the demo defaults (MLP and GPT-2): a table per model; the chart in build/;
+# then the frontier (latency against state changes caught), build/frontier_MODEL.png.
 demo: build
-	$(PY) -m guardpolicy demo --plot $(BUILD_DIR)/demo.png
+	$(PY) -m guardpolicy demo --plot $(BUILD_DIR)/demo.png --frontier $(BUILD_DIR)
 
 test-cpp: build
 	$(VENV)/bin/ctest --test-dir $(BUILD_DIR) --output-on-failure -j2

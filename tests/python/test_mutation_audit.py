@@ -277,3 +277,26 @@ def test_import_guardpolicy_stays_cheap():
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                        env={**os.environ})
     assert r.returncode == 0, r.stderr
+
+
+# --------------------------------------------------------------------------- the frontier (make demo)
+
+
+def test_frontier_suggested_catches_every_change_skip_all_guards_none(tmp_path):
+    from guardpolicy.tools import frontier
+
+    built = _built(BLOCKS)
+    f = frontier.measure("blocks", built.fn, built.args, backend="eager", calls=10, block=5)
+    points = {p.name: p for p in f.points}
+    assert set(points) == {"no filter", *gp.STD_POLICIES, "suggested_blocks"}
+    total = points["no filter"].total
+    assert total >= 10 and points["no filter"].caught == total and points["no filter"].dropped == 0
+    assert points["skip_all_guards"].caught == 0 and len(points["skip_all_guards"].missed) == total
+    assert points["suggested_blocks"].caught == total and points["suggested_blocks"].dropped > 0
+    # skip_guard_on_globals lets the global config go stale, and nothing else
+    missed = points["skip_guard_on_globals"].missed
+    assert missed and all(m.startswith("G[") for m in missed), missed
+    assert any(m.startswith("G['CONFIG']['use_gate']") for m in missed)
+    assert all(p.median_us > 0 for p in f.points)
+    assert frontier.plot(f)[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "| suggested_blocks |" in "\n".join(f.table())

@@ -47,6 +47,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="the recipe of the headline table (default policies/examples/serving.gpol)")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     parser.add_argument("--plot", metavar="PNG", help="also write a bar chart to PNG (matplotlib)")
+    parser.add_argument("--frontier", metavar="DIR",
+                        help="end with the frontier: per model, latency against state changes caught, "
+                             "a table and DIR/frontier_MODEL.png (guardpolicy.tools.frontier)")
+    parser.add_argument("--frontier-backend", default="eager",
+                        help="the backend of the frontier's audits and timing (default eager)")
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in models if m not in MODEL_NAMES]
@@ -69,7 +74,30 @@ def main(argv: list[str] | None = None) -> int:
         bench_argv += ["--json", args.json]
     if args.plot:
         bench_argv += ["--plot", args.plot]
-    return bench_main(bench_argv, prog="python -m guardpolicy demo")
+    status = bench_main(bench_argv, prog="python -m guardpolicy demo")
+    if args.frontier:
+        show_frontier(models, args.frontier, args.frontier_backend, int(args.calls))
+    return status
+
+
+def show_frontier(models: list[str], out_dir: str, backend: str, calls: int) -> None:
+    """Per model: the frontier table on stdout and ``out_dir/frontier_MODEL.png``."""
+    import os
+
+    from . import frontier
+    from ._models import build
+    from .._files import write_file
+
+    print("\nThe frontier: per-call latency against the state changes each filter still catches\n", flush=True)
+    for name in models:
+        model, inputs = build(name)
+        f = frontier.measure(name, model, inputs, backend=backend, calls=calls,
+                             progress=lambda msg: print(msg, file=sys.stderr, flush=True))
+        print("\n".join(f.table()), flush=True)
+        path = os.path.join(out_dir, f"frontier_{name}.png")
+        write_file(path, frontier.plot(f))
+        print(f"\nwrote {path}\n", flush=True)
+    print(frontier.VERIFY_NOTE)
 
 
 if __name__ == "__main__":
