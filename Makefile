@@ -66,7 +66,8 @@ docs-test: build
 
 test: test-cpp test-python test-cmake-consumer docs-test
 
-# Portability legs: the whole Python suite on another interpreter or torch release, e.g.
+# Portability legs: the Python suite on another interpreter or torch release (all but the
+# `soak` tests, long real-compile runs that `make test` runs once; see pyproject.toml), e.g.
 #   make test-python-leg PYVER=3.12 TORCH=2.13.0    make test-python-matrix (each leg of PY_LEGS)
 # A leg has its own virtual environment (.venv-<leg>) and CMake tree (build-<leg>): scikit-build-core
 # builds guardpolicy there for that interpreter, as `make build` does for .venv (the extension,
@@ -106,7 +107,7 @@ test-python-leg: apt-deps
 	  -Cbuild-dir=$(LEG_BUILD) -Ccmake.build-type=Release -Ccmake.define.GUARDPOLICY_BUILD_TEST_PLUGINS=ON \
 	  -Ccmake.define.pybind11_DIR=$$($(LEG_PY) -m pybind11 --cmakedir)
 	PATH=$(CURDIR)/$(LEG_VENV)/bin:$(LEG_DEPS)/bin:$$PATH GUARDPOLICY_TEST_PLUGIN_DIR=$(CURDIR)/$(LEG_BUILD)/tests/plugins \
-	  $(LEG_PY) -m pytest -q tests/python
+	  $(LEG_PY) -m pytest -q tests/python -m "not soak"
 
 # Each leg in turn, with its time; stops at the first that fails.
 test-python-matrix:

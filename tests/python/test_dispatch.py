@@ -46,6 +46,7 @@ def model_inputs(name, count):
     return [torch.randn(example.shape, generator=gen) for _ in range(count)]
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("backend", ["eager", "inductor"])
 @pytest.mark.parametrize("name", ["mlp", "gpt2"])
 def test_outputs_equal_the_normal_path_over_1000_calls(name, backend):

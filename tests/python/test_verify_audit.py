@@ -140,6 +140,7 @@ def _control_stale(model_name, change) -> bool:
         torch._dynamo.reset()
 
 
+@pytest.mark.soak
 @pytest.mark.parametrize("model_name", ["mlp"])
 @pytest.mark.parametrize("policy_name", gp.STD_POLICIES)
 def test_every_stale_cell_is_caught(model_name, policy_name):
