@@ -80,6 +80,17 @@ GOOD = """\
     assert gp.load("a.gpol").name == "a"
     '''
 
+    '''python
+    # file: hello.py
+    import sys
+    print("hello", sys.argv[1])
+    '''
+
+    '''console
+    $ python hello.py there
+    hello there
+    '''
+
     '''sh
     make everything   # a listing: not run
     '''
@@ -101,6 +112,7 @@ def test_a_page_that_keeps_the_conventions_passes(docs_test, tmp_path, capsys):
     assert "FAIL" not in out
     assert "SKIP  " in out and "needs a GPU; really" in out
     assert "lints clean, its tests pass" in out
+    assert "saved as hello.py for the page's commands (compiles)" in out
 
 
 @pytest.mark.parametrize("body, message", [
@@ -130,6 +142,9 @@ def test_a_page_that_keeps_the_conventions_passes(docs_test, tmp_path, capsys):
      "page.md:3  gpol  names no compile produced\n      line 7: `name == \"self.fc.weight\"` matches no guard"),
     ("'''python\nrows = [{\"name\": \"self.fc.weight\", \"guard_type\": \"TENSOR_MATCH\"}]\n'''\n",
      "names no compile produced"),
+    ("'''python\n# file: broken.py\ndef f(:\n'''\n", "does not compile"),
+    ("'''python\n# file: run_me.py\nraise SystemExit(4)\n'''\n\n'''console\n$ python run_me.py\n'''\n",
+     "`python run_me.py` exited 4"),
     ("'''c\nint f(void) { return 1 }\n'''\n", "cc failed"),
     ("'''c\nint f(void) { return 1; }\n'''\n", "the plugin does not load"),
 ])

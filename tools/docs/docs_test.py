@@ -15,7 +15,10 @@ docs/index.md, "Examples in these docs are tested"):
              of the page runs, so the page's commands and Python code can use it.
 ``python``   Run as a script (``python BLOCK.py``, a time limit of PY_TIMEOUT seconds) in the
              page's working directory; it must exit 0. Its output is not compared. Blocks
-             that need torch import it (CPU torch; use ``backend="eager"``).
+             that need torch import it (CPU torch; use ``backend="eager"``). A first line
+             ``# file: NAME.py`` saves the block as NAME.py instead, as for gpol, for the
+             page's commands to run (``torchrun ... NAME.py``); on its own it is only
+             compiled (``py_compile``), not run.
 ``console``  Commands and their output: a line ``$ CMD`` is a command (a line ending in ``\\``
              continues on the next), the lines up to the next ``$`` are its expected output
              (stdout and stderr together). Lines are compared with trailing spaces removed;
@@ -142,7 +145,7 @@ class Block:
 
     @property
     def file_name(self) -> str | None:
-        """NAME from a first line ``# file: NAME`` (gpol blocks)."""
+        """NAME from a first line ``# file: NAME`` (gpol and python blocks)."""
         first = self.text.split("\n", 1)[0]
         m = _FILE_LINE.match(first)
         return m.group("name") if m else None
@@ -491,6 +494,8 @@ def check_console(block: Block, workdir: Path) -> Result:
 
 
 def check_python(block: Block, workdir: Path, index: int) -> Result:
+    if block.file_name:  # saved by prepare_workdir, for the page's commands
+        return check_python_file(block, workdir / block.file_name)
     code = block.text
     bad = doc_names.unmatched(doc_names.python_claims(code), block.line + 1)
     if bad:
@@ -511,6 +516,15 @@ def check_python(block: Block, workdir: Path, index: int) -> Result:
         return _fail(block, f"exited {proc.returncode}", out[-30:])
     fragment = " (fragment)" if "fragment" in block.directives else ""
     return Result(block, "PASS", f"ran in {took:.1f} s{fragment}")
+
+
+def check_python_file(block: Block, path: Path) -> Result:
+    """A ``# file: NAME.py`` block: it must compile; the page's commands run it."""
+    proc = subprocess.run([sys.executable, "-m", "py_compile", str(path)], stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, timeout=PY_TIMEOUT)
+    if proc.returncode != 0:
+        return _fail(block, "does not compile", proc.stdout.decode("utf-8", "replace").splitlines()[-10:])
+    return Result(block, "PASS", f"saved as {path.name} for the page's commands (compiles)")
 
 
 # --------------------------------------------------------------------------- c
@@ -556,7 +570,7 @@ def prepare_workdir(workdir: Path, blocks: list[Block]) -> list[Result]:
     saved: dict[str, Block] = {}
     failures = []
     for b in blocks:
-        if b.lang not in GPOL_LANGS or "skip" in b.directives or not b.file_name:
+        if b.lang not in GPOL_LANGS | PYTHON_LANGS or "skip" in b.directives or not b.file_name:
             continue
         name = b.file_name
         if "fragment" in b.directives:
