@@ -10,7 +10,8 @@ run the tools of ``guardpolicy.tools`` (which need torch) on the caller's model.
 
 from __future__ import annotations
 
-from .errors import Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning, StaleGuardError, StaleGuardWarning
+from .errors import (Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning, RankMismatchError, StaleGuardError,
+                     StaleGuardWarning)
 from .frames import CompiledFrame, FrameExplanations
 from .policy import Explanation, Policy, RuleRef
 from .registry import (  # noqa: A004 - guardpolicy.filter, as designed
@@ -50,6 +51,7 @@ __all__ = [
     "Policy",
     "PolicyError",
     "PolicyRuntimeWarning",
+    "RankMismatchError",
     "RuleRef",
     "STD_POLICIES",
     "StaleGuardError",

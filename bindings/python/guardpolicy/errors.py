@@ -82,3 +82,16 @@ class StaleGuardError(RuntimeError):
 class StaleGuardWarning(RuntimeWarning):
     """Verify found a failed dropped guard under ``on_violation warn``: the call went on
     with the cached (stale) code. One warning per failed guard."""
+
+
+class RankMismatchError(RuntimeError):
+    """The ranks of a ``torch.distributed`` process group disagree (``guardpolicy.compile``
+    checks it at the first compile, and per compiled frame with ``check_ranks=True``):
+    another policy, parameter value, plugin or torch on some rank, a frame whose guards were
+    decided differently, or a rank that did not reach the agreement in time. Raised on every
+    rank that takes part; the message names the ranks and what differs. ``ranks``: the
+    ranks (global numbering) named as differing or missing, where known."""
+
+    def __init__(self, message: str, ranks: tuple[int, ...] = ()):
+        super().__init__(message)
+        self.ranks = tuple(ranks)

@@ -9,6 +9,9 @@ knobs and its stance, at no cost on calls that do not compile.
   eval-frame hook calls on a cache miss, never on a cache hit) runs under
   ``torch._dynamo.config.patch`` and Dynamo's compile lock. Recompiles long after warm-up
   (a new shape) see them too; other compiled objects, in this thread or another, never do.
+* Many ranks: the same callback agrees on the policy across ``torch.distributed`` ranks at
+  the first compile, and ``guard_filter_fn`` on each frame's decisions with ``check_ranks``
+  (``guardpolicy.ranks``; nothing per call).
 * Its ``stance skip_guard_eval_unsafe after N calls`` line: once N consecutive calls of this
   object compiled nothing, its calls run with torch's ``skip_guard_eval_unsafe`` stance. One
   per-call hook of this object's ``OptimizeContext`` (``enter_exit_hooks``, which torch runs
@@ -40,6 +43,7 @@ from .frames import FrameExplanations, compiled_frame
 from .loading import load
 from .policy import Policy
 from .verify import ACTIONS, REGISTRY, DroppedIndex, FrameGuards, Violation
+from .ranks import DEFAULT_TIMEOUT_S, RankAgreement, check_group
 
 _INDUCTOR = "inductor"
 _ATTR = "_guardpolicy"  # where a compiled object keeps its CompileStats
@@ -61,10 +65,11 @@ class CompileStats:
     now run with ``skip_guard_eval_unsafe``. Without one, guardpolicy adds nothing to a call
     and ``calls`` and ``quiet_calls`` are None. Counts are plain ints updated without a lock:
     calls from several threads at once may be under-counted. Picklable; copied with the
-    compiled object.
+    compiled object. ``ranks``: the agreement across ``torch.distributed`` ranks (a
+    ``RankAgreement``, see guardpolicy.ranks).
     """
 
-    __slots__ = ("policy", "compiles", "explanations", "dispatch", "verify_every", "on_violation",
+    __slots__ = ("policy", "compiles", "explanations", "dispatch", "ranks", "verify_every", "on_violation",
                  "dry_run", "violations", "verified_calls", "unverified_calls", "dry_run_events",
                  "_active", "_calls", "_warmup", "_last_compile_call", "guards", "_stanced",
                  "_leave_bound")
@@ -73,8 +78,9 @@ class CompileStats:
     _LIVE = ("guards", "_stanced", "_leave_bound")
 
     def __init__(self, policy: Policy, verify_every: int = 0, on_violation: str = "recompile",
-                 dry_run: bool = False):
+                 dry_run: bool = False, ranks: RankAgreement | None = None):
         self.policy = policy
+        self.ranks = ranks if ranks is not None else RankAgreement()
         self.compiles = 0
         self.explanations: list[FrameExplanations] = []
         self.dispatch: Any = None  # a dispatch.DirectDispatch with dispatch="direct"
@@ -196,6 +202,7 @@ class GuardFilter:
             warnings.simplefilter("ignore", PolicyRuntimeWarning)
             explanations = FrameExplanations(policy.explain(entries), compiled_frame())
         stats.record_compile(explanations)
+        stats.ranks.after_frame(explanations)  # check_ranks: raises RankMismatchError
         if stats.verify_every:
             torch_locals = _tp.compiling_frame_locals()
             index = DroppedIndex.of(entries, explanations, explanations.frame)
@@ -224,7 +231,12 @@ class ScopedConfigCallback:
     """Dynamo's callback of one compiled object, run with the policy's config knobs patched
     and Dynamo's compile lock held (so no other thread compiles under them). Only a cache
     miss calls it. It carries the wrapped callback's ``_torchdynamo_orig_backend``, which
-    Dynamo's C side reads to pick the cache entries of a backend."""
+    Dynamo's C side reads to pick the cache entries of a backend.
+
+    Before anything compiles, the first call agrees on the policy across ``torch.distributed``
+    ranks (``RankAgreement.before_compile``). A ``RankMismatchError`` raised inside the
+    compile (``check_ranks``), which Dynamo wraps as an ``InternalTorchDynamoError``, comes
+    out as itself."""
 
     def __init__(self, inner: Callable, stats: CompileStats):
         self.inner = inner
@@ -232,19 +244,28 @@ class ScopedConfigCallback:
         self._torchdynamo_orig_backend = inner._torchdynamo_orig_backend
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        with _tp.compile_lock(), _tp.dynamo_config().patch(**self.stats.config):
-            return self.inner(*args, **kwargs)
+        ranks = self.stats.ranks
+        with _tp.compile_lock():
+            ranks.before_compile(self.stats.policy)
+            try:
+                with _tp.dynamo_config().patch(**self.stats.config):
+                    return self.inner(*args, **kwargs)
+            except Exception:
+                if ranks.error is not None:
+                    raise ranks.error from None
+                raise
 
 
 def _install(ctx: Any, stats: CompileStats) -> None:
-    """Adds the per-call hook and, for a policy with config lines, the scoped callback to
-    ``ctx`` (the ``OptimizeContext``). Idempotent: a deep copy or an unpickled context may
-    carry the callback already."""
+    """Adds the per-call hook and the scoped callback (config lines, the agreement across
+    ranks) to ``ctx`` (the ``OptimizeContext``). Idempotent: a deep copy or an unpickled
+    context may carry the callback already. A disabled compile (``disable=True``) has no
+    callback to wrap."""
     if stats.needs_call_hook:
         hooks = _tp.hooks_of(ctx)
         if not any(getattr(h, "__self__", None) is stats for h in hooks):
             hooks.append(stats.enter)
-    if stats.config and not isinstance(ctx.callback, ScopedConfigCallback):
+    if callable(ctx.callback) and not isinstance(ctx.callback, ScopedConfigCallback):
         ctx.callback = ScopedConfigCallback(ctx.callback, stats)
     if stats.dispatch is not None:
         stats.dispatch.bind_context(ctx)
@@ -433,10 +454,20 @@ def _require_verify(model_or_fn: Any) -> None:
                          "code to verify (a module's forward or a Python function is needed)")
 
 
+def _rank_agreement(process_group: Any, check_ranks: Any, rank_timeout: Any) -> RankAgreement:
+    if type(check_ranks) is not bool:
+        raise TypeError(f"check_ranks must be a bool, not {type(check_ranks).__name__}")
+    if isinstance(rank_timeout, bool) or not isinstance(rank_timeout, (int, float)) or not rank_timeout > 0:
+        raise TypeError(f"rank_timeout must be a positive number of seconds, not {rank_timeout!r}")
+    check_group(process_group)
+    return RankAgreement(process_group, check_ranks, float(rank_timeout), {"check_ranks": check_ranks})
+
+
 def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: str | None = None,  # noqa: A001
             options: dict | None = None, backend: Any = _INDUCTOR, dispatch: str | None = None,
             verify: int | None = None, on_violation: str | None = None,
             dry_run: bool | str | os.PathLike = False,
+            process_group: Any = None, check_ranks: bool = False, rank_timeout: float = DEFAULT_TIMEOUT_S,
             **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model_or_fn, ...)`` with ``policy`` as its ``guard_filter_fn`` and the
     policy's ``config`` and ``stance`` lines applied (see the module docstring).
@@ -458,10 +489,18 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     (``guardpolicy.dry_run_report(result)``); a path instead of True also writes the
     report's JSON there at exit. See docs/verify.md.
 
+    Many ranks (docs/distributed.md): when ``torch.distributed`` is initialised at the first
+    compile, or ``process_group`` is given, the ranks of the group (the default one, or
+    ``process_group``) agree on the policy at the first compile; ``check_ranks=True`` also
+    compares each compiled frame's decisions. A rank waits at most ``rank_timeout`` seconds
+    for the others (gloo). A disagreement raises ``RankMismatchError`` on every rank.
+
     Raises ``PolicyError`` for a bad policy, ``ValueError`` for ``mode`` with ``options``, with
     a non-inductor backend, for ``options`` that already hold a ``guard_filter_fn``, for an
-    unknown ``dispatch`` or a bad ``verify``/``on_violation``/``dry_run``; ``RuntimeError`` on
-    a torch without what this needs.
+    unknown ``dispatch`` or a bad ``verify``/``on_violation``/``dry_run``, or for a
+    ``process_group`` without ``torch.distributed`` initialised or without this rank;
+    ``TypeError`` for a ``check_ranks`` that is not a bool or a ``rank_timeout`` that is not a
+    positive number; ``RuntimeError`` on a torch without what this needs.
     """
     _require_torch()
     import torch
@@ -480,7 +519,8 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     elif dry_run is not False and (absent := _tp.missing_for_verify()):
         raise RuntimeError(f"guardpolicy.compile(dry_run=...) needs {', '.join(absent)}, which torch "
                            f"{torch.__version__} lacks")
-    stats_ = CompileStats(policy, every, action, dry_run is not False)
+    stats_ = CompileStats(policy, every, action, dry_run is not False,
+                          _rank_agreement(process_group, check_ranks, rank_timeout))
     if dispatch_mode == "direct":
         direct = _dispatch()
         direct.require()
