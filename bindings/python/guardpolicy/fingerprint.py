@@ -26,7 +26,8 @@ class Fingerprint:
     """One rank's policy, as compared across ranks (plain values: it travels by pickle).
 
     ``program``: the first 16 hex digits of the SHA-256 of the policy's bytecode listing
-    (rule files as base names), its config, stance, on_error and default. ``plugins``:
+    (rule files as base names), its config, stance, verify and dispatch lines, on_error and
+    default. ``plugins``:
     ``(name, version, file digest, config)`` of each plugin loaded when the policy was.
     ``settings``: ``guardpolicy.compile``'s keywords that change what a call does."""
 
@@ -55,7 +56,8 @@ def _program_digest(policy: Policy) -> str:
     for file in sorted({rule.file for rule in policy.rules} | {policy.source_file}, key=len, reverse=True):
         if file:
             listing = listing.replace(file, os.path.basename(file))
-    extra = repr((sorted(policy.config.items()), policy.stance, policy.on_error, policy.default_decision))
+    extra = repr((sorted(policy.config.items()), policy.stance, policy.on_error, policy.default_decision,
+                  getattr(policy, "verify", None), getattr(policy, "dispatch", None)))
     return hashlib.sha256(f"{listing}\n{extra}".encode()).hexdigest()[:16]
 
 
