@@ -312,10 +312,12 @@ class DirectDispatch:
         """verify's sampled check of a direct call, before it runs (issue 14's path: it
         records, logs and acts). True when the call must take the normal path instead: under
         ``on_violation recompile`` the stale entry is invalidated and the normal path, which
-        counts the call again, compiles anew. ``raise`` raises; ``warn`` lets the call go on."""
+        counts and verifies the call again, compiles anew. ``raise`` raises; ``warn`` lets the
+        call go on."""
         verdict = target.path.verify(call, args, kwargs)
         if verdict.stale and self._stats.on_violation == "recompile":
             self._stats._calls = call - 1
+            self._stats.verified_calls -= 1  # one call, verified once: the normal path counts it
             self.reset()
             self.fallbacks[VERIFY_CAUGHT] += 1
             return True
