@@ -38,6 +38,7 @@ import functools
 import inspect
 import json
 import sys
+import threading
 import time
 import types
 import warnings
@@ -297,7 +298,18 @@ def perturb(out: Any) -> Any:
     """``out`` with every floating tensor ``x`` as ``x * 1.5 + 0.1 * x * x + 0.25`` (not
     affine, so that a normalization after it still shows the change), integer tensors
     ``+ 1`` and bool tensors negated: what a swapped submodule, a rebound function or an
-    added hook returns."""
+    added hook returns. Not re-entered: a rebound function that perturb itself calls (a
+    builtin of a shared builtins dict, e.g. GPT-2's) returns its plain result inside it."""
+    if _PERTURBING.active:  # first, before anything that may call a rebound builtin (__import__)
+        return out
+    _PERTURBING.active = True
+    try:
+        return _perturbed(out)
+    finally:
+        _PERTURBING.active = False
+
+
+def _perturbed(out: Any) -> Any:
     import torch
     from torch.utils import _pytree
 
@@ -309,6 +321,13 @@ def perturb(out: Any) -> Any:
         return ~x if x.dtype == torch.bool else x + 1
 
     return _pytree.tree_map(one, out)
+
+
+class _Flag(threading.local):
+    active = False
+
+
+_PERTURBING = _Flag()  # perturb's own calls are not perturbed again
 
 
 @dataclasses.dataclass
