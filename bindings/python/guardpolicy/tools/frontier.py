@@ -30,8 +30,8 @@ from ..loading import STD_POLICIES, load, load_std
 NO_FILTER = "no filter"
 
 #: Said after the frontier: the suggested policy with verify mode is not a point yet.
-VERIFY_NOTE = ("The suggested policy with verify mode (issue 14) is not on this frontier: guardpolicy.compile "
-               "has no verify mode in this build.")
+VERIFY_NOTE = ("The suggested policy with verify mode (guardpolicy.compile(..., verify=N), docs/verify.md) "
+               "is not on this frontier yet.")
 
 
 @dataclasses.dataclass
