@@ -14,7 +14,6 @@ Usage: bench_dispatch.py [--models mlp,gpt2] [--backends inductor,eager] [--call
 
 from __future__ import annotations
 
-import argparse
 import copy
 import functools
 import inspect
@@ -22,7 +21,7 @@ import sys
 from pathlib import Path
 
 import torch
-from results_section import write_section
+from results_section import run_parser, write_section
 
 import guardpolicy as gp
 from guardpolicy import dispatch
@@ -111,11 +110,7 @@ def section(text: str, tables: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="mlp,gpt2")
-    ap.add_argument("--backends", default="inductor,eager")
-    ap.add_argument("--calls", type=int, default=400)
-    ap.add_argument("--block", type=int, default=20)
+    ap = run_parser(__doc__)
     ap.add_argument("--verify", type=int, default=100, help="verify=N for the direct rows (0: off)")
     ap.add_argument("--results", help="the RESULTS.md whose dispatch section to write")
     args = ap.parse_args(argv)

@@ -10,12 +10,11 @@ Usage: bench_runtime.py [--models mlp,gpt2] [--backends inductor,eager] [--calls
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
-from results_section import write_section
+from results_section import run_parser, write_section
 
 from guardpolicy.tools import latency
 
@@ -53,11 +52,7 @@ def section(text: str, tables: dict, trivial: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="mlp,gpt2")
-    ap.add_argument("--backends", default="inductor,eager")
-    ap.add_argument("--calls", type=int, default=400)
-    ap.add_argument("--block", type=int, default=20)
+    ap = run_parser(__doc__)
     ap.add_argument("--markdown", help="also write the markdown to this file")
     ap.add_argument("--results", help="the RESULTS.md whose runtime section to write")
     args = ap.parse_args(argv)

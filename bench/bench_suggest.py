@@ -15,13 +15,12 @@ Usage: bench_suggest.py [--models mlp,gpt2] [--backends inductor,eager] [--calls
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
 
 import torch
-from results_section import write_section
+from results_section import run_parser, write_section
 
 from guardpolicy import loading
 from guardpolicy.tools import _models, latency, suggest
@@ -64,11 +63,7 @@ def section(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--models", default="mlp,gpt2")
-    ap.add_argument("--backends", default="inductor,eager")
-    ap.add_argument("--calls", type=int, default=400)
-    ap.add_argument("--block", type=int, default=20)
+    ap = run_parser(__doc__)
     ap.add_argument("--results", help="the RESULTS.md whose suggest section to write")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)

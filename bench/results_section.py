@@ -7,6 +7,7 @@ section appended.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
 
@@ -20,3 +21,15 @@ def write_section(path: Path, begin: str, end: str, text: str) -> None:
     else:
         new = old.rstrip("\n") + ("\n\n" if old else "") + text
     path.write_text(new, encoding="utf-8")
+
+
+def run_parser(doc: str, *, calls: bool = True) -> argparse.ArgumentParser:
+    """The arguments every per-call bench shares: --models, --backends (comma lists) and,
+    with ``calls``, --calls (timed calls per variant) and --block (calls per interleaved block)."""
+    ap = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    ap.add_argument("--models", default="mlp,gpt2")
+    ap.add_argument("--backends", default="inductor,eager")
+    if calls:
+        ap.add_argument("--calls", type=int, default=400)
+        ap.add_argument("--block", type=int, default=20)
+    return ap
