@@ -5,6 +5,11 @@ Usage: capture_snapshots.py [--check]   (run with the Python that has guardpolic
 installed, e.g. .venv/bin/python; --check: exit 1 if a committed snapshot's names differ
 from a fresh capture's)
 
+The snapshots are those of the running torch's release (doc_names.snapshot_dir): torch 2.13
+writes docs/snapshots/, which the docs are checked against; another supported release
+(2.14, CI's .venv-py3.11-torch2.14.1) writes docs/snapshots/torch-2.14/, so that each
+release's check compares like with like.
+
 One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools._models), the
 audit model (`audit_mlp`: guardpolicy.tools.audit.build_audit_model), the model of the docs'
 Python fragments (`fragment`: tools/docs/docs_test.py PY_FRAGMENT_PRELUDE) and the models of
@@ -22,8 +27,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-OUT = ROOT / "docs" / "snapshots"
 sys.path.insert(0, str(HERE))
+import doc_names  # noqa: E402
 
 
 def builders() -> dict:
@@ -69,14 +74,16 @@ def main(argv: list[str]) -> int:
     import torch
     from guardpolicy.tools.capture import Snapshot, capture
 
-    OUT.mkdir(parents=True, exist_ok=True)
+    out = doc_names.snapshot_dir(".".join(torch.__version__.split(".")[:2]))
+    if not ns.check:
+        out.mkdir(parents=True, exist_ok=True)
     stale = []
     for name, build in builders().items():
         fn, args = build()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             snap = capture(fn, *args)
-        path = OUT / f"{name}.json.gz"
+        path = out / f"{name}.json.gz"
         if ns.check:
             if not path.exists() or names_of(Snapshot.from_json(path)) != names_of(snap):
                 stale.append(path)

@@ -21,7 +21,19 @@ import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SNAPSHOTS = ROOT / "docs" / "snapshots"
+#: The torch release the docs' names are checked against (the project's main target).
+DOCS_TORCH = "2.13"
+
+
+def snapshot_dir(release: str = DOCS_TORCH) -> Path:
+    """Where the snapshots of torch `release` ("major.minor") lie: docs/snapshots/ for the
+    docs' release, docs/snapshots/torch-<release>/ for another supported one (its guards
+    differ: torch 2.14 spells DUPLICATE_INPUT as CLASS_MATCH on GPT-2, for one)."""
+    base = ROOT / "docs" / "snapshots"
+    return base if release == DOCS_TORCH else base / f"torch-{release}"
+
+
+SNAPSHOTS = snapshot_dir()
 
 FIELDS = ("name", "path", "module_path")
 _LIT = r'"(?:[^"\\\n]|\\.)*"'
@@ -34,13 +46,14 @@ _OPS = {"==": "==", "!=": "==", "in": "==", "not in": "=="}
 
 
 @functools.cache
-def snapshot_rows() -> tuple[dict, ...]:
-    """Every row of every committed snapshot."""
+def snapshot_rows(release: str = DOCS_TORCH) -> tuple[dict, ...]:
+    """Every row of every committed snapshot of torch `release`."""
     from guardpolicy.tools.capture import Snapshot
 
-    paths = sorted(SNAPSHOTS.glob("*.json.gz"))
+    where = snapshot_dir(release)
+    paths = sorted(where.glob("*.json.gz"))
     if not paths:
-        raise FileNotFoundError(f"no snapshots in {SNAPSHOTS} (run tools/docs/capture_snapshots.py)")
+        raise FileNotFoundError(f"no snapshots in {where} (run tools/docs/capture_snapshots.py)")
     return tuple(row for p in paths for row in Snapshot.from_json(p).rows())
 
 
@@ -94,13 +107,13 @@ def python_claims(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def unmatched(claims: list[tuple[int, str]], first_line: int = 1) -> list[str]:
-    """The claims no snapshot row satisfies, as `line N: condition`, N counted from
-    `first_line` (the line of the text's first line in its file); a probe that does not
-    load is reported with its error."""
+def unmatched(claims: list[tuple[int, str]], first_line: int = 1, release: str = DOCS_TORCH) -> list[str]:
+    """The claims no snapshot row of torch `release` satisfies, as `line N: condition`, N
+    counted from `first_line` (the line of the text's first line in its file); a probe that
+    does not load is reported with its error."""
     import guardpolicy as gp
 
-    rows = snapshot_rows()
+    rows = snapshot_rows(release)
     bad = []
     for line, cond in claims:
         line += first_line - 1
@@ -112,5 +125,5 @@ def unmatched(claims: list[tuple[int, str]], first_line: int = 1) -> list[str]:
             continue
         if hits == 0:
             bad.append(f"line {line}: `{cond}` matches no guard torch produced "
-                       f"(docs/snapshots/; tools/docs/capture_snapshots.py)")
+                       f"({snapshot_dir(release).relative_to(ROOT)}/; tools/docs/capture_snapshots.py)")
     return bad
