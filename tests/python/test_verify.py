@@ -345,3 +345,17 @@ def test_audit_verify_says_per_stale_cell_whether_and_when_verify_caught_it(tmp_
     assert "verify" not in cells["input_shape"]  # recompiled: a kept guard caught it
     text = capsys.readouterr().out
     assert "verify=5: caught after" in text and "verify=5: not caught" in text and "✓" in text
+
+
+def test_audit_verify_goes_through_an_error_cell(tmp_path):
+    """input_shape under skip_all_guards is an error cell (the stale graph raises on the
+    doubled batch): the unsampled calls raise, the sampled one is caught and recompiles."""
+    import json
+
+    out = tmp_path / "audit.json"
+    rc = audit.main(["--model", "mlp", "--policy", "skip_all_guards", "--change", "input_shape",
+                     "--verify", "4", "--json", str(out), "-q"])
+    assert rc == 0
+    cell = json.loads(out.read_text())["models"]["mlp"][0]["changes"]["input_shape"]
+    assert cell["outcome"] == "error"
+    assert cell["verify"] == {"every": 4, "caught": True, "after_calls": 3, "output_ok": True}

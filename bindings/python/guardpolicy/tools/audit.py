@@ -594,7 +594,8 @@ def verify_trial(model_name: str, policy, change: Change, every: int) -> dict:
     on_violation="recompile")``: ``{"every", "caught", "after_calls", "output_ok"}``, where
     ``after_calls`` counts the calls after the change up to the one verify caught (at most
     ``every``: sampling is by call count) and ``output_ok`` says whether that call returned
-    eager's output."""
+    eager's output. On an ``error`` cell the calls before the sampled one run the stale code,
+    which raises: those calls count, and the audit goes on to the sampled one."""
     import torch
     import torch._dynamo
 
@@ -615,9 +616,12 @@ def verify_trial(model_name: str, policy, change: Change, every: int) -> dict:
         for n in range(1, every + 1):
             with trial.grad_mode():
                 ref = model(*trial.inputs)
-                got = compiled(*trial.inputs)
+                try:
+                    got, raised = compiled(*trial.inputs), False
+                except Exception:  # noqa: BLE001 - the stale code of an error cell raises
+                    got, raised = None, True
             if st.violations:
-                out.update(caught=True, after_calls=n, output_ok=compare(got, ref) is None)
+                out.update(caught=True, after_calls=n, output_ok=not raised and compare(got, ref) is None)
                 break
     finally:
         for undo in reversed(trial.undo):
