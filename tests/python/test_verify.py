@@ -94,9 +94,50 @@ def test_warn_warns_once_per_failed_guard_logs_and_runs_the_stale_code(caplog):
     assert audit.compare(out, ref) is not None  # warn: the cached (stale) code ran
     texts = [str(w.message) for w in record if issubclass(w.category, gp.StaleGuardWarning)]
     assert len(texts) == 2  # torch offers two dropped guards on self.shift
+    assert {w.filename for w in record} == {__file__}  # the line that called opt, not torch's module.py
     assert "`self.shift` (EQUALS_MATCH)" in texts[0] and "`self.shift` (CONSTANT_MATCH)" in texts[1]
     [log_line] = [r.getMessage() for r in caplog.records if r.name == "guardpolicy"]
     assert "self.shift" in log_line and "on_violation warn" in log_line
+
+
+def test_warn_on_the_direct_path_warns_once_per_guard_and_the_direct_call_goes_on():
+    """dispatch="direct" (issue 19): a violation found on the direct path is handled as on
+    the normal one; under warn the stale code runs, still directly."""
+    from guardpolicy import dispatch
+
+    model, inputs, opt = _compiled(verify=1, on_violation="warn", dispatch="direct")
+    _warm(opt, inputs, dispatch.DEFAULT_WARMUP + 2)  # warm-up, the capturing call, one direct call
+    st, d = gp.stats(opt), gp.stats(opt).dispatch
+    assert d.state == "direct" and d.direct_calls == 1
+    with torch.no_grad():
+        before = opt(*inputs)
+    model.shift = 1
+    for n in (1, 2):
+        with torch.no_grad(), pytest.warns(gp.StaleGuardWarning) as record:
+            out = opt(*inputs)
+        texts = [str(w.message) for w in record]
+        assert len(texts) == 2, texts  # one per failed dropped guard: torch offers two on self.shift
+        assert "`self.shift` (EQUALS_MATCH)" in texts[0] and "`self.shift` (CONSTANT_MATCH)" in texts[1]
+        assert {w.filename for w in record} == {__file__}  # the caller's line, not dispatch.py
+        assert torch.equal(out, before)  # the cached (stale) code ran
+        assert d.state == "direct" and d.direct_calls == 2 + n and not d.fallbacks
+        assert len(st.violations) == n and st.violations[-1].action == "warn"
+    assert st.compiles == 1
+    with torch.no_grad():
+        assert audit.compare(out, model(*inputs)) is not None  # stale indeed
+
+
+def test_a_warning_names_the_caller_of_a_compiled_function_too():
+    model, inputs = audit.build_audit_model("mlp")
+    torch._dynamo.reset()
+    fn = gp.compile(lambda x: model(x), NN, backend="eager", verify=1, on_violation="warn")
+    with torch.no_grad():
+        fn(*inputs)
+        model.scale = 2.0
+        with pytest.warns(gp.StaleGuardWarning) as record:
+            fn(*inputs)
+    assert [w.filename for w in record] == [__file__]
+    assert "dropped guard `model.scale` (CONSTANT_MATCH)" in str(record[0].message)  # the closure's cell
 
 
 def test_sampling_is_every_nth_call_by_count():

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import inspect
 import logging
+import os
+import sys
 import warnings
 from typing import Any, Callable
 
@@ -112,7 +114,7 @@ class CallPath:
                     what = f"dropped guard {guard}" if guard else "a dropped guard"
                     warnings.warn(f"guardpolicy: {what} failed on call {violation.call} of {violation.frame} "
                                   f"(torch: {violation.reason}); the cached code runs", StaleGuardWarning,
-                                  stacklevel=4)
+                                  stacklevel=_caller_stacklevel())
 
     def frame_locals(self, args: tuple, kwargs: dict) -> tuple[Any, dict[str, Any]] | None:
         """``(code, frame locals)`` of the top-level frame this call will run, or None when
@@ -138,6 +140,19 @@ class CallPath:
             except ValueError:  # an empty cell: the frame has no value for it either
                 pass
         return code, f_locals
+
+
+def _caller_stacklevel() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` made by this function's caller that names
+    the first frame outside guardpolicy and torch: the line that called the compiled object,
+    whichever path (a module, a function, direct dispatch) the call took."""
+    import torch
+
+    internal = tuple(os.path.dirname(m.__file__) + os.sep for m in (sys.modules[__package__], torch))
+    frame, level = sys._getframe(1), 1
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(internal):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _tp() -> Any:
