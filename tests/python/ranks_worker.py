@@ -16,6 +16,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 
 import torch
 import torch.distributed as dist
@@ -105,12 +106,118 @@ def missing() -> dict:
     return run_model(opt, model)
 
 
+class Scaled(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 2)
+        self.scale = 1.0
+
+    def forward(self, x):
+        return self.fc(x) * self.scale
+
+
+def verified(on_violation: str, changing: set[int], calls: int = 5, change_at: int = 4, **kw) -> dict:
+    """Calls a ``Scaled`` compiled with verify; before call ``change_at`` the ranks in
+    ``changing`` (only they) set ``scale``, a guard skip_guard_on_all_nn_modules drops."""
+    torch.manual_seed(0)
+    model = Scaled()
+    opt = gp.compile(model, gp.load_std("skip_guard_on_all_nn_modules"), backend="eager",
+                     on_violation=on_violation, rank_timeout=600, **{"verify": 1, **kw})
+    x = torch.randn(2, 4, generator=torch.Generator().manual_seed(1))
+    compiles, matches, errors, warned = [], [], [], []
+    with torch.no_grad():
+        for call in range(1, calls + 1):
+            if call == change_at and RANK in changing:
+                model.scale = 2.0
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always", gp.StaleGuardWarning)
+                try:
+                    matches.append(torch.equal(opt(x), model(x)))
+                except gp.StaleGuardError as e:
+                    errors.append({"call": call, "message": str(e), "ranks": list(e.ranks)})
+                    matches.append(None)
+            warned += [str(w.message) for w in seen if issubclass(w.category, gp.StaleGuardWarning)]
+            compiles.append(gp.stats(opt).compiles)
+    st = gp.stats(opt)
+    dispatch = st.dispatch
+    return {"compiles": compiles, "matches_eager": matches, "errors": errors, "warned": warned,
+            "fallbacks": dict(dispatch.fallbacks) if dispatch is not None else None,
+            "violations": [[v.call, v.rank, [g.name for g in v.guards], v.action] for v in st.violations],
+            "verified_calls": st.verified_calls, "agreements": st.ranks.verify_agreements,
+            "agreement_us": st.ranks.verify_agreement_us,
+            "direct_calls": dispatch.direct_calls if dispatch is not None else None}
+
+
+def verify_recompile() -> dict:
+    return verified("recompile", {1})
+
+
+def verify_raise() -> dict:
+    return verified("raise", {1} if WORLD == 2 else {1, 3})
+
+
+def verify_warn() -> dict:
+    return verified("warn", {WORLD - 1})
+
+
+def verify_sampled() -> dict:
+    """verify=3: the change before call 4 (rank 1) is caught at call 6, on every rank."""
+    return verified("recompile", {1}, calls=7, verify=3)
+
+
+def verify_direct() -> dict:
+    """Direct dispatch: 8 warm-up calls, the capture, direct calls; rank 1 changes before call 11."""
+    return verified("recompile", {1}, calls=12, change_at=11, dispatch="direct")
+
+
+class Block(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.drop = torch.nn.Dropout(1.0)
+
+    def forward(self, x):
+        return self.fc(x) + self.drop(torch.ones_like(x))
+
+
+def dry_run_gathered() -> dict:
+    """A dry-run whose rank 1 alone goes through train(): a recompile there only; then every
+    rank asks for the report (gathered), and for its own (not gathered). The report of each
+    rank is written at exit to OUT_DIR/dry.rank<RANK>.json."""
+    torch.manual_seed(0)
+    model = Block().eval()
+    opt = gp.compile(model, gp.load_std("skip_guard_on_all_nn_modules"), backend="eager",
+                     dry_run=os.path.join(OUT_DIR, "dry.json"), rank_timeout=600)
+    x = torch.ones(2, 4)
+    with torch.no_grad():
+        opt(x)
+        if RANK == 1:
+            model.train()
+            opt(x)
+            model.eval()
+        opt(x)
+    report, own = gp.dry_run_report(opt), gp.dry_run_report(opt, gather=False)
+    return {"ranks": list(report.ranks), "text": report.to_text(),
+            "events": [[e.rank, [g.name for g in e.guards], e.recompile.compile_id] for e in report.events],
+            "frames": [[f["rank"], f["frame"]["compile_id"]] for f in report.frames],
+            "own": [list(own.ranks), len(own.events), len(own.frames)]}
+
+
+def verify_differs() -> dict:
+    """verify on rank 0 only: its first call is verified before it compiles."""
+    return verified("recompile", set(), calls=2, verify=1 if RANK == 0 else 0)
+
+
 SCENARIOS = {f.__name__: f for f in (same, param, policy_name, settings, frames_same, frames_differ,
-                                     plugin, missing)}
+                                     plugin, verify_recompile, verify_raise, verify_warn, verify_sampled,
+                                     verify_direct, verify_differs, dry_run_gathered, missing)}
+OUT_DIR = ""
 
 
 def main() -> None:
+    global OUT_DIR
     store, out_dir, *names = sys.argv[1:]
+    OUT_DIR = out_dir
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=RANK, world_size=WORLD)
     results = {}

@@ -22,7 +22,9 @@ import guardpolicy as gp
 WORKER = Path(__file__).with_name("ranks_worker.py")
 HARD_TIMEOUT_S = 240  # the whole run; a hang fails the test, never the suite
 
-IN_STEP = ["same", "param", "policy_name", "settings", "frames_same", "frames_differ", "plugin"]
+IN_STEP = ["same", "param", "policy_name", "settings", "frames_same", "frames_differ",
+           "verify_recompile", "verify_raise", "verify_warn", "verify_sampled", "verify_direct", "verify_differs",
+           "dry_run_gathered", "plugin"]  # plugin: last, the plugin stays loaded on rank 1
 LAST_ON_2 = ["missing"]  # it leaves the group out of step: last, and on 2 ranks only
 
 
@@ -48,7 +50,12 @@ def run_ranks(tmp_path: Path, world: int, scenarios: list[str]) -> list[dict]:
                 proc.wait()
     for rank, (proc, log) in enumerate(zip(procs, logs)):
         assert proc.returncode == 0, f"rank {rank} exited {proc.returncode}:\n{log[-4000:]}"
-    return [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(world)]
+    results = [json.loads((out / f"rank{rank}.json").read_text()) for rank in range(world)]
+    for rank, result in enumerate(results):  # what each rank wrote at exit besides
+        result["files"] = sorted(p.name for p in out.iterdir() if not p.name.startswith("rank"))
+        if (dry := out / f"dry.rank{rank}.json").exists():
+            result["dry_run_file"] = json.loads(dry.read_text())
+    return results
 
 
 @pytest.fixture(scope="module")
@@ -144,6 +151,118 @@ def test_a_plugin_loaded_on_one_rank_only_is_named(in_step):
         assert "    rank 1: names 1.0.0 (sha256 " in got["message"]
 
 
+# -------------------------------------------------------------------- verify across ranks
+
+SCALE_GUARD = ["self.scale"]  # torch's name of Scaled's float attribute guard (CONSTANT_MATCH)
+
+
+def test_a_change_on_one_rank_under_verify_recompile_recompiles_every_rank_on_the_same_call(in_step):
+    world, results = in_step
+    for rank in range(world):
+        got = results[rank]["verify_recompile"]
+        assert got["error"] is None
+        assert got["compiles"] == [1, 1, 1, 2, 2]  # call 4 compiles on every rank, not on rank 1 alone
+        assert got["matches_eager"] == [True] * 5
+        assert got["violations"] == [[4, 1, SCALE_GUARD, "recompile"]]  # rank 1's, known to every rank
+        assert got["agreements"] == got["verified_calls"] == 5  # one agreement per verified call
+        assert got["agreement_us"] > 0
+
+
+def test_a_change_under_verify_raise_raises_on_every_rank_naming_the_ranks(in_step):
+    world, results = in_step
+    changed = [1] if world == 2 else [1, 3]
+    for rank in range(world):
+        got = results[rank]["verify_raise"]
+        assert got["compiles"] == [1] * 5 and got["matches_eager"] == [True, True, True, None, None]
+        assert [e["call"] for e in got["errors"]] == [4, 5]  # the change stays: call 5 raises too
+        for error in got["errors"]:
+            assert error["ranks"] == changed
+            message = error["message"]
+            if world == 2:
+                assert message.startswith("guardpolicy: stale cache entry of forward at ")
+                assert f" at call {error['call']} on rank 1: `self.scale` (CONSTANT_MATCH), dropped by " \
+                       "skip_guard_on_all_nn_modules at " in message
+            else:
+                lines = message.splitlines()
+                assert lines[0] == "guardpolicy: stale cache entries on ranks 1, 3:"
+                assert [f" on rank {r}: `self.scale` (CONSTANT_MATCH)" in line for r, line in zip(changed, lines[1:])] \
+                    == [True, True]
+        assert [v[:2] for v in got["violations"]] == [[call, r] for call in (4, 5) for r in changed]
+
+
+def test_a_change_under_verify_warn_warns_on_every_rank_naming_the_rank(in_step):
+    world, results = in_step
+    last = world - 1
+    for rank in range(world):
+        got = results[rank]["verify_warn"]
+        assert got["compiles"] == [1] * 5 and not got["errors"]
+        # the cached code runs: stale on the rank that changed, right on the others
+        assert got["matches_eager"] == [True, True, True] + [rank != last] * 2
+        assert len(got["warned"]) == 2
+        for call, warning in zip((4, 5), got["warned"]):
+            assert warning.startswith("guardpolicy: dropped guard `self.scale` (CONSTANT_MATCH), dropped by ")
+            assert f" failed on call {call} on rank {last} of forward at " in warning
+
+
+def test_verify_agrees_on_sampled_calls_only(in_step):
+    world, results = in_step
+    for rank in range(world):
+        got = results[rank]["verify_sampled"]  # verify=3, rank 1 changes before call 4
+        assert got["compiles"] == [1, 1, 1, 1, 1, 2, 2]  # caught at call 6, on every rank
+        assert got["matches_eager"] == [True, True, True] + [rank != 1] * 2 + [True, True]
+        assert got["violations"] == [[6, 1, SCALE_GUARD, "recompile"]]
+        assert got["agreements"] == got["verified_calls"] == 2
+
+
+def test_verify_across_ranks_on_the_direct_path_agrees_once_per_call(in_step):
+    world, results = in_step
+    for rank in range(world):
+        got = results[rank]["verify_direct"]  # 8 warm-up calls, the capture, direct; rank 1 changes before 11
+        assert got["compiles"] == [1] * 10 + [2, 2] and got["matches_eager"] == [True] * 12
+        assert got["violations"] == [[11, 1, SCALE_GUARD, "recompile"]]
+        assert got["direct_calls"] == 1  # call 10 (11 went back to the normal path, 12 warms up again)
+        assert got["fallbacks"] == {"verify found a dropped guard failing (on_violation recompile)": 1}
+        # call 11 is verified on the direct path, then again on the normal path: agreed once
+        assert got["agreements"] == 12
+
+
+def test_verify_on_some_ranks_only_is_a_mismatch_of_settings_at_the_first_call(in_step):
+    world, results = in_step
+    for rank in range(world):
+        got = results[rank]["verify_differs"]
+        assert got["error"] == "RankMismatchError" and got["ranks"] == list(range(1, world))
+        assert "  settings:\n    rank 0: on_violation='recompile', verify=1\n" in got["message"]
+        others = "rank 1" if world == 2 else "ranks 1, 2, 3"
+        assert f"    {others}: on_violation=None, verify=0\n" in got["message"]
+
+
+# -------------------------------------------------------------------- dry-run across ranks
+
+
+def test_the_dry_run_report_gathers_every_ranks_events_tagged_by_rank(in_step):
+    world, results = in_step
+    for rank in range(world):
+        got = results[rank]["dry_run_gathered"]
+        assert got["error"] is None and got["ranks"] == list(range(world))
+        assert got["events"] == [[1, ["self._modules['drop'].training"], "0/1"]]  # rank 1 alone ran train()
+        assert got["frames"] == [[0, "0/0"], [1, "0/0"], [1, "0/1"]] + [[r, "0/0"] for r in range(2, world)]
+        assert got["own"] == ([[1], 1, 2] if rank == 1 else [[rank], 0, 1])  # gather=False
+        text = got["text"].splitlines()
+        assert text[0].startswith(f"guardpolicy dry-run of policy `skip_guard_on_all_nn_modules` on ranks "
+                                  f"{', '.join(map(str, range(world)))}: {world + 1} frame(s) compiled, 1 recompile(s)")
+        assert text[-1].startswith("  ! recompile 0/1 of forward on rank 1: this call would have served a stale result")
+
+
+def test_a_dry_run_report_path_is_written_per_rank_at_exit(in_step):
+    world, results = in_step
+    for rank in range(world):
+        assert results[rank]["files"] == sorted(f"dry.rank{r}.json" for r in range(world))  # no dry.json
+        written = results[rank]["dry_run_file"]
+        assert written["ranks"] == [rank]
+        assert [e["rank"] for e in written["events"]] == ([1] if rank == 1 else [])
+        assert [f["rank"] for f in written["frames"]] == [rank] * (2 if rank == 1 else 1)
+
+
 def test_a_rank_that_never_compiles_fails_the_others_within_rank_timeout(ranks_run):
     results = ranks_run(2)
     assert results[1]["missing"] == {"error": None, "compiles": 0}
@@ -186,5 +305,6 @@ def test_a_pickled_object_keeps_check_ranks_and_agrees_again():
     opt(torch.randn(2, 4))
     copy = pickle.loads(pickle.dumps(opt))
     ranks = gp.stats(copy).ranks
-    assert (ranks.check_frames, ranks.timeout_s, ranks.settings) == (True, 7.0, {"check_ranks": True})
+    assert (ranks.check_frames, ranks.timeout_s, ranks.settings) == (
+        True, 7.0, {"check_ranks": True, "verify": 0, "on_violation": None, "dry_run": False})
     assert repr(ranks) == "<guardpolicy.RankAgreement not resolved, check_ranks>"

@@ -107,12 +107,13 @@ class CallPath:
                 _tp().invalidate(entry, owner, f"guardpolicy verify: {verdict.violations[0].reason}")
             stats.reset_stance()
         elif action == "raise":
-            raise StaleGuardError(verdict.violations[0])
+            raise StaleGuardError(verdict.violations[0], verdict.violations)
         else:
             for violation in verdict.violations:
                 for guard in violation.guards or (None,):
                     what = f"dropped guard {guard}" if guard else "a dropped guard"
-                    warnings.warn(f"guardpolicy: {what} failed on call {violation.call} of {violation.frame} "
+                    rank = f" on rank {violation.rank}" if violation.rank is not None else ""
+                    warnings.warn(f"guardpolicy: {what} failed on call {violation.call}{rank} of {violation.frame} "
                                   f"(torch: {violation.reason}); the cached code runs", StaleGuardWarning,
                                   stacklevel=_caller_stacklevel())
 

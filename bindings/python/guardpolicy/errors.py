@@ -72,11 +72,21 @@ class StaleGuardError(RuntimeError):
     """Verify found that a guard the policy dropped fails on a call's inputs: the cached
     code would have served a stale result (``on_violation raise``). The call did not run.
     ``violation`` (a ``guardpolicy.Violation``) names the frame, each failed dropped guard
-    (name, guard_type) and the rule that dropped it."""
+    (name, guard_type) and the rule that dropped it. Across ranks (docs/distributed.md),
+    every rank raises it: ``violations`` holds every rank's (the first is ``violation``) and
+    ``ranks`` the ranks that saw one (empty in one process)."""
 
-    def __init__(self, violation):
-        super().__init__(str(violation))
+    def __init__(self, violation, violations=()):
+        violations = tuple(violations) or (violation,)
+        ranks = tuple(sorted({v.rank for v in violations if v.rank is not None}))
+        text = str(violation)
+        if len(violations) > 1:
+            text = (f"guardpolicy: stale cache entries on {'ranks ' + ', '.join(map(str, ranks))}:\n"
+                    + "\n".join(f"  {v}" for v in violations))
+        super().__init__(text)
         self.violation = violation
+        self.violations = violations
+        self.ranks = ranks
 
 
 class StaleGuardWarning(RuntimeWarning):

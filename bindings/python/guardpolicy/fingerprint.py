@@ -93,6 +93,13 @@ def _show(field: str, value: Any) -> str:
     return f"`{value}`" if field == "policy" else str(value)
 
 
+def _differing_settings(groups: dict[Any, list[int]]) -> dict[Any, list[int]]:
+    """The settings groups with each value reduced to the keywords whose values differ."""
+    values = [dict(v) for v in groups]
+    differ = {k for k in set().union(*values) if len({repr(v.get(k)) for v in values}) > 1}
+    return {tuple((k, x) for k, x in value if k in differ): ranks for value, ranks in groups.items()}
+
+
 def ranks_text(ranks: list[int]) -> str:
     """``rank 3`` or ``ranks 0, 2``."""
     return ("rank " if len(ranks) == 1 else "ranks ") + ", ".join(map(str, ranks))
@@ -119,6 +126,8 @@ def mismatch_report(prints: list[Fingerprint]) -> tuple[str, tuple[int, ...]] | 
             groups.setdefault(getattr(p, field), []).append(p.rank)
         if len(groups) > 1:
             lines.append(f"  {'program digest' if field == 'program' else field}:")
+            if field == "settings":  # only the keywords that differ
+                groups = _differing_settings(groups)
             lines += [f"    {ranks_text(ranks)}: {_show(field, value)}" for value, ranks in groups.items()]
     files: dict[str, list[int]] = {}
     for p in prints:

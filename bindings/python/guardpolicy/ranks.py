@@ -20,6 +20,7 @@ could pair with another one.
 from __future__ import annotations
 
 import datetime
+import time
 from typing import Any
 
 from .errors import RankMismatchError
@@ -31,6 +32,12 @@ from .policy import Policy
 #: ``rank_timeout``'s default, in seconds: how long a rank waits at an agreement for the
 #: others (a compile on one rank may take that much longer than on another).
 DEFAULT_TIMEOUT_S = 300.0
+
+
+_COMPILE_UNREACHED = ("a rank compiled nothing, or compiled a frame the others did not (a recompile "
+                      "on some ranks only)")
+_VERIFY_UNREACHED = ("a rank did not make this call of the compiled object (the ranks sample the same "
+                     "call counts only when they call it equally often), or failed before it")
 
 
 class RankGroup:
@@ -45,6 +52,32 @@ class RankGroup:
         self.size = dist.get_world_size(group)
         self.timeout_s = timeout_s
         self._monitored = dist.get_backend(group) == "gloo"
+        self.index = dist.get_rank(group)  # this process's rank within the group
+        self.ranks = tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))
+        self._flags: Any = None  # flagged()'s tensor, made once
+
+    def flagged(self, flag: bool, what: str = "a verified call") -> tuple[int, ...]:
+        """The ranks (global numbering) that pass ``flag=True``, once every rank of the group
+        has passed its own: one ``all_reduce`` (max) of a byte per rank. Raises
+        ``RankMismatchError`` when a rank does not come within the timeout (the wait is
+        bounded on every backend: the collective runs asynchronously and is waited for)."""
+        flags = self._flags
+        if flags is None:
+            import torch
+
+            flags = self._flags = torch.zeros(self.size, dtype=torch.uint8)
+        else:
+            flags.zero_()
+        if flag:
+            flags[self.index] = 1
+        try:
+            self._dist.all_reduce(flags, op=self._dist.ReduceOp.MAX, group=self.group,
+                                  async_op=True).wait(datetime.timedelta(seconds=self.timeout_s))
+        except RuntimeError as e:
+            raise self._unreached(what, e, _VERIFY_UNREACHED) from None
+        if not flags.any():
+            return ()
+        return tuple(self.ranks[i] for i in flags.nonzero().flatten().tolist())
 
     def gather(self, obj: Any, what: str) -> list:
         """``obj`` of every rank of the group, in group order, once every rank has arrived.
@@ -60,12 +93,11 @@ class RankGroup:
         except RuntimeError as e:
             raise self._unreached(what, e) from None
 
-    def _unreached(self, what: str, e: BaseException) -> RankMismatchError:
+    def _unreached(self, what: str, e: BaseException, why: str = "") -> RankMismatchError:
         torch_says = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return RankMismatchError(
             f"guardpolicy: not every rank reached the agreement on {what} within "
-            f"{self.timeout_s:g} s (rank_timeout), seen from rank {self.rank}: a rank compiled "
-            f"nothing, or compiled a frame the others did not (a recompile on some ranks only); "
+            f"{self.timeout_s:g} s (rank_timeout), seen from rank {self.rank}: {why or _COMPILE_UNREACHED}; "
             f"torch: {torch_says}")
 
 
@@ -100,7 +132,8 @@ class RankAgreement:
     fingerprint). A deep copy keeps the group; a pickled one agrees over the default group
     (a process group cannot travel). Either agrees again at its first compile."""
 
-    __slots__ = ("process_group", "check_frames", "timeout_s", "settings", "_group", "_resolved", "error")
+    __slots__ = ("process_group", "check_frames", "timeout_s", "settings", "_group", "_resolved", "error",
+                 "verify_agreements", "verify_agreement_s")
 
     def __init__(self, process_group: Any = None, check_frames: bool = False,
                  timeout_s: float = DEFAULT_TIMEOUT_S, settings: dict[str, Any] | None = None):
@@ -111,15 +144,23 @@ class RankAgreement:
         self._group: RankGroup | None = None
         self._resolved = False
         self.error: RankMismatchError | None = None  # the failed agreement, raised again
+        self.verify_agreements = 0  # verified calls agreed on (guardpolicy.rank_verdicts)
+        self.verify_agreement_s = 0.0  # the time spent in their collectives, in seconds
 
     @property
     def group(self) -> RankGroup | None:
         """The group agreed over; None before the first compile or without one."""
         return self._group
 
-    def before_compile(self, policy: Policy) -> None:
-        """On every cache miss: the first one gathers the fingerprints. Raises
-        ``RankMismatchError`` (again, after a failed agreement)."""
+    @property
+    def verify_agreement_us(self) -> float | None:
+        """The mean time of one verified call's agreement, in µs (None before the first)."""
+        return self.verify_agreement_s / self.verify_agreements * 1e6 if self.verify_agreements else None
+
+    def before_compile(self, policy: Policy, when: str = "first compile") -> None:
+        """On every cache miss, and on every verified call: the first of them gathers the
+        fingerprints (``when`` says which it is). Raises ``RankMismatchError`` (again, after a
+        failed agreement)."""
         if self.error is not None:
             raise self.error
         if self._resolved:
@@ -128,10 +169,10 @@ class RankAgreement:
         self._group = resolve_group(self.process_group, self.timeout_s)
         if self._group is None:
             return
-        prints = self._gather(fingerprint(policy, self._group.rank, self.settings),
-                              f"the policy `{policy.name}` (first compile)")
+        prints = self.gather(fingerprint(policy, self._group.rank, self.settings),
+                              f"the policy `{policy.name}` ({when})")
         if (found := mismatch_report(prints)) is not None:
-            self._fail(RankMismatchError(*found))
+            self.fail(RankMismatchError(*found))
 
     def after_frame(self, explanations: FrameExplanations) -> None:
         """In ``guard_filter_fn``, with ``check_ranks``: compares this frame's decisions
@@ -141,19 +182,53 @@ class RankAgreement:
         if not self.check_frames or self._group is None:
             return
         what = f"frame {explanations.frame}"
-        digests = self._gather(frame_digest(explanations, self._group.rank), what)
+        digests = self.gather(frame_digest(explanations, self._group.rank), what)
         if not (ranks := differing(digests)):
             return
-        lists = self._gather(decisions(explanations), what)
-        self._fail(RankMismatchError(divergence_report(digests, lists), tuple(ranks)))
+        lists = self.gather(decisions(explanations), what)
+        self.fail(RankMismatchError(divergence_report(digests, lists), tuple(ranks)))
 
-    def _gather(self, obj: Any, what: str) -> list:
+    @property
+    def rank(self) -> int | None:
+        """This process's global rank in the agreed group; None without one."""
+        return self._group.rank if self._group is not None else None
+
+    def report_group(self) -> RankGroup | None:
+        """The group a dry-run report is gathered over: the agreed one, or before the first
+        compile the one it would agree over (nothing is agreed)."""
+        return self._group if self._resolved else resolve_group(self.process_group, self.timeout_s)
+
+    def rank_at_exit(self) -> int | None:
+        """This process's rank, for a report written at exit (None: one process, or
+        ``torch.distributed`` gone before the first compile)."""
         try:
-            return self._group.gather(obj, what)
-        except RankMismatchError as e:
-            self._fail(e)
+            group = self.report_group()
+        except (RuntimeError, ValueError):  # the process group was destroyed
+            return None
+        return group.rank if group is not None else None
 
-    def _fail(self, error: RankMismatchError) -> None:
+    def gather(self, obj: Any, what: str, group: RankGroup | None = None) -> list:
+        """``RankGroup.gather`` over ``group`` (default: the agreed group); a failure is this
+        object's error."""
+        try:
+            return (group or self._group).gather(obj, what)
+        except RankMismatchError as e:
+            self.fail(e)
+
+    def flagged(self, flag: bool, what: str) -> tuple[int, ...]:
+        """``RankGroup.flagged`` over the agreed group, timed (``verify_agreements``,
+        ``verify_agreement_s``); a failure is this object's error."""
+        start = time.perf_counter()
+        try:
+            flagged = self._group.flagged(flag, what)
+        except RankMismatchError as e:
+            self.fail(e)
+        self.verify_agreement_s += time.perf_counter() - start
+        self.verify_agreements += 1
+        return flagged
+
+    def fail(self, error: RankMismatchError) -> None:
+        """Records ``error`` as this object's (raised again by every later agreement), raises it."""
         self.error = error
         raise error
 

@@ -43,6 +43,7 @@ from .frames import FrameExplanations, compiled_frame
 from .loading import load
 from .policy import Policy
 from .verify import ACTIONS, REGISTRY, DroppedIndex, FrameGuards, Violation
+from .rank_verdicts import VerdictAgreement
 from .ranks import DEFAULT_TIMEOUT_S, RankAgreement, check_group
 
 _INDUCTOR = "inductor"
@@ -216,7 +217,7 @@ class GuardFilter:
         builds the manager the policy would have kept (torch's builder) and keeps all."""
         stats = self.stats
         torch_locals = _tp.compiling_frame_locals()
-        event = attribute(stats.guards, torch_locals, explanations.frame, _tp)
+        event = attribute(stats.guards, torch_locals, explanations.frame, _tp, stats.ranks.rank)
         if event is not None:
             stats.dry_run_events.append(event)
             _log.warning("guardpolicy dry-run: %s", event)
@@ -311,7 +312,7 @@ def _make_module_class(base: type) -> type:
             super().__init__(mod, dynamo_ctx)
             self._guardpolicy = stats
             if stats.needs_call_path:  # torch's compiled forward, called through the path
-                self.forward = CallPath(self.forward, stats, module=mod)
+                self.forward = _call_path(self.forward, stats, module=mod)
 
         def __reduce__(self):
             return (_rebuild_module, (self._orig_mod, self.dynamo_ctx, self._guardpolicy))
@@ -454,13 +455,15 @@ def _require_verify(model_or_fn: Any) -> None:
                          "code to verify (a module's forward or a Python function is needed)")
 
 
-def _rank_agreement(process_group: Any, check_ranks: Any, rank_timeout: Any) -> RankAgreement:
+def _rank_agreement(process_group: Any, check_ranks: Any, rank_timeout: Any,
+                    settings: dict[str, Any]) -> RankAgreement:
+    """The object's ``RankAgreement``; ``settings``: the other keywords the ranks must share."""
     if type(check_ranks) is not bool:
         raise TypeError(f"check_ranks must be a bool, not {type(check_ranks).__name__}")
     if isinstance(rank_timeout, bool) or not isinstance(rank_timeout, (int, float)) or not rank_timeout > 0:
         raise TypeError(f"rank_timeout must be a positive number of seconds, not {rank_timeout!r}")
     check_group(process_group)
-    return RankAgreement(process_group, check_ranks, float(rank_timeout), {"check_ranks": check_ranks})
+    return RankAgreement(process_group, check_ranks, float(rank_timeout), {"check_ranks": check_ranks, **settings})
 
 
 def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: str | None = None,  # noqa: A001
@@ -520,7 +523,9 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
         raise RuntimeError(f"guardpolicy.compile(dry_run=...) needs {', '.join(absent)}, which torch "
                            f"{torch.__version__} lacks")
     stats_ = CompileStats(policy, every, action, dry_run is not False,
-                          _rank_agreement(process_group, check_ranks, rank_timeout))
+                          _rank_agreement(process_group, check_ranks, rank_timeout,
+                                          {"verify": every, "on_violation": action if every else None,
+                                           "dry_run": dry_run is not False}))
     if dispatch_mode == "direct":
         direct = _dispatch()
         direct.require()
@@ -542,11 +547,19 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
         return module
     wrapped = ctx(model_or_fn)  # a new compile_wrapper: it captures the scoped callback
     if stats_.needs_call_path:
-        wrapped = _through_path(wrapped, CallPath(wrapped, stats_, function=model_or_fn))
+        wrapped = _through_path(wrapped, _call_path(wrapped, stats_, function=model_or_fn))
     if stats_.dispatch is not None:
         wrapped = _function_with_dispatch(wrapped, model_or_fn, stats_)
     setattr(wrapped, _ATTR, stats_)
     return wrapped
+
+
+def _call_path(inner: Callable, stats_: CompileStats, **frame: Any) -> CallPath:
+    """The per-call path of a compiled object, whose verdicts the ranks agree on
+    (``rank_verdicts``; a no-op without a group)."""
+    path = CallPath(inner, stats_, **frame)
+    path.agree = VerdictAgreement(stats_)
+    return path
 
 
 def _through_path(wrapped: Callable, path: CallPath) -> Callable:
