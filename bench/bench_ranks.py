@@ -1,0 +1,208 @@
+#!/usr/bin/env python3
+"""Verify across ranks (docs/distributed.md): on 2 and 4 local gloo ranks, the cost of the
+agreement of one verified call (``RankGroup.flagged``: one ``all_reduce`` of a byte per
+rank), and the per-call ratio of ``gp.compile(..., verify=100)`` against the same policy
+without verify, every rank running the same loop (the sampled calls meet in the agreement).
+Prints markdown; ``--results`` writes its section of bench/RESULTS.md.
+
+Usage: bench_ranks.py [--ranks 2,4] [--models mlp,gpt2] [--backends inductor,eager]
+                      [--calls 4000] [--block 200] [--agreements 2000]
+                      [--markdown OUT.md] [--results bench/RESULTS.md]
+
+The ranks are processes of this script (``--worker``), each given its RANK and WORLD_SIZE
+and a file store; each prints one JSON line of its medians, and the tables show the slowest
+rank's. A call is timed as a block of ``--block`` calls (a multiple of 100, so that every
+block holds the same number of verified calls, agreement included), blocks of the two
+variants interleaved; the per-call figure is a block's median time over its calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from results_section import run_parser, write_section
+
+BEGIN = "<!-- ranks: begin (bench/bench_ranks.py writes this section) -->"
+END = "<!-- ranks: end -->"
+RATIO_TARGET = 1.03  # verify=100 / no verify, per call, median of the run, on every rank
+EVERY = 100
+POLICY = "skip_guard_on_all_nn_modules"
+
+
+def median_us(samples: list[float], per: int) -> float:
+    return statistics.median(samples) / per * 1e6
+
+
+def agreement_cost(group, n: int) -> float:
+    """Median µs of one agreement (no rank flagged), over ``n``, in blocks of 50."""
+    for _ in range(50):
+        group.flagged(False)
+    blocks = []
+    for _ in range(max(1, n // 50)):
+        t = time.perf_counter()
+        for _ in range(50):
+            group.flagged(False)
+        blocks.append(time.perf_counter() - t)
+    return median_us(blocks, 50)
+
+
+def call_ratio(model_name: str, backend: str, calls: int, block: int) -> dict:
+    """Per-call medians (µs) of verify=100 and no verify, by interleaved blocks of calls,
+    and the mean agreement inside the verified calls (``RankAgreement.verify_agreement_us``)."""
+    import torch
+
+    import guardpolicy as gp
+    from guardpolicy.tools import latency
+    from guardpolicy.tools._models import build
+
+    torch._dynamo.reset()
+    model, inputs = build(model_name)
+    policy = gp.load_std(POLICY)
+    plain = gp.compile(latency.own_class_copy(model), policy, backend=backend)  # own cache entries
+    verified = gp.compile(latency.own_class_copy(model), policy, backend=backend, verify=EVERY,
+                          on_violation="recompile")
+    variants = [("plain", plain), ("verify", verified)]
+    times: dict[str, list[float]] = {"plain": [], "verify": []}
+    with torch.no_grad():
+        want = latency.output_tensor(model(*inputs))
+        for _, opt in variants:  # compile, warm up (the ranks meet at the sampled calls)
+            for _ in range(block):
+                out = opt(*inputs)
+            if not torch.allclose(latency.output_tensor(out), want, atol=1e-5, rtol=1e-4):
+                raise SystemExit(f"bench_ranks: {model_name}, {backend}: output differs from eager")
+        st = gp.stats(verified)
+        warm = (st.ranks.verify_agreements, st.ranks.verify_agreement_s)
+        gc.collect()
+        gc.disable()
+        try:
+            for r in range(max(1, calls // block)):
+                for name, opt in variants[r % 2:] + variants[:r % 2]:
+                    t = time.perf_counter()
+                    for _ in range(block):
+                        opt(*inputs)
+                    times[name].append(time.perf_counter() - t)
+        finally:
+            gc.enable()
+    if st.violations or st.compiles != gp.stats(plain).compiles:
+        raise SystemExit(f"bench_ranks: {model_name}, {backend}: a violation or a recompile while timing")
+    agreed = st.ranks.verify_agreements - warm[0]
+    plain_us, verify_us = median_us(times["plain"], block), median_us(times["verify"], block)
+    torch._dynamo.reset()
+    return {"model": model_name, "backend": backend, "plain_us": plain_us, "verify_us": verify_us,
+            "ratio": verify_us / plain_us, "agreements": agreed,
+            "in_call_agree_us": (st.ranks.verify_agreement_s - warm[1]) / agreed * 1e6 if agreed else None}
+
+
+def worker(args) -> None:
+    import torch
+    import torch.distributed as dist
+
+    from guardpolicy.ranks import RankGroup
+
+    torch.set_num_threads(1)
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    dist.init_process_group("gloo", init_method=f"file://{args.worker}", rank=rank, world_size=world)
+    result = {"rank": rank, "agree_us": agreement_cost(RankGroup(None, 600.0), args.agreements),
+              "rows": [call_ratio(m, b, args.calls, args.block)
+                       for m in args.models.split(",") for b in args.backends.split(",")]}
+    dist.destroy_process_group()
+    print(json.dumps(result), flush=True)
+
+
+def run_world(world: int, args) -> list[dict]:
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [sys.executable, __file__, "--worker", os.path.join(tmp, "store"), "--agreements",
+               str(args.agreements), "--calls", str(args.calls), "--block", str(args.block),
+               "--models", args.models, "--backends", args.backends]
+        env = {**os.environ, "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
+        procs = [subprocess.Popen(cmd, env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, text=True)
+                 for r in range(world)]
+        try:
+            outs = [p.communicate(timeout=3600)[0] for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
+                    p.wait()
+        if any(p.returncode for p in procs):
+            raise SystemExit(f"bench_ranks: a rank of {world} failed")
+    return [json.loads(out.strip().splitlines()[-1]) for out in outs]
+
+
+def table(results: dict[int, list[dict]]) -> list[str]:
+    lines = ["| ranks | model, backend | one agreement (µs) | agreement in a verified call (µs) "
+             "| no verify (µs/call) | verify=100 (µs/call) | ratio |",
+             "|---:|---|---:|---:|---:|---:|---:|"]
+    for world, ranks in results.items():
+        agree = max(r["agree_us"] for r in ranks)
+        for i, row in enumerate(ranks[0]["rows"]):
+            worst = max((r["rows"][i] for r in ranks), key=lambda x: x["ratio"])
+            in_call = max(r["rows"][i]["in_call_agree_us"] or 0.0 for r in ranks)
+            lines.append(f"| {world} | {row['model']}, {row['backend']} | {agree:.1f} | {in_call:.1f} | "
+                         f"{worst['plain_us']:.1f} | {worst['verify_us']:.1f} | {worst['ratio']:.3f} |")
+    return lines
+
+
+def section(text: str, results: dict[int, list[dict]]) -> str:
+    worst = max(row["ratio"] for ranks in results.values() for r in ranks for row in r["rows"])
+    verdict = "met" if worst <= RATIO_TARGET else "not met"
+    return "\n".join([
+        BEGIN,
+        "## Verify across ranks: the agreement of a verified call (`bench/bench_ranks.py`)",
+        "",
+        "Local gloo ranks (processes on this machine), one torch thread each, the demo models with",
+        f"`{POLICY}`. One agreement: one `all_reduce` of a byte per rank (`RankGroup.flagged`), what",
+        "each verified call adds on many ranks (median of blocks of 50, the slowest rank); in a",
+        "verified call: `gp.stats(opt).ranks.verify_agreement_us` over the timed calls (waiting",
+        f"for the slowest rank included). The ratio: per call, `verify={EVERY}` against the same policy",
+        "without verify, interleaved blocks of calls, every rank running the same loop (the slowest",
+        "rank's).",
+        "",
+        text.rstrip("\n"),
+        "",
+        f"Target: verify={EVERY} at most {RATIO_TARGET}x no verify on every rank: **{verdict}** "
+        f"(largest {worst:.3f}).",
+        END,
+        "",
+    ])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = run_parser(__doc__)
+    ap.set_defaults(calls=4000, block=200)
+    ap.add_argument("--ranks", default="2,4")
+    ap.add_argument("--agreements", type=int, default=2000, help="timed agreements per rank")
+    ap.add_argument("--markdown", help="also write the markdown to this file")
+    ap.add_argument("--results", help="the RESULTS.md whose ranks section to write")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)  # a rank: the file store's path
+    args = ap.parse_args(argv)
+    if args.block % EVERY:
+        ap.error(f"--block must be a multiple of {EVERY} (each block then holds as many verified calls)")
+    if args.worker:
+        worker(args)
+        return 0
+    results = {}
+    for world in (int(w) for w in args.ranks.split(",")):
+        print(f"{world} ranks ...", file=sys.stderr, flush=True)
+        results[world] = run_world(world, args)
+    text = "\n".join([f"Recorded {time.strftime('%Y-%m-%d')}, {args.calls} calls per variant in blocks of "
+                      f"{args.block}, {args.agreements} agreements.", "", *table(results), ""])
+    print(text)
+    if args.markdown:
+        Path(args.markdown).write_text(text, encoding="utf-8")
+    if args.results:
+        write_section(Path(args.results), BEGIN, END, section(text, results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
