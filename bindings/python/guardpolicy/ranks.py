@@ -7,6 +7,8 @@ compile (the first cache miss of its Dynamo callback, before anything is traced)
 gather each other's policy ``Fingerprint``; a difference raises ``RankMismatchError`` on every
 rank, naming the ranks and what differs. With ``check_ranks=True``, each compiled frame's
 decisions are compared too (``FrameDigest``; on a difference, the decisions themselves).
+With verify, the ranks also agree on each verified call (``guardpolicy.rank_verdicts``, over
+``RankGroup.flagged``); a dry-run report is gathered over the group (``guardpolicy.dryrun``).
 
 Each agreement is one gloo ``monitored_barrier`` (which names the ranks that did not arrive
 within ``rank_timeout`` seconds) and one ``all_gather_object``: a rank that never compiles, or

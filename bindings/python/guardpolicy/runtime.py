@@ -11,7 +11,8 @@ knobs and its stance, at no cost on calls that do not compile.
   (a new shape) see them too; other compiled objects, in this thread or another, never do.
 * Many ranks: the same callback agrees on the policy across ``torch.distributed`` ranks at
   the first compile, and ``guard_filter_fn`` on each frame's decisions with ``check_ranks``
-  (``guardpolicy.ranks``; nothing per call).
+  (``guardpolicy.ranks``); with verify, the ranks agree on each verified call's outcome
+  (``guardpolicy.rank_verdicts``, the per-call path's ``agree``; nothing on other calls).
 * Its ``stance skip_guard_eval_unsafe after N calls`` line: once N consecutive calls of this
   object compiled nothing, its calls run with torch's ``skip_guard_eval_unsafe`` stance. One
   per-call hook of this object's ``OptimizeContext`` (``enter_exit_hooks``, which torch runs
