@@ -1,4 +1,5 @@
-// risk_analysis_test.cpp: GP3008/GP3009, what a policy's drops can make stale.
+// risk_analysis_test.cpp: GP3008/GP3009, what a policy's drops can make stale; GP3011, names
+// torch never produces.
 #include <gtest/gtest.h>
 
 #include "guardpolicy/diag_codes.h"
@@ -73,6 +74,55 @@ TEST(RiskAnalysis, ADropLimitedToABuiltinTypeCannotDropTensorGuards) {
   const Outcome o = e.Run(p->program());
   EXPECT_EQ(o.decision, Decision::kDrop);
   EXPECT_EQ(o.rule, 0);
+}
+
+TEST(RiskAnalysis, NamesTorchNeverProducesAreWarnedWithThePathSpelling) {
+  Loader loader = testing::MakeLoader();
+  const Diagnostics d = loader.Lint(Src(
+      "guardpolicy 1\nunsafe policy p {\n"
+      "  drop when name == \"self.fc.weight\" and guard_source.is_unspecialized_nn_module\n"
+      "  drop when name startswith \"self.layers.0.\" and guard_source.is_unspecialized_nn_module\n"
+      "  drop when name in {\"x\", \"self.layers[0].attn\"} and guard_source.is_unspecialized_nn_module\n"
+      "  drop when name glob \"self.fc.*\" and guard_source.is_unspecialized_nn_module\n"
+      "  keep when name == \"L['x']\"\n"
+      "  default keep\n}\n")).diagnostics;
+  std::vector<std::string> got;
+  for (const Diagnostic& x : d.items()) {
+    if (x.code == codes::kImpossibleName) got.push_back(x.range.ToString() + " " + x.help);
+  }
+  EXPECT_EQ(got, (std::vector<std::string>{
+      "test.gpol:3:21 compare `path`, which spells it as named_modules() and named_parameters() do: "
+      "`path == \"fc.weight\"` (docs/schema.md, \"Real names\")",
+      "test.gpol:4:29 compare `path`, which spells it as named_modules() and named_parameters() do: "
+      "`path startswith \"layers.0.\"` (docs/schema.md, \"Real names\")",
+      "test.gpol:5:27 compare `path`, which spells it as named_modules() and named_parameters() do: "
+      "`path == \"layers.0.attn\"` (docs/schema.md, \"Real names\")",
+      "test.gpol:6:23 compare `path`, which spells it as named_modules() and named_parameters() do: "
+      "`path glob \"fc.*\"` (docs/schema.md, \"Real names\")",
+      "test.gpol:7:21 `L['x']` is named `x`; or compare `path` with `input:x` (docs/schema.md, \"Real names\")",
+  })) << RenderText(d);
+  // The message says what it assumes (`self.config.return_dict` is real when config is no module).
+  const Diagnostics c = loader.Lint(Src("guardpolicy 1\nunsafe policy p {\n"
+                                        "  keep when name == \"self.config.return_dict\"\n  default keep\n}\n"))
+                            .diagnostics;
+  std::vector<std::string> messages;
+  for (const Diagnostic& x : c.items()) {
+    if (x.code == codes::kImpossibleName) messages.push_back(x.message);
+  }
+  ASSERT_EQ(messages.size(), 1u) << RenderText(c);
+  EXPECT_EQ(messages[0],
+            "torch 2.13 names a submodule `self._modules['config']`: if `config` is a module, "
+            "\"self.config.return_dict\" matches none of its guards");
+  // Names torch does produce, and prefixes that can start them, are left alone.
+  EXPECT_EQ(Messages("unsafe policy p {\n"
+                     "  drop when name == \"self._modules['fc']._parameters['weight']\" and not has_value\n"
+                     "  drop when name in {\"self.scale\", \"self._modules['h']._modules['0']\"} and not has_value\n"
+                     "  drop when name startswith \"self.layers\" and not has_value\n"
+                     "  drop when name glob \"self.layers[0-9].*\" and not has_value\n"
+                     "  drop when name contains \"self.fc.\" and not has_value\n"
+                     "  drop when path == \"self.fc.weight\" and not has_value\n"
+                     "  default keep\n}\n"),
+            (std::vector<std::string>{}));
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "formula.h"
+#include "name_literals.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/evaluator.h"
 #include "guardpolicy/linker.h"
@@ -50,6 +51,7 @@ class Analyzer {
   }
 
   void Run() {
+    analysis::CheckNameLiterals(policy_, diags_);
     if (!Flatten()) return;
     axioms_ = vocab_.Axioms();
     CheckRules();
