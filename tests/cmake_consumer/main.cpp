@@ -65,8 +65,8 @@ bool RunPolicy(const std::string& data_dir) {
 
   const std::vector<Case> cases = {
       {"SHAPE_ENV", "", false, gp::Decision::kKeep},
-      {"EQUALS_MATCH", "G['FLAG']", true, gp::Decision::kDrop},
-      {"TENSOR_MATCH", "self.fc.weight", false, gp::Decision::kDrop},
+      {"EQUALS_MATCH", "G['GLOBAL_INT']", true, gp::Decision::kDrop},
+      {"TENSOR_MATCH", "self._modules['fc1']._parameters['weight']", false, gp::Decision::kDrop},
       {"TENSOR_MATCH", "x", false, gp::Decision::kKeep},
   };
   bool ok = true;

@@ -45,8 +45,8 @@ echo "== run the consumer"
 "$tmp/build/consumer" | tee "$tmp/out.txt"
 expected="data dir: $prefix/share/guardpolicy
 decision SHAPE_ENV '': keep
-decision EQUALS_MATCH 'G['FLAG']': drop
-decision TENSOR_MATCH 'self.fc.weight': drop
+decision EQUALS_MATCH 'G['GLOBAL_INT']': drop
+decision TENSOR_MATCH 'self._modules['fc1']._parameters['weight']': drop
 decision TENSOR_MATCH 'x': keep
 plugin consumer 1.0.0: depth 1 -> keep
 plugin consumer 1.0.0: depth 2 -> keep
