@@ -22,11 +22,14 @@ TEST(Checker, StdPoliciesHaveNoErrorsAndOnlyTheirTrueRisks) {
   const std::map<std::string, std::vector<std::string>> expected = {
       {"skip_guard_on_inbuilt_nn_modules", {}},
       {"skip_guard_on_all_nn_modules", {}},
-      {"keep_tensor_guards", {codes::kRiskyDrop, codes::kRiskyDrop}},  // SHAPE_ENV, GLOBAL_STATE
+      // SHAPE_ENV, GLOBAL_STATE, the value guards of non-tensor inputs (only TENSOR_MATCH is kept)
+      {"keep_tensor_guards", {codes::kRiskyDrop, codes::kRiskyDrop, codes::kRiskyDrop}},
       {"skip_guard_on_globals", {}},
-      {"keep_portable_guards", {}},
-      // Every guard, and by name the ones that matter most: SHAPE_ENV, GLOBAL_STATE, input tensors.
-      {"skip_all_guards", {codes::kDropsEverything, codes::kRiskyDrop, codes::kRiskyDrop, codes::kRiskyDrop}},
+      {"keep_portable_guards", {codes::kRiskyDrop}},  // the value guards of non-tensor inputs
+      // Every guard, and by name the ones that matter most: SHAPE_ENV, GLOBAL_STATE, input
+      // tensors, non-tensor inputs.
+      {"skip_all_guards",
+       {codes::kDropsEverything, codes::kRiskyDrop, codes::kRiskyDrop, codes::kRiskyDrop, codes::kRiskyDrop}},
   };
   for (const auto& [name, want] : expected) {
     auto r = loader.Lint(SourceFileFromPath(testing::kDataDir + "/std/" + name + ".gpol"));

@@ -25,7 +25,7 @@ std::string WriteTemp(const std::string& name, const std::string& text) {
 
 TEST(Cli, LintCleanStdPoliciesExitZero) {
   auto r = RunCli({"lint", testing::kDataDir + "/std/skip_guard_on_globals.gpol",
-                   testing::kDataDir + "/std/keep_portable_guards.gpol"});
+                   testing::kDataDir + "/std/skip_guard_on_all_nn_modules.gpol"});
   EXPECT_EQ(r.rc, cli::kExitClean) << r.err;
   EXPECT_EQ(r.err, "");
   // Risk warnings are printed but do not fail the lint.

@@ -28,6 +28,7 @@ TEST(RiskAnalysis, DroppingEveryGuardStillNamesTheGlobalStateGuard) {
                 "GP3008 test.gpol:3:3 drops the `SHAPE_ENV` guard",
                 "GP3008 test.gpol:3:3 drops the `GLOBAL_STATE` guard",
                 "GP3008 test.gpol:3:3 can drop `TENSOR_MATCH` guards on input tensors",
+                "GP3008 test.gpol:3:3 can drop `CONSTANT_MATCH`, `EQUALS_MATCH` or `TYPE_MATCH` guards on non-tensor inputs",
             }));
 }
 
@@ -39,29 +40,40 @@ TEST(RiskAnalysis, RulesThatDropEverythingBeforeADefaultKeep) {
                 "GP3008 test.gpol:4:3 drops the `SHAPE_ENV` guard",
                 "GP3008 test.gpol:4:3 drops the `GLOBAL_STATE` guard",
                 "GP3008 test.gpol:4:3 can drop `TENSOR_MATCH` guards on input tensors",
+                "GP3008 test.gpol:4:3 can drop `CONSTANT_MATCH`, `EQUALS_MATCH` or `TYPE_MATCH` guards on non-tensor inputs",
             }));
 }
 
 TEST(RiskAnalysis, ADropLimitedToABuiltinTypeCannotDropTensorGuards) {
-  // A value of a Python built-in class is no tensor, so no TENSOR_MATCH guard matches.
+  // A value of a Python built-in class is no tensor, so no TENSOR_MATCH guard matches (off
+  // the inputs: on them, it is the value guard of a None or int argument).
+  EXPECT_EQ(Messages("unsafe policy p {\n  drop when value.type == \"builtins.NoneType\" and guard_source != LOCAL\n}\n"),
+            std::vector<std::string>{});
+  EXPECT_EQ(Messages("unsafe policy p {\n  drop when value.type in {\"builtins.int\", \"builtins.float\"} and is_global\n"
+                     "  drop when value.type startswith \"builtins.\" and guard_source.is_unspecialized_nn_module\n}\n"),
+            std::vector<std::string>{});
   EXPECT_EQ(Messages("unsafe policy p {\n  drop when value.type == \"builtins.NoneType\"\n}\n"),
-            std::vector<std::string>{});
-  EXPECT_EQ(Messages("unsafe policy p {\n  drop when value.type in {\"builtins.int\", \"builtins.float\"}\n"
-                     "  drop when value.type startswith \"builtins.\" and not is_global\n}\n"),
-            std::vector<std::string>{});
-  // A parameter bound by `use`; unbound, it could be any type (so the next policy warns).
+            std::vector<std::string>{
+                "GP3008 test.gpol:3:3 can drop `CONSTANT_MATCH`, `EQUALS_MATCH` or `TYPE_MATCH` guards on non-tensor inputs"});
+  // A parameter bound by `use`; unbound, it could be any type (so the next policy warns of
+  // tensors). Both can drop a bool or int argument's value guard.
   EXPECT_EQ(Messages("unsafe policy p {\n  use q(t = \"builtins.bool\")\n}\n"
                      "unsafe policy q(t: string = \"builtins.int\") {\n  drop when value.type == t\n}\n"),
-            std::vector<std::string>{"GP3008 test.gpol:6:3 can drop `TENSOR_MATCH` guards on input tensors"});
+            (std::vector<std::string>{
+                "GP3008 test.gpol:3:3 can drop `CONSTANT_MATCH`, `EQUALS_MATCH` or `TYPE_MATCH` guards on non-tensor inputs",
+                "GP3008 test.gpol:6:3 can drop `TENSOR_MATCH` guards on input tensors",
+                "GP3008 test.gpol:6:3 can drop `CONSTANT_MATCH`, `EQUALS_MATCH` or `TYPE_MATCH` guards on non-tensor inputs"}));
   // A module is no tensor either.
   EXPECT_EQ(Messages("unsafe policy p {\n  drop when value.is_module\n}\n"), std::vector<std::string>{});
   // A type that can be a tensor's still warns, as does a negated test.
-  EXPECT_EQ(Messages("unsafe policy p {\n  drop when value.type == \"torch.Tensor\"\n}\n"),
+  EXPECT_EQ(Messages("unsafe policy p {\n  drop when value.type == \"torch.Tensor\" and guard_type == TENSOR_MATCH\n}\n"),
             std::vector<std::string>{"GP3008 test.gpol:3:3 can drop `TENSOR_MATCH` guards on input tensors"});
   EXPECT_EQ(Messages("unsafe policy p {\n  drop when value.type != \"builtins.NoneType\"\n}\n"),
             (std::vector<std::string>{"GP3008 test.gpol:3:3 drops the `SHAPE_ENV` guard",
                                       "GP3008 test.gpol:3:3 drops the `GLOBAL_STATE` guard",
-                                      "GP3008 test.gpol:3:3 can drop `TENSOR_MATCH` guards on input tensors"}));
+                                      "GP3008 test.gpol:3:3 can drop `TENSOR_MATCH` guards on input tensors",
+                                      "GP3008 test.gpol:3:3 can drop `CONSTANT_MATCH`, `EQUALS_MATCH` or `TYPE_MATCH` "
+                                      "guards on non-tensor inputs"}));
   // The fact only silences the warning; the optimizer does not use it: a row no torch entry
   // could be (a NoneType tensor) still decides by the rules as written.
   Loader loader = testing::MakeLoader();
@@ -74,6 +86,29 @@ TEST(RiskAnalysis, ADropLimitedToABuiltinTypeCannotDropTensorGuards) {
   const Outcome o = e.Run(p->program());
   EXPECT_EQ(o.decision, Decision::kDrop);
   EXPECT_EQ(o.rule, 0);
+}
+
+TEST(RiskAnalysis, DroppingValueGuardsOnNonTensorInputsIsNamed) {
+  // Issue 15: a transformer_options-style dict argument went stale unnoticed. Its items are
+  // CONSTANT_MATCH (guard_source LOCAL) like a flag or a number argument.
+  const std::string input_values =
+      "GP3008 test.gpol:4:3 can drop `CONSTANT_MATCH`, `EQUALS_MATCH` or `TYPE_MATCH` guards on non-tensor inputs";
+  EXPECT_EQ(Messages("unsafe policy p {\n  keep when guard_type in {SHAPE_ENV, GLOBAL_STATE, TENSOR_MATCH}\n"
+                     "  drop when guard_type == CONSTANT_MATCH\n  default keep\n}\n"),
+            std::vector<std::string>{input_values});
+  EXPECT_EQ(Messages("unsafe policy p {\n  keep when guard_type in {SHAPE_ENV, GLOBAL_STATE, TENSOR_MATCH}\n"
+                     "  drop when path startswith \"input:transformer_options\"\n  default keep\n}\n"),
+            std::vector<std::string>{input_values});
+  // Inputs kept first, or a drop limited to module state or globals: nothing to say.
+  EXPECT_EQ(Messages("unsafe policy p {\n  keep when guard_source == LOCAL\n"
+                     "  drop when guard_type in {CONSTANT_MATCH, EQUALS_MATCH, TYPE_MATCH}\n  default keep\n}\n"),
+            (std::vector<std::string>{}));
+  EXPECT_EQ(Messages("unsafe policy p {\n  drop when guard_source.is_unspecialized_nn_module\n"
+                     "  drop when is_global and guard_type == CONSTANT_MATCH\n  default keep\n}\n"),
+            (std::vector<std::string>{}));
+  // Other guard types on inputs (DICT_KEYS_MATCH, ID_MATCH) are not this risk.
+  EXPECT_EQ(Messages("unsafe policy p {\n  drop when guard_type in {DICT_KEYS_MATCH, ID_MATCH}\n  default keep\n}\n"),
+            (std::vector<std::string>{}));
 }
 
 TEST(RiskAnalysis, NamesTorchNeverProducesAreWarnedWithThePathSpelling) {

@@ -216,6 +216,22 @@ class Analyzer {
                      "an input's dtype, device, shape, strides or requires_grad can then change under the "
                      "compiled code");
     }
+    // A non-tensor, non-module argument and its items (`transformer_options['scale']`, a
+    // flag): torch guards their values and types with these (guard_source LOCAL, as tensor
+    // inputs; the guarded value is there: has_value).
+    const FormulaPtr value_guard =
+        analysis::Or(analysis::Or(vocab_.GuardTypeIs("CONSTANT_MATCH"), vocab_.GuardTypeIs("EQUALS_MATCH")),
+                     vocab_.GuardTypeIs("TYPE_MATCH"));
+    const FormulaPtr input_value = analysis::And(
+        analysis::And(analysis::And(value_guard, vocab_.GuardSourceIn({"LOCAL"})), vocab_.BoolField("has_value")),
+        analysis::Not(analysis::Or(vocab_.BoolField("value.is_tensor"), vocab_.BoolField("value.is_module"))));
+    if (Sat(analysis::And(reach, input_value))) {
+      diags_.Warning(codes::kRiskyDrop, site,
+                     "can drop `CONSTANT_MATCH`, `EQUALS_MATCH` or `TYPE_MATCH` guards on non-tensor inputs",
+                     "a changed flag, number, string or dict entry passed as an argument (a "
+                     "transformer_options-style dict) then reuses code traced for the old value; keep them "
+                     "with `keep when guard_source == LOCAL and not value.is_tensor` first");
+    }
   }
 
   // An ambient guard (`SHAPE_ENV` from ShapeEnvSource, the others from GlobalStateSource):
