@@ -6,8 +6,8 @@ dropping exactly the guards the mutation audit found harmless.
    is changed the ways its guards would notice and classified.
 2. The policy: ``default keep``; one ``drop when guard_type == T and name in {...}`` rule
    per guard type, over the exact names torch gave the guards of the **harmless** groups
-   (a name and type with another verdict anywhere is never dropped, nor a ``TENSOR_MATCH``
-   on an input tensor: GP3008); every dangerous, caught and not mutated guard is kept. ``test`` blocks
+   (a name and type with another verdict anywhere is never dropped, nor a value, type or
+   tensor guard on an input: GP3008); every dangerous, caught and not mutated guard is kept. ``test`` blocks
    pin every decision: ``expect drop`` for each dropped guard, ``expect keep`` for each
    dangerous one. The text is loaded, linted and checked before it is written: a policy
    that would drop a dangerous guard is never written.
@@ -89,32 +89,39 @@ def decide(audit: Any) -> tuple[list[tuple[str, str]], dict[str, list[Any]]]:
         kept_here = False
         for g in group.guards:
             key = (g.name, g.guard_type)
-            if g.name and verdicts[key] == {"harmless"} and not input_tensor_guard(g) \
+            if g.name and verdicts[key] == {"harmless"} and not input_guard(g) \
                     and not UNSTABLE_NAME.search(g.name):
                 if key not in dropped:
                     dropped.append(key)
             else:
                 kept_here = True
         if kept_here:
-            kept[group.outcome if group.outcome != "harmless" else INPUT_TENSORS].append(group)
+            kept[group.outcome if group.outcome != "harmless" else KEPT_HARMLESS].append(group)
     return dropped, dict(kept)
 
 
-#: The kept groups that were harmless on the audit's backend: an input tensor's (GP3008) or
-#: under a name another compile may spell otherwise.
-INPUT_TENSORS = "harmless, kept (input tensor: GP3008; or a name torch numbers per compile)"
+#: The kept groups that were harmless on the audit's backend: an input's (GP3008) or under
+#: a name another compile may spell otherwise.
+KEPT_HARMLESS = "harmless, kept (an input's: GP3008; or a name torch numbers per compile)"
 
 #: Names with a per-process counter torch adds (``G['__builtins_dict___0']``): another
 #: process may number them otherwise, so a rule on them would not match there.
 UNSTABLE_NAME = re.compile(r"___\d+'\]")
 
 
-def input_tensor_guard(guard: Any) -> bool:
-    """A ``TENSOR_MATCH`` with ``guard_source`` ``LOCAL`` (an input tensor, or one inside an
-    input): never dropped (GP3008: its dtype, shape, strides or ``requires_grad`` could change
-    under compiled code; on the eager backend the real ops adapt, so the audit cannot show
-    what Inductor's kernels do)."""
-    return guard.guard_type == "TENSOR_MATCH" and guard.guard_source == "LOCAL"
+#: The guard types the checker's GP3008 warns about on inputs (``guard_source`` ``LOCAL``):
+#: TENSOR_MATCH on input tensors, the value and type guards on the other inputs and their items.
+INPUT_GUARD_TYPES = ("TENSOR_MATCH", "CONSTANT_MATCH", "EQUALS_MATCH", "TYPE_MATCH")
+
+
+def input_guard(guard: Any) -> bool:
+    """A guard of ``INPUT_GUARD_TYPES`` with ``guard_source`` ``LOCAL`` (on an argument, or on
+    something inside one: ``transformer_options['scale']``): never dropped (GP3008: an input
+    tensor's dtype, shape, strides or ``requires_grad``, or a flag, number or dict entry passed
+    in, could change under compiled code; the audit's few changes of a value cannot show that
+    every other value is harmless, and on the eager backend real ops adapt where Inductor's
+    kernels would not)."""
+    return guard.guard_type in INPUT_GUARD_TYPES and guard.guard_source == "LOCAL"
 
 
 def render(name: str, spec: str, audit: Any, dropped: list[tuple[str, str]], kept: dict[str, list[Any]],
@@ -143,8 +150,8 @@ def render(name: str, spec: str, audit: Any, dropped: list[tuple[str, str]], kep
              f"  doc {_gpol_string(doc)}"]
     for gtype, names in by_type.items():
         members = ", ".join(_gpol_string(n) for n in names)
-        # TENSOR_MATCH: never on an input (what the checker's GP3008 looks for; none is listed)
-        extra = " and guard_source != LOCAL" if gtype == "TENSOR_MATCH" else ""
+        # Never on an input (what the checker's GP3008 looks for; none is listed)
+        extra = " and guard_source != LOCAL" if gtype in INPUT_GUARD_TYPES else ""
         lines.append(f"  drop when guard_type == {gtype}{extra} and name in {{{members}}}")
     lines += ["  default keep", "}", "", f"test {name} {{"]
     def expect(decision: str, n: str, t: str) -> str:
@@ -243,7 +250,7 @@ def report(s: Suggestion, out_path: str) -> str:
             lines.append(f"  per call, {backend}: no filter {base:.1f} µs -> {s.name} {mine:.1f} µs "
                          f"({mine / base:.2f}x, {base - mine:+.1f} µs saved)")
     lines.append("  stays protected:")
-    for outcome in ("dangerous", "caught", "not mutated", INPUT_TENSORS):
+    for outcome in ("dangerous", "caught", "not mutated", KEPT_HARMLESS):
         groups = s.kept.get(outcome, [])
         if groups:
             names = [g.name or "<ambient>" for g in groups]
