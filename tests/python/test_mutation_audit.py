@@ -288,11 +288,13 @@ def test_frontier_suggested_catches_every_change_skip_all_guards_none(tmp_path):
     built = _built(BLOCKS)
     f = frontier.measure("blocks", built.fn, built.args, backend="eager", calls=10, block=5)
     points = {p.name: p for p in f.points}
-    assert set(points) == {"no filter", *gp.STD_POLICIES, "suggested_blocks"}
+    assert set(points) == {"no filter", *gp.STD_POLICIES, "suggested_blocks", "suggested_blocks + verify"}
     total = points["no filter"].total
     assert total >= 10 and points["no filter"].caught == total and points["no filter"].dropped == 0
     assert points["skip_all_guards"].caught == 0 and len(points["skip_all_guards"].missed) == total
     assert points["suggested_blocks"].caught == total and points["suggested_blocks"].dropped > 0
+    verified = points["suggested_blocks + verify"]
+    assert verified.caught == total and verified.dropped == points["suggested_blocks"].dropped
     # skip_guard_on_globals lets the global config go stale, and nothing else
     missed = points["skip_guard_on_globals"].missed
     assert missed and all(m.startswith("G[") for m in missed), missed
@@ -300,3 +302,31 @@ def test_frontier_suggested_catches_every_change_skip_all_guards_none(tmp_path):
     assert all(p.median_us > 0 for p in f.points)
     assert frontier.plot(f)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| suggested_blocks |" in "\n".join(f.table())
+
+
+def test_verify_catches_what_a_filter_lets_go_stale():
+    """mutation.audit(verify=1): the change skip_guard_on_globals lets go stale (the global
+    config's `use_gate`) recompiles under verify, as the frontier's `+ verify` point counts it."""
+    from guardpolicy.tools import frontier, mutation
+
+    built = _built(BLOCKS)
+    plain = mutation.audit(built.fn, built.args, None, "skip_guard_on_globals", label="blocks")
+    checked = mutation.audit(built.fn, built.args, None, "skip_guard_on_globals", label="blocks", verify=1)
+    stale = {c for c in frontier.dangerous_changes(plain) if c.startswith("G['CONFIG']['use_gate']")}
+    assert stale
+    assert not stale & frontier.dangerous_changes(checked)
+    caught = {f"{g.name}: {t.mutation}" for g in checked.groups for t in g.trials if t.outcome == "caught"}
+    assert stale <= caught
+
+
+def test_with_verify_adds_the_line_and_renames():
+    from guardpolicy.tools import frontier
+
+    text = ('guardpolicy 1\nunsafe policy s {\n  drop when guard_type == TYPE_MATCH and name in {"G[\'CONFIG\']"}\n'
+            '  default keep\n}\n\ntest s {\n  expect drop { name: "G[\'CONFIG\']", guard_type: "TYPE_MATCH" }\n}\n')
+    out = frontier.with_verify(text, "s", 100)
+    policy = gp.load(out)
+    assert policy.name == "s_verify" and policy.verify == (100, "recompile")
+    assert "test s_verify {" in out
+    with pytest.raises(ValueError, match="expected shape"):
+        frontier.with_verify(text, "other", 100)

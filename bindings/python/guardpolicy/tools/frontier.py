@@ -12,7 +12,12 @@ Per model, on one backend:
    filter`` drops nothing and so catches all of them (torch itself ignores some, e.g.
    hooks added after compiling with ``skip_nnmodule_hook_guards``: the audit, which only
    changes what a filter drops, does not count those);
-3. one interleaved timing (``guardpolicy.tools.latency.measure_model``): eager,
+3. the suggested policy with verify mode (its text with ``verify every N calls``,
+   docs/verify.md) is one more point: timed with ``N`` = ``VERIFY_EVERY``, and audited
+   with ``verify=1, on_violation="recompile"`` (``mutation.audit(verify=1)``), so a change is
+   caught there when a kept guard or verify's check of the dropped ones notices it on the
+   first sampled call (with every N calls, at most N calls late);
+4. one interleaved timing (``guardpolicy.tools.latency.measure_model``): eager,
    ``torch.compile`` with no filter, and each filter through ``gp.compile``.
 
 The result is a table and, per model, a PNG: latency (x) against changes caught (y).
@@ -23,15 +28,21 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
+import re
 from typing import Any, Callable
 
 from ..loading import STD_POLICIES, load, load_std
 
 NO_FILTER = "no filter"
 
-#: Said after the frontier: the suggested policy with verify mode is not a point yet.
-VERIFY_NOTE = ("The suggested policy with verify mode (guardpolicy.compile(..., verify=N), docs/verify.md) "
-               "is not on this frontier yet.")
+#: The sampling of the frontier's verify point: every VERIFY_EVERY-th call is verified.
+VERIFY_EVERY = 100
+
+#: Said after the frontier: how its verify point was measured.
+VERIFY_NOTE = (f"`+ verify`: the suggested policy with `verify every {VERIFY_EVERY} calls` (docs/verify.md), "
+               "timed as such; its changes caught are those a kept guard or verify's re-check of the dropped "
+               f"guards notices (audited with verify=1: with every {VERIFY_EVERY} calls, a change is caught "
+               f"at most {VERIFY_EVERY} calls late).")
 
 
 @dataclasses.dataclass
@@ -88,11 +99,14 @@ def measure(name: str, model: Any, inputs: tuple, backend: str = "eager", calls:
     progress(f"frontier {name}: auditing every guard and writing the suggested policy")
     s = suggest.suggest(model, inputs, name=f"suggested_{name}", spec=name, backend=backend)
     counted = dangerous_changes(s.audit)
-    filters = [(std, load_std(std)) for std in STD_POLICIES] + [(s.name, load(s.text))]
+    verified = f"{s.name} + verify"
+    filters = ([(std, load_std(std)) for std in STD_POLICIES] + [(s.name, load(s.text))]
+               + [(verified, load(with_verify(s.text, s.name, VERIFY_EVERY)))])
     audits = {}
     for label, policy in filters:
         progress(f"frontier {name}: auditing {label}")
-        audits[label] = mutation.audit(model, inputs, None, policy, label=name, backend=backend)
+        audits[label] = mutation.audit(model, inputs, None, policy, label=name, backend=backend,
+                                       verify=1 if label == verified else None)
     progress(f"frontier {name}: timing")
     rows = latency.measure_model(model, inputs, {}, [p for _, p in filters], backend, calls, block)
     by_variant = {r["variant"]: r for r in rows}
@@ -105,6 +119,18 @@ def measure(name: str, model: Any, inputs: tuple, backend: str = "eager", calls:
         points.append(Point(label, r["median_us"], r["p90_us"], r["vs_no_filter"], len(counted) - len(missed),
                             len(counted), audits[label].dropped, missed))
     return Frontier(name, backend, points, latency.stamp(calls, block))
+
+
+def with_verify(text: str, name: str, every: int) -> str:
+    """The policy ``text`` (a suggested policy named ``name``) as ``<name>_verify``, with the
+    line ``verify every <every> calls`` before its ``default`` and its test block renamed
+    to match."""
+    out = re.sub(rf"^((?:unsafe )?policy) {re.escape(name)} \{{", rf"\1 {name}_verify {{", text, count=1, flags=re.M)
+    out = re.sub(rf"^test {re.escape(name)} \{{", f"test {name}_verify {{", out, count=1, flags=re.M)
+    out = re.sub(r"^(  default )", rf"  verify every {every} calls\n\1", out, count=1, flags=re.M)
+    if out.count("verify every") != 1 or f"{name}_verify {{" not in out:
+        raise ValueError(f"with_verify: the suggested policy {name!r} does not have the expected shape")
+    return out
 
 
 def plot(frontier: Frontier) -> bytes:

@@ -919,9 +919,11 @@ def _one_trial(m: Mutation, rec: _RecordingPolicy, call: Call, compiled: Any) ->
 
 def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy | str = "skip_all_guards", *,
           label: str = "model", policy_label: str | None = None, backend: str = "eager",
-          progress: Callable[[str], None] | None = None) -> MutationAudit:
+          verify: int | None = None, progress: Callable[[str], None] | None = None) -> MutationAudit:
     """Runs the mutation audit of ``policy`` (a ``Policy``, a std policy name or a file) on
-    ``fn(*args, **kwargs)`` (see the module docstring) and returns a ``MutationAudit``."""
+    ``fn(*args, **kwargs)`` (see the module docstring) and returns a ``MutationAudit``.
+    ``verify=N``: compiled with ``verify=N, on_violation="recompile"`` (docs/verify.md), so a
+    change verify notices on the first call after it (N=1) recompiles and counts as caught."""
     import torch
     import torch._dynamo
 
@@ -939,7 +941,8 @@ def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy 
     torch.set_num_threads(1)  # small calls, many of them: one thread is steadier and faster on a busy machine
     with torch._dynamo.config.patch(recompile_limit=1 << 20, accumulated_recompile_limit=1 << 20):
         try:
-            compiled = gp_compile(fn, rec, backend=backend)
+            checked = {"verify": verify, "on_violation": "recompile"} if verify else {}
+            compiled = gp_compile(fn, rec, backend=backend, **checked)
             with torch.no_grad(), warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 baseline = call.run(fn)
