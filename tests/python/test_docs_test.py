@@ -136,7 +136,7 @@ def test_a_page_that_keeps_the_conventions_passes(docs_test, tmp_path, capsys):
     ("'''gpol\n# file: x.gpol\nguardpolicy 1\n'''\n\n'''gpol\n# file: x.gpol\nguardpolicy 1\n\n'''\n",
      "differs from the block at"),
     ("'''gpol\nguardpolicy 1\nunsafe policy p {\n  keep when name == \"self._modules['fc9']._parameters['weight']\"\n"
-     "  drop when guard_type == CONSTANT_MATCH\n"
+     "  drop when guard_type == CONSTANT_MATCH and is_global\n"
      "  default keep\n}\n'''\n", "names no compile produced"),
     ("'''gpol\nguardpolicy 1\npolicy p { default keep }\ntest p {\n  expect keep { name: \"self.fc.weight\" }\n}\n'''\n",
      "page.md:3  gpol  names no compile produced\n      line 7: `name == \"self.fc.weight\"` matches no guard"),
