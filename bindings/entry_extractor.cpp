@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "guardpolicy/plugin_values.h"
+#include "py_attrs.h"
 
 namespace guardpolicy::python {
 namespace {
@@ -28,35 +29,12 @@ constexpr const char* kAttrNames[kAttrCount] = {
     "__module__", "__qualname__", "get", "__name__"};
 
 PyObject* Interned(Attr a) {
-  static PyObject** names = [] {
-    auto** out = new PyObject*[kAttrCount];  // never freed: lives as long as the interpreter
-    for (int i = 0; i < kAttrCount; ++i) out[i] = PyUnicode_InternFromString(kAttrNames[i]);
-    return out;
-  }();
+  static PyObject** names = InternNames(kAttrNames, kAttrCount);
   return names[a];
 }
 
-py::object GetAttr(py::handle obj, Attr a) {
-  PyObject* r = PyObject_GetAttr(obj.ptr(), Interned(a));
-  if (r == nullptr) throw py::error_already_set();
-  return py::reinterpret_steal<py::object>(r);
-}
-
-// The attribute, or an empty object when `obj` has none (an AttributeError, as hasattr
-// sees it); any other exception propagates.
-py::object GetOptionalAttr(py::handle obj, Attr a) {
-  PyObject* r = PyObject_GetAttr(obj.ptr(), Interned(a));
-  if (r != nullptr) return py::reinterpret_steal<py::object>(r);
-  if (!PyErr_ExceptionMatches(PyExc_AttributeError)) throw py::error_already_set();
-  PyErr_Clear();
-  return py::object();
-}
-
-bool Truth(py::handle obj) {
-  const int r = PyObject_IsTrue(obj.ptr());
-  if (r < 0) throw py::error_already_set();
-  return r == 1;
-}
+py::object GetAttr(py::handle obj, Attr a) { return python::GetAttr(obj, Interned(a)); }
+py::object GetOptionalAttr(py::handle obj, Attr a) { return python::GetOptionalAttr(obj, Interned(a)); }
 
 bool TruthAttr(py::handle obj, Attr a) { return Truth(GetAttr(obj, a)); }
 
