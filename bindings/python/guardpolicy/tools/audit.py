@@ -932,39 +932,14 @@ def main(argv: list[str] | None = None) -> int:
         if unknown or not wanted:
             parser.error(f"--change: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(CHANGE_KEYS)}")
         changes = tuple(c for c in CHANGES if c.key in wanted)
-    try:
-        config = _parse_config(args.dynamo_config)
-    except ValueError as e:
-        parser.error(str(e))
-    from ..errors import PolicyError
-
-    try:
-        policies = [resolve_policy(spec) for spec in (args.policy or DEFAULT_POLICIES)]
-    except PolicyError as e:
-        print(str(e), file=sys.stderr)
+    setup = _setup(parser, args, argv, DEFAULT_POLICIES, "eager")
+    if setup is None:
         return 2
-
+    config, policies, progress, report = setup
     import torch
-    import torch._dynamo
 
-    unknown_config = [k for k in config if not hasattr(torch._dynamo.config, k)]
-    if unknown_config:
-        parser.error(f"--dynamo-config: torch._dynamo.config has no {', '.join(unknown_config)}")
-
-    progress = None if args.quiet else (lambda msg: print(f"  … {msg}", file=sys.stderr, flush=True))
-    started = datetime.datetime.now(datetime.timezone.utc)
-    argv_text = " ".join(sys.argv[2:] if argv is None else argv)
-    report: dict[str, Any] = {
-        "torch": torch.__version__,
-        "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "command": f"python -m guardpolicy audit {argv_text}".rstrip(),
-        "backend": "eager",
-        "dynamo_config": config,
-        "verify": args.verify or None,
-        "legend": LEGEND,
-        "changes": {c.key: c.what for c in changes},
-        "models": {},
-    }
+    report.update({"verify": args.verify or None, "legend": LEGEND, "changes": {c.key: c.what for c in changes},
+                   "models": {}})
     with torch._dynamo.config.patch(**config) if config else contextlib.nullcontext():
         results, _ = run_audit(models, policies, changes, progress, args.verify)
     bugs, gaps = soundness_findings(results)
@@ -1009,26 +984,22 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if bugs else 0
 
 
-def _main_mutation(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> int:
-    """The guard-driven mutation audit of each --policy on each --model
-    (``guardpolicy.tools.mutation``): text per policy, JSON with --json. Exit 0 when it ran,
-    1 when a compiled model differs from eager before any change, 2 on bad arguments."""
-    from . import _model_spec, mutation
+def _setup(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None,
+           default_policies: tuple[str, ...] | list[str], backend: str) -> tuple[dict, list, Any, dict] | None:
+    """What both audits start from: ``(dynamo config, policies, progress callback or None,
+    the report's head: torch, date, command, backend, dynamo_config)``; None when a policy does
+    not load (its error printed; exit 2). A bad --dynamo-config is a usage error."""
     from ..errors import PolicyError
 
-    try:
-        specs = [_model_spec.resolve(m) for m in dict.fromkeys(args.model or MODEL_NAMES)]
-    except ModelSpecError as e:
-        parser.error(f"--model: {e}")
     try:
         config = _parse_config(args.dynamo_config)
     except ValueError as e:
         parser.error(str(e))
     try:
-        policies = [resolve_policy(spec) for spec in (args.policy or STD_POLICIES)]
+        policies = [resolve_policy(spec) for spec in (args.policy or default_policies)]
     except PolicyError as e:
         print(str(e), file=sys.stderr)
-        return 2
+        return None
 
     import torch
     import torch._dynamo
@@ -1039,11 +1010,29 @@ def _main_mutation(parser: argparse.ArgumentParser, args: argparse.Namespace, ar
     progress = None if args.quiet else (lambda msg: print(f"  … {msg}", file=sys.stderr, flush=True))
     started = datetime.datetime.now(datetime.timezone.utc)
     argv_text = " ".join(sys.argv[2:] if argv is None else argv)
-    report: dict[str, Any] = {
-        "torch": torch.__version__, "date": started.strftime("%Y-%m-%d %H:%M UTC"),
-        "command": f"python -m guardpolicy audit {argv_text}".rstrip(), "backend": args.backend,
-        "dynamo_config": config, "legend": mutation.LEGEND, "models": {},
-    }
+    report = {"torch": torch.__version__, "date": started.strftime("%Y-%m-%d %H:%M UTC"),
+              "command": f"python -m guardpolicy audit {argv_text}".rstrip(), "backend": backend,
+              "dynamo_config": config}
+    return config, policies, progress, report
+
+
+def _main_mutation(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list[str] | None) -> int:
+    """The guard-driven mutation audit of each --policy on each --model
+    (``guardpolicy.tools.mutation``): text per policy, JSON with --json. Exit 0 when it ran,
+    1 when a compiled model differs from eager before any change, 2 on bad arguments."""
+    from . import _model_spec, mutation
+
+    try:
+        specs = [_model_spec.resolve(m) for m in dict.fromkeys(args.model or MODEL_NAMES)]
+    except ModelSpecError as e:
+        parser.error(f"--model: {e}")
+    setup = _setup(parser, args, argv, STD_POLICIES, args.backend)
+    if setup is None:
+        return 2
+    config, policies, progress, report = setup
+    import torch
+
+    report.update({"legend": mutation.LEGEND, "models": {}})
     print(f"guardpolicy audit (guard-driven mutations) · torch {torch.__version__} · backend {args.backend} · "
           f"{report['date']}")
     print(mutation.LEGEND)
