@@ -203,6 +203,32 @@ def dry_run_gathered() -> dict:
             "own": [list(own.ranks), len(own.events), len(own.frames)]}
 
 
+def verify_missing() -> dict:
+    """Rank 1 makes one call fewer: rank 0's third verified call waits 3 s at most; the next
+    call raises the same error again, with no collective. (Every rank loads the plugin that
+    `plugin` left loaded on rank 1, so that the policies agree.)"""
+    if "names" not in {p.name for p in gp.registry.plugins()}:
+        gp.load_plugin(gp.example_plugin_path("names"))
+    torch.manual_seed(0)
+    model = Scaled()
+    opt = gp.compile(model, gp.load_std("skip_guard_on_all_nn_modules"), backend="eager", verify=1,
+                     rank_timeout=3)
+    x = torch.ones(2, 4)
+    with torch.no_grad():
+        try:
+            for _ in range(3 if RANK == 0 else 2):
+                opt(x)
+        except gp.RankMismatchError as e:
+            try:
+                opt(x)
+            except gp.RankMismatchError as again:
+                return {"error": type(e).__name__, "message": str(e), "raised_again": again is e,
+                        "calls": gp.stats(opt).calls}
+    if RANK == 1:
+        time.sleep(6)  # alive, but elsewhere
+    return {"error": None, "calls": gp.stats(opt).calls}
+
+
 def verify_differs() -> dict:
     """verify on rank 0 only: its first call is verified before it compiles."""
     return verified("recompile", set(), calls=2, verify=1 if RANK == 0 else 0)
@@ -210,7 +236,7 @@ def verify_differs() -> dict:
 
 SCENARIOS = {f.__name__: f for f in (same, param, policy_name, settings, frames_same, frames_differ,
                                      plugin, verify_recompile, verify_raise, verify_warn, verify_sampled,
-                                     verify_direct, verify_differs, dry_run_gathered, missing)}
+                                     verify_direct, verify_differs, dry_run_gathered, missing, verify_missing)}
 OUT_DIR = ""
 
 

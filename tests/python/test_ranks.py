@@ -25,7 +25,7 @@ HARD_TIMEOUT_S = 240  # the whole run; a hang fails the test, never the suite
 IN_STEP = ["same", "param", "policy_name", "settings", "frames_same", "frames_differ",
            "verify_recompile", "verify_raise", "verify_warn", "verify_sampled", "verify_direct", "verify_differs",
            "dry_run_gathered", "plugin"]  # plugin: last, the plugin stays loaded on rank 1
-LAST_ON_2 = ["missing"]  # it leaves the group out of step: last, and on 2 ranks only
+LAST_ON_2 = ["verify_missing", "missing"]  # they leave the group out of step: last, on 2 ranks only
 
 
 def run_ranks(tmp_path: Path, world: int, scenarios: list[str]) -> list[dict]:
@@ -271,6 +271,17 @@ def test_a_rank_that_never_compiles_fails_the_others_within_rank_timeout(ranks_r
     assert got["message"].startswith("guardpolicy: not every rank reached the agreement on the policy "
                                      "`skip_guard_on_all_nn_modules` (first compile) within 3 s")
     assert "Ranks 1 failed to pass monitoredBarrier" in got["message"]  # gloo's words, from rank 0
+
+
+def test_a_rank_that_makes_fewer_verified_calls_fails_the_others_within_rank_timeout(ranks_run):
+    results = ranks_run(2)
+    assert results[1]["verify_missing"] == {"error": None, "calls": 2}
+    got = results[0]["verify_missing"]
+    assert got["error"] == "RankMismatchError" and got["raised_again"] is True  # the same error, no collective
+    assert got["message"].startswith("guardpolicy: not every rank reached the agreement on verified call 3 "
+                                     "within 3 s (rank_timeout), seen from rank 0: a rank did not make this "
+                                     "call of the compiled object")
+    assert got["calls"] == 4  # the third and fourth calls raised
 
 
 # -------------------------------------------------------------------- in one process
