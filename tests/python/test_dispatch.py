@@ -231,8 +231,9 @@ def test_frame_locals_are_bound_as_the_frame_holds_them():
         return a * k + b + c + len(rest) + d + e + len(extra)
 
     bind = dispatch.frame_locals_binder(f)
-    assert bind(1, d=4) == {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "rest": (), "extra": {}}
-    assert bind(1, 7, 8, 9, d=4, z=0) == {"a": 1, "b": 7, "c": 8, "d": 4, "e": 5, "rest": (9,), "extra": {"z": 0}}
+    assert bind(1, d=4) == {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "rest": (), "extra": {}, "k": 1.5}
+    assert bind(1, 7, 8, 9, d=4, z=0) == {"a": 1, "b": 7, "c": 8, "d": 4, "e": 5, "rest": (9,),
+                                          "extra": {"z": 0}, "k": 1.5}
     with pytest.raises(TypeError):
         bind(1)  # d is required, as for f
     fast = direct(fresh(f))
@@ -243,6 +244,26 @@ def test_frame_locals_are_bound_as_the_frame_holds_them():
     assert d.state == "direct" and d.direct_calls >= 4
     assert torch.equal(fast(x, 7, 8, d=4, z=0), f(x, 7, 8, d=4, z=0))  # len(rest) kept: recompiles
     assert d.fallbacks[dispatch.KEPT_GUARD_FAILED] == 1
+
+
+def test_the_binder_reads_free_variables_from_the_cells_at_each_call_and_leaves_out_an_empty_one():
+    def make():
+        def g(x):
+            return x * factor + offset
+
+        bind = dispatch.frame_locals_binder(g)
+        before = bind(1)  # neither cell has a value yet: the frame would hold neither
+        factor = 2.0
+        middle = bind(1)
+        offset = 3.0
+        return before, middle, bind(1), g
+
+    before, middle, after, g = make()
+    assert before == {"x": 1}
+    assert middle == {"x": 1, "factor": 2.0}
+    assert after == {"x": 1, "factor": 2.0, "offset": 3.0}
+    g.__closure__[0].cell_contents = 4.0  # the cells themselves, not values copied at capture
+    assert dispatch.frame_locals_binder(g)(5) == {"x": 5, "factor": 4.0, "offset": 3.0}
 
 
 def test_a_closure_variable_is_part_of_the_frame_locals():

@@ -109,6 +109,8 @@ functorch_pop_to = getattr(getattr(torch._C, "_functorch", None),
                            "pop_dynamic_layer_stack_and_undo_to_depth", None)
 is_jit_tracing = getattr(torch._C, "_is_tracing", None)
 _saved_hooks = getattr(getattr(torch._C, "_autograd", None), "_top_saved_tensors_default_hooks", None)
+#: whether a global module hook is registered (``register_module_forward_hook`` & co)
+has_global_module_hooks = getattr(torch.nn.modules.module, "_has_any_global_hook", None)
 
 
 def _callback_handler() -> Any:
@@ -133,8 +135,6 @@ fx_tracing = _fx_tracing_reader()
 
 def dispatch_missing() -> list[str]:
     """What ``dispatch="direct"`` needs beyond ``missing()`` and this torch lacks."""
-    import torch.nn.modules.module as nn_module
-
     handler = _callback_handler()
     present = {
         "torch._C._dynamo.eval_frame._get_cache_entries_for_region": (_region_entries or _all_entries) is not None,
@@ -150,7 +150,7 @@ def dispatch_missing() -> list[str]:
         "torch.fx._symbolic_trace._get_is_fx_tracing (2.14) or _is_fx_tracing_flag (2.13)": fx_tracing is not None,
         "torch.compiler._is_exporting_flag": hasattr(torch.compiler, "_is_exporting_flag"),
         "torch._guards._TLS": hasattr(torch._guards, "_TLS"),
-        "torch.nn.modules.module._has_any_global_hook": hasattr(nn_module, "_has_any_global_hook"),
+        "torch.nn.modules.module._has_any_global_hook": has_global_module_hooks is not None,
     }
     return [name for name, ok in present.items() if not ok]
 
@@ -191,10 +191,11 @@ def on_every_compile(fn: Any) -> None:
 guards_tls = getattr(torch._guards, "_TLS", None)
 
 
-def has_global_module_hooks() -> bool:
-    import torch.nn.modules.module as nn_module
-
-    return nn_module._has_any_global_hook()
+def tracing_context_set() -> bool:
+    """Whether this thread has a ``TracingContext`` (torch's ``TracingContext.try_get()``).
+    The thread's own ``__dict__`` is read: ``getattr`` with a default raises and catches an
+    AttributeError when none is set, 2 µs of each direct call."""
+    return guards_tls.__dict__.get("tracing_context") is not None
 
 
 # --------------------------------------------------------------------------- verify / dry-run

@@ -103,17 +103,16 @@ class _Target:
     locals. ``lead`` is the first argument the frame takes before the call's own (the
     original module for an ``nn.Module``), or None."""
 
-    __slots__ = ("entries", "bind", "cells", "lead", "module", "generation", "global_state",
+    __slots__ = ("entries", "bind", "lead", "module_dict", "generation", "global_state",
                  "check_function_modes", "check_saved_hooks", "path", "verify_every")
 
-    def __init__(self, entries: list[_Entry], bind: Callable, cells: tuple, lead: Any,
+    def __init__(self, entries: list[_Entry], bind: Callable, lead: Any,
                  global_state: Any, check_function_modes: bool, check_saved_hooks: bool):
-        self.module: Any = None  # the original module of a compiled module (its hooks)
+        self.module_dict: Any = None  # the original module's __dict__ (its hooks), for a module
         self.path: Any = None  # verify's per-call path (calls.CallPath), whose verify() runs
         self.verify_every = 0  # on every verify_every-th call
         self.entries = entries
         self.bind = bind
-        self.cells = cells
         self.lead = lead
         self.generation = _generation[0]
         self.global_state = global_state
@@ -123,8 +122,10 @@ class _Target:
 
 def frame_locals_binder(fn: types.FunctionType) -> Callable[..., dict]:
     """A function with ``fn``'s signature (parameters, defaults, ``*args``, ``**kwargs``)
-    that returns its arguments as the frame of ``fn`` holds them, by name: CPython binds
-    them exactly as for a call of ``fn`` (``inspect.signature(fn, follow_wrapped=False)``)."""
+    that returns the locals a frame of ``fn`` starts with, by name: its arguments, bound by
+    CPython exactly as for a call of ``fn`` (``inspect.signature(fn, follow_wrapped=False)``),
+    and its free variables, read from ``fn``'s own closure cells (an empty cell is left out:
+    the frame has no value for it either)."""
     code = fn.__code__
     names = code.co_varnames
     positional, kwonly = code.co_argcount, code.co_kwonlyargcount
@@ -145,11 +146,34 @@ def frame_locals_binder(fn: types.FunctionType) -> Callable[..., dict]:
     if code.co_flags & inspect.CO_VARKEYWORDS:
         params.append("**" + names[index])
         index += 1
-    entries = ", ".join(f"{n!r}: {n}" for n in names[:index])
-    namespace: dict[str, Any] = {"_": None}
-    exec(f"def frame_locals({', '.join(params)}):\n    return {{{entries}}}\n", namespace)  # noqa: S102
-    binder = namespace["frame_locals"]
-    binder.__defaults__ = fn.__defaults__
+    free = code.co_freevars
+    args = ", ".join(f"{n!r}: {n}" for n in names[:index])
+    every = ", ".join(f"{n!r}: {n}" for n in names[:index] + free)
+    # The binder reads the free variables as its own: compiled inside a function that has
+    # them as locals, then given fn's cells. An empty cell raises NameError: the slow path.
+    source = (f"def _outer({', '.join(free)}):\n"
+              f"    def frame_locals({', '.join(params)}):\n"
+              f"        try:\n"
+              f"            return {{{every}}}\n"
+              f"        except NameError:\n"
+              f"            return _guardpolicy_filled({{{args}}})\n"
+              f"    return frame_locals\n")
+    cells = dict(zip(free, fn.__closure__ or ()))
+
+    def filled(f_locals: dict) -> dict:
+        for name, cell in cells.items():
+            try:
+                f_locals[name] = cell.cell_contents
+            except ValueError:  # an empty cell
+                pass
+        return f_locals
+
+    namespace: dict[str, Any] = {"_": None, "_guardpolicy_filled": filled}
+    exec(source, namespace)  # noqa: S102
+    inner = next(c for c in namespace["_outer"].__code__.co_consts
+                 if isinstance(c, types.CodeType) and c.co_name == "frame_locals")
+    binder = types.FunctionType(inner, namespace, "frame_locals", fn.__defaults__,
+                                tuple(cells[n] for n in inner.co_freevars) or None)
     binder.__kwdefaults__ = fn.__kwdefaults__
     return binder
 
@@ -237,23 +261,22 @@ class DirectDispatch:
         allows, else ``normal(wrapper, ...)`` (``OptimizedModule.__call__``)."""
         target = self._target
         if target is not None:
-            mod = target.module
-            if (wrapper._forward_hooks or wrapper._forward_pre_hooks or wrapper._backward_hooks
-                    or wrapper._backward_pre_hooks or mod._forward_hooks or mod._forward_pre_hooks
-                    or mod._backward_hooks or mod._backward_pre_hooks or _tp.has_global_module_hooks()):
-                self.fallbacks[MODULE_HOOKS] += 1
-            else:
-                out = self._direct(target, args, kwargs)
-                if out is not _MISS:
-                    return out
+            out = self._direct(target, args, kwargs, wrapper.__dict__)
+            if out is not _MISS:
+                return out
         out = normal(wrapper, *args, **kwargs)
         self._maybe_capture(wrapper)
         return out
 
-    def _direct(self, target: _Target, args: tuple, kwargs: dict) -> Any:
-        """The call made directly, or ``_MISS`` (the reason counted in ``fallbacks``)."""
+    def _direct(self, target: _Target, args: tuple, kwargs: dict, wrapper_dict: Any = None) -> Any:
+        """The call made directly, or ``_MISS`` (the reason counted in ``fallbacks``).
+        ``wrapper_dict``: the ``__dict__`` of a compiled module (whose hooks, and its original
+        module's, send the call to the normal path)."""
         why = None
-        if target.generation != _generation[0]:
+        if wrapper_dict is not None and (_hooked(wrapper_dict) or _hooked(target.module_dict)
+                                         or _tp.has_global_module_hooks()):
+            why = MODULE_HOOKS
+        elif target.generation != _generation[0]:
             self._target = None  # the next quiet call captures again
             why = NEW_COMPILE
         elif _tp.get_eval_frame_callback() is not None:
@@ -261,7 +284,7 @@ class DirectDispatch:
         elif _tp.eval_frame._stance.stance not in _HIT_STANCES:
             why = STANCE
         elif (_tp.is_jit_tracing() or _tp.functorch_depth() or _tp.fx_tracing()
-              or torch.compiler._is_exporting_flag or getattr(_tp.guards_tls, "tracing_context", None)):
+              or torch.compiler._is_exporting_flag or _tp.tracing_context_set()):
             why = TRACING
         elif target.global_state is not None and not target.global_state.check():
             why = GLOBAL_STATE
@@ -274,11 +297,6 @@ class DirectDispatch:
             return _MISS
         lead = target.lead
         f_locals = target.bind(*args, **kwargs) if lead is None else target.bind(lead, *args, **kwargs)
-        for name, cell in target.cells:
-            try:
-                f_locals[name] = cell.cell_contents
-            except ValueError:  # an empty cell: the frame has no value for it either
-                pass
         entries = target.entries
         for entry in entries:
             if entry.root.check(f_locals):
@@ -383,12 +401,11 @@ class DirectDispatch:
             _check_module(module)
         self._check_context_hooks()
         entries, dropped = self._entries(code, fn)
-        target = _Target(entries, frame_locals_binder(fn),
-                         tuple(zip(code.co_freevars, fn.__closure__ or ())), lead,
+        target = _Target(entries, frame_locals_binder(fn), lead,
                          _tp.GlobalStateGuard() if "GLOBAL_STATE" in dropped else None,
                          bool(dropped & {"TORCH_FUNCTION_STATE", "DEFAULT_DEVICE"}),
                          "AUTOGRAD_SAVED_TENSORS_HOOKS" in dropped)
-        target.module = module
+        target.module_dict = None if module is None else module.__dict__
         return target
 
     def _check_context_hooks(self) -> None:
@@ -444,6 +461,14 @@ def _runs_only(hook: Any, qualname: str) -> bool:
     """Whether ``hook`` (torch's ``call_on_enter`` closure) calls the function ``qualname``."""
     cells = getattr(hook, "__closure__", None) or ()
     return len(cells) == 1 and getattr(cells[0].cell_contents, "__qualname__", None) == qualname
+
+
+def _hooked(module_dict: dict) -> bool:
+    """Whether the module whose ``__dict__`` this is has forward or backward hooks (read
+    from the instance dict: an ``nn.Module``'s ``__getattr__`` makes each attribute read
+    slower than a dict lookup, per call)."""
+    return bool(module_dict["_forward_hooks"] or module_dict["_forward_pre_hooks"]
+                or module_dict["_backward_hooks"] or module_dict["_backward_pre_hooks"])
 
 
 def _check_module(mod: Any) -> None:
