@@ -18,6 +18,7 @@ Everything runs on the eager backend (compiles take about a second per model).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -304,14 +305,16 @@ def test_frontier_suggested_catches_every_change_skip_all_guards_none(tmp_path):
     assert "| suggested_blocks |" in "\n".join(f.table())
 
 
-def test_verify_catches_what_a_filter_lets_go_stale():
+def test_verify_catches_what_a_filter_lets_go_stale(caplog):
     """mutation.audit(verify=1): the change skip_guard_on_globals lets go stale (the global
     config's `use_gate`) recompiles under verify, as the frontier's `+ verify` point counts it."""
     from guardpolicy.tools import frontier, mutation
 
     built = _built(BLOCKS)
     plain = mutation.audit(built.fn, built.args, None, "skip_guard_on_globals", label="blocks")
-    checked = mutation.audit(built.fn, built.args, None, "skip_guard_on_globals", label="blocks", verify=1)
+    with caplog.at_level(logging.WARNING, logger="guardpolicy"):
+        checked = mutation.audit(built.fn, built.args, None, "skip_guard_on_globals", label="blocks", verify=1)
+    assert not [r for r in caplog.records if r.name == "guardpolicy"]  # recorded, not logged
     stale = {c for c in frontier.dangerous_changes(plain) if c.startswith("G['CONFIG']['use_gate']")}
     assert stale
     assert not stale & frontier.dangerous_changes(checked)

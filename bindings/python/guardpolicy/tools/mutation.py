@@ -36,7 +36,9 @@ import copy
 import dataclasses
 import functools
 import inspect
+import contextlib
 import json
+import logging
 import sys
 import threading
 import time
@@ -917,13 +919,25 @@ def _one_trial(m: Mutation, rec: _RecordingPolicy, call: Call, compiled: Any) ->
         undo()
 
 
+@contextlib.contextmanager
+def _logger_at(logger: logging.Logger, level: int):
+    old = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(old)
+
+
 def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy | str = "skip_all_guards", *,
           label: str = "model", policy_label: str | None = None, backend: str = "eager",
           verify: int | None = None, progress: Callable[[str], None] | None = None) -> MutationAudit:
     """Runs the mutation audit of ``policy`` (a ``Policy``, a std policy name or a file) on
     ``fn(*args, **kwargs)`` (see the module docstring) and returns a ``MutationAudit``.
     ``verify=N``: compiled with ``verify=N, on_violation="recompile"`` (docs/verify.md), so a
-    change verify notices on the first call after it (N=1) recompiles and counts as caught."""
+    change verify notices on the first call after it (N=1) recompiles and counts as caught;
+    the violations the audit's own changes cause are recorded, not logged (the ``guardpolicy``
+    logger is raised to ERROR meanwhile)."""
     import torch
     import torch._dynamo
 
@@ -939,7 +953,8 @@ def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy 
     torch._dynamo.reset()
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # small calls, many of them: one thread is steadier and faster on a busy machine
-    with torch._dynamo.config.patch(recompile_limit=1 << 20, accumulated_recompile_limit=1 << 20):
+    quiet = _logger_at(logging.getLogger("guardpolicy"), logging.ERROR) if verify else contextlib.nullcontext()
+    with quiet, torch._dynamo.config.patch(recompile_limit=1 << 20, accumulated_recompile_limit=1 << 20):
         try:
             checked = {"verify": verify, "on_violation": "recompile"} if verify else {}
             compiled = gp_compile(fn, rec, backend=backend, **checked)
