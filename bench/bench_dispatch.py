@@ -8,16 +8,23 @@ code called by hand, no guard checked. One interleaved run per model and backend
 eager's before timing). Prints markdown; ``--results`` writes its section of
 bench/RESULTS.md.
 
+``--parts`` prints instead what one direct call costs by part, caches hot (the table of
+docs/dispatch.md "What it costs"): the entry's compiled code replaced by a no-op, the
+minimum over repeated runs of 200 calls of torch's kept-guard check, binding the frame
+locals and the whole call; the rest of the path is the difference.
+
 Usage: bench_dispatch.py [--models mlp,gpt2] [--backends inductor,eager] [--calls 400]
-                         [--block 20] [--verify 100] [--results bench/RESULTS.md]
+                         [--block 20] [--verify 100] [--results bench/RESULTS.md] [--parts]
 """
 
 from __future__ import annotations
 
 import copy
+import datetime
 import functools
 import inspect
 import sys
+import timeit
 from pathlib import Path
 
 import torch
@@ -26,6 +33,7 @@ from results_section import run_parser, write_section
 import guardpolicy as gp
 from guardpolicy import dispatch
 from guardpolicy.tools import latency
+from guardpolicy.tools._models import build
 
 BEGIN = "<!-- dispatch: begin (bench/bench_dispatch.py writes this section) -->"
 END = "<!-- dispatch: end -->"
@@ -80,6 +88,47 @@ def variants(verify: int | None):
     return make
 
 
+def _hot_us(fn, repeat: int = 150, number: int = 200) -> float:
+    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
+
+
+def _noop(*args, **kwargs) -> None:
+    return None
+
+
+def parts_row(name: str, std: str) -> str:
+    """One row of the ``--parts`` table: a direct-dispatch module of the demo model ``name``
+    under ``std`` (eager backend: the compiled code is replaced by ``_noop`` anyway)."""
+    from guardpolicy import _torch_private
+
+    model, inputs = build(name)
+    with torch.no_grad():
+        fn = gp.compile(latency.own_class_copy(model), gp.load_std(std), backend="eager", dispatch="direct")
+        _warm(fn, inputs, f"{name}, {std}")
+        target = gp.stats(fn).dispatch._target
+        entry, lead = target.entries[0], target.lead
+        entry.fn = _noop  # what is left is the path itself
+        f_locals = target.bind(*inputs) if lead is None else target.bind(lead, *inputs)
+        if not entry.root.check(f_locals):
+            raise SystemExit(f"{name}, {std}: the kept guards fail on the example inputs")
+        leaves = len(_torch_private.leaf_sources(entry.manager))
+        noop = _hot_us(lambda: _noop(lead, *inputs))
+        check = _hot_us(lambda: entry.root.check(f_locals))
+        bind = _hot_us(lambda: target.bind(*inputs) if lead is None else target.bind(lead, *inputs))
+        whole = _hot_us(lambda: fn(*inputs)) - noop
+        if gp.stats(fn).dispatch.state != "direct":
+            raise SystemExit(f"{name}, {std}: direct dispatch stopped while timing")
+    return f"| {name} | `{std}` | {leaves} | {check:.1f} | {bind:.1f} | {whole - check - bind:.1f} | {whole:.1f} |"
+
+
+def parts(models: list[str]) -> str:
+    lines = [f"Measured {datetime.date.today().isoformat()}, {latency.machine()}; µs per call, caches hot.", "",
+             "| model | policy | kept leaf guards | guard check (torch) | binding | rest of the path | total |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    lines += [parts_row(name, std) for name in models for std in GOALS]
+    return "\n".join(lines)
+
+
 def section(text: str, tables: dict) -> str:
     verdicts = []
     for key, rows in tables.items():
@@ -113,7 +162,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = run_parser(__doc__)
     ap.add_argument("--verify", type=int, default=100, help="verify=N for the direct rows (0: off)")
     ap.add_argument("--results", help="the RESULTS.md whose dispatch section to write")
+    ap.add_argument("--parts", action="store_true", help="print the hot cost of a direct call by part, only")
     args = ap.parse_args(argv)
+    if args.parts:
+        torch.set_num_threads(1)
+        print(parts(args.models.split(",")))
+        return 0
     verify = args.verify or None
     if verify and "verify" not in inspect.signature(gp.compile).parameters:
         print("this guardpolicy has no verify: the direct rows run without it", file=sys.stderr)
