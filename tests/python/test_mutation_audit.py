@@ -333,3 +333,21 @@ def test_with_verify_adds_the_line_and_renames():
     assert "test s_verify {" in out
     with pytest.raises(ValueError, match="expected shape"):
         frontier.with_verify(text, "other", 100)
+
+
+def test_suggest_accepts_the_names_torch_gave_gpt2s_config():
+    """GP3011 warns of `self.config.return_dict` (real only when `config` is no module; GPT-2's
+    is a PretrainedConfig, and torch 2.13 names its guards so: docs/snapshots/gpt2.json.gz).
+    suggest writes only names torch gave, so that lint does not stop it (make demo's GPT-2
+    frontier did stop there)."""
+    import types
+
+    text = ('guardpolicy 1\nunsafe policy s {\n'
+            '  drop when guard_type == CONSTANT_MATCH and guard_source != LOCAL and name in {"self.config.return_dict"}\n'
+            '  default keep\n}\n\ntest s {\n'
+            '  expect drop { name: "self.config.return_dict", guard_type: "CONSTANT_MATCH", '
+            'guard_source: "LOCAL_UNSPECIALIZED_NN_MODULE" }\n}\n')
+    assert [d.code for d in gp.lint(text)] == [suggest.CAPTURED_NAMES_LINT]
+    no_audit = types.SimpleNamespace(groups=[], guards_with=lambda verdict: [])
+    assert suggest.check(text, no_audit, []) == []
+    assert suggest.check(text.replace("default keep", "default drop"), no_audit, [])  # other lints still count
