@@ -145,7 +145,9 @@ def plot(frontier: Frontier) -> bytes:
         suggested = p.name.startswith("suggested")
         color = "#dd8452" if suggested else ("#333333" if p.name == NO_FILTER else "#4c72b0")
         ax.scatter([p.median_us], [p.caught], s=90 if suggested else 50, color=color, zorder=3)
-        ax.annotate(p.name, (p.median_us, p.caught), textcoords="offset points", xytext=(6, 4), fontsize=8)
+        below = p.name.endswith("+ verify")  # beside the suggested point, at the same height
+        ax.annotate(p.name, (p.median_us, p.caught), textcoords="offset points", xytext=(6, -12 if below else 4),
+                    fontsize=8)
     total = frontier.points[0].total
     ax.axhline(total, linestyle="--", color="#999999", linewidth=0.8)
     ax.set_xlabel("µs per call (median)")
