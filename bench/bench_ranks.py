@@ -14,6 +14,12 @@ and a file store; each prints one JSON line of its medians, and the tables show 
 rank's. A call is timed as a block of ``--block`` calls (a multiple of 100, so that every
 block holds the same number of verified calls, agreement included), blocks of the two
 variants interleaved; the per-call figure is a block's median time over its calls.
+
+Both variants run the loop a multi-process job runs: after each call the ranks meet in one
+collective of their own (``step_sync``: an ``all_reduce`` of one float, a training step's
+gradient all_reduce in small). Without it, ranks that never meet drift apart, and the one
+collective verify adds would be charged with all of that drift (on 2 cores: 15-18 ms per
+verified call); with it, the ratio is what verify adds to a loop whose ranks already meet.
 """
 
 from __future__ import annotations
@@ -72,11 +78,17 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int) -> dict:
                           on_violation="recompile")
     variants = [("plain", plain), ("verify", verified)]
     times: dict[str, list[float]] = {"plain": [], "verify": []}
+    step = torch.zeros(1)
+
+    def step_sync() -> None:  # the loop's own collective, after every call, in both variants
+        torch.distributed.all_reduce(step)
+
     with torch.no_grad():
         want = latency.output_tensor(model(*inputs))
         for _, opt in variants:  # compile, warm up (the ranks meet at the sampled calls)
             for _ in range(block):
                 out = opt(*inputs)
+                step_sync()
             if not torch.allclose(latency.output_tensor(out), want, atol=1e-5, rtol=1e-4):
                 raise SystemExit(f"bench_ranks: {model_name}, {backend}: output differs from eager")
         st = gp.stats(verified)
@@ -89,6 +101,7 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int) -> dict:
                     t = time.perf_counter()
                     for _ in range(block):
                         opt(*inputs)
+                        step_sync()
                     times[name].append(time.perf_counter() - t)
         finally:
             gc.enable()
@@ -165,7 +178,8 @@ def section(text: str, results: dict[int, list[dict]]) -> str:
         "verified call: `gp.stats(opt).ranks.verify_agreement_us` over the timed calls (waiting",
         f"for the slowest rank included). The ratio: per call, `verify={EVERY}` against the same policy",
         "without verify, interleaved blocks of calls, every rank running the same loop (the slowest",
-        "rank's).",
+        "rank's; both variants meet in one collective of their own after every call, as a training step's",
+        "all_reduce does: without it the ranks drift apart and verify's agreement pays for the drift).",
         "",
         text.rstrip("\n"),
         "",
