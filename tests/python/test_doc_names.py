@@ -1,7 +1,7 @@
 """Guard names in the docs and the shipped policies are ones torch 2.13 produces (and the
-shipped policies' ones torch 2.14 too): the checker of tools/docs/doc_names.py (used by
-`make docs-test`) against the committed snapshots of docs/snapshots/ (and
-docs/snapshots/torch-2.14/), and the running torch's snapshots against a fresh capture."""
+shipped policies' ones every supported build too): the checker of tools/docs/doc_names.py
+(used by `make docs-test`) against the committed snapshots of docs/snapshots/ (and
+docs/snapshots/<build>/), and the running build's snapshots against a fresh capture."""
 
 from __future__ import annotations
 
@@ -18,24 +18,25 @@ import doc_names  # noqa: E402
 POLICY_FILES = sorted((ROOT / "policies" / "examples").glob("*.gpol")) + sorted((ROOT / "policies" / "std").glob("*.gpol"))
 
 
-RELEASES = [doc_names.DOCS_TORCH, "2.14"]
+#: The builds CI tests (Makefile PY_LEGS and the main venv), each with committed snapshots.
+BUILDS = [doc_names.DOCS_BUILD, "torch2.14-py3.11", "torch2.13-py3.12", "torch2.13-py3.13"]
 
 
-@pytest.mark.parametrize("release", RELEASES)
+@pytest.mark.parametrize("build", BUILDS)
 @pytest.mark.parametrize("path", POLICY_FILES, ids=lambda p: p.name)
-def test_shipped_policies_name_real_guards(path, release):
+def test_shipped_policies_name_real_guards(path, build):
     claims = doc_names.gpol_claims(path.read_text(encoding="utf-8"))
-    assert doc_names.unmatched(claims, release=release) == []
+    assert doc_names.unmatched(claims, build=build) == []
 
 
-def test_snapshots_differ_by_release():
-    """Why there is one folder per release: torch 2.14 guards GPT-2's `torch.Tensor` global
-    with CLASS_MATCH where 2.13 has DUPLICATE_INPUT (so one release's snapshot would call the
+def test_snapshots_differ_by_build():
+    """Why there is one folder per build: torch 2.14 guards GPT-2's `torch.Tensor` global
+    with CLASS_MATCH where 2.13 has DUPLICATE_INPUT (so one build's snapshot would call the
     other's names stale)."""
-    def kinds(release):
-        return {r["guard_type"] for r in doc_names.snapshot_rows(release) if r["name"] == "G['__import_torch'].Tensor"}
-    assert kinds(doc_names.DOCS_TORCH) == {"DUPLICATE_INPUT"}
-    assert kinds("2.14") == {"CLASS_MATCH"}
+    def kinds(build):
+        return {r["guard_type"] for r in doc_names.snapshot_rows(build) if r["name"] == "G['__import_torch'].Tensor"}
+    assert kinds(doc_names.DOCS_BUILD) == {"DUPLICATE_INPUT"}
+    assert kinds("torch2.14-py3.11") == {"CLASS_MATCH"}
 
 
 def test_the_serving_example_names_a_real_parameter():

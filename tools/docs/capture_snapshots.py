@@ -5,10 +5,11 @@ Usage: capture_snapshots.py [--check]   (run with the Python that has guardpolic
 installed, e.g. .venv/bin/python; --check: exit 1 if a committed snapshot's names differ
 from a fresh capture's)
 
-The snapshots are those of the running torch's release (doc_names.snapshot_dir): torch 2.13
-writes docs/snapshots/, which the docs are checked against; another supported release
-(2.14, CI's .venv-py3.11-torch2.14.1) writes docs/snapshots/torch-2.14/, so that each
-release's check compares like with like.
+The snapshots are those of the running build, torch release and Python version
+(doc_names.snapshot_dir): torch 2.13 on Python 3.11 writes docs/snapshots/, which the docs
+are checked against; another supported build (CI's legs: torch 2.14 on 3.11, torch 2.13 on
+3.12 and 3.13) writes docs/snapshots/<build>/ (e.g. torch2.14-py3.11), so that each build's
+check compares like with like.
 
 One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools._models), the
 audit model (`audit_mlp`: guardpolicy.tools.audit.build_audit_model), the model of the docs'
@@ -74,7 +75,7 @@ def main(argv: list[str]) -> int:
     import torch
     from guardpolicy.tools.capture import Snapshot, capture
 
-    out = doc_names.snapshot_dir(".".join(torch.__version__.split(".")[:2]))
+    out = doc_names.snapshot_dir(doc_names.running_build())
     if not ns.check:
         out.mkdir(parents=True, exist_ok=True)
     stale = []

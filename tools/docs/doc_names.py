@@ -18,19 +18,29 @@ from __future__ import annotations
 import ast
 import functools
 import re
+import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-#: The torch release the docs' names are checked against (the project's main target).
-DOCS_TORCH = "2.13"
+#: The build (torch release and Python version) the docs' names are checked against: the
+#: project's main target.
+DOCS_BUILD = "torch2.13-py3.11"
 
 
-def snapshot_dir(release: str = DOCS_TORCH) -> Path:
-    """Where the snapshots of torch `release` ("major.minor") lie: docs/snapshots/ for the
-    docs' release, docs/snapshots/torch-<release>/ for another supported one (its guards
-    differ: torch 2.14 spells DUPLICATE_INPUT as CLASS_MATCH on GPT-2, for one)."""
+def running_build() -> str:
+    """This process's build, as `torch<major.minor>-py<major.minor>`."""
+    import torch
+
+    return f"torch{'.'.join(torch.__version__.split('.')[:2])}-py{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def snapshot_dir(build: str = DOCS_BUILD) -> Path:
+    """Where the snapshots of `build` lie: docs/snapshots/ for the docs' build,
+    docs/snapshots/<build>/ for another supported one. Guards differ by build: torch 2.14
+    spells DUPLICATE_INPUT as CLASS_MATCH on GPT-2, and Python 3.12 and 3.13 compile other
+    bytecode, so GPT-2's guards differ there too."""
     base = ROOT / "docs" / "snapshots"
-    return base if release == DOCS_TORCH else base / f"torch-{release}"
+    return base if build == DOCS_BUILD else base / build
 
 
 SNAPSHOTS = snapshot_dir()
@@ -46,11 +56,11 @@ _OPS = {"==": "==", "!=": "==", "in": "==", "not in": "=="}
 
 
 @functools.cache
-def snapshot_rows(release: str = DOCS_TORCH) -> tuple[dict, ...]:
-    """Every row of every committed snapshot of torch `release`."""
+def snapshot_rows(build: str = DOCS_BUILD) -> tuple[dict, ...]:
+    """Every row of every committed snapshot of `build`."""
     from guardpolicy.tools.capture import Snapshot
 
-    where = snapshot_dir(release)
+    where = snapshot_dir(build)
     paths = sorted(where.glob("*.json.gz"))
     if not paths:
         raise FileNotFoundError(f"no snapshots in {where} (run tools/docs/capture_snapshots.py)")
@@ -107,13 +117,13 @@ def python_claims(text: str) -> list[tuple[int, str]]:
     return out
 
 
-def unmatched(claims: list[tuple[int, str]], first_line: int = 1, release: str = DOCS_TORCH) -> list[str]:
-    """The claims no snapshot row of torch `release` satisfies, as `line N: condition`, N
-    counted from `first_line` (the line of the text's first line in its file); a probe that
-    does not load is reported with its error."""
+def unmatched(claims: list[tuple[int, str]], first_line: int = 1, build: str = DOCS_BUILD) -> list[str]:
+    """The claims no snapshot row of `build` satisfies, as `line N: condition`, N counted
+    from `first_line` (the line of the text's first line in its file); a probe that does not
+    load is reported with its error."""
     import guardpolicy as gp
 
-    rows = snapshot_rows(release)
+    rows = snapshot_rows(build)
     bad = []
     for line, cond in claims:
         line += first_line - 1
@@ -125,5 +135,5 @@ def unmatched(claims: list[tuple[int, str]], first_line: int = 1, release: str =
             continue
         if hits == 0:
             bad.append(f"line {line}: `{cond}` matches no guard torch produced "
-                       f"({snapshot_dir(release).relative_to(ROOT)}/; tools/docs/capture_snapshots.py)")
+                       f"({snapshot_dir(build).relative_to(ROOT)}/; tools/docs/capture_snapshots.py)")
     return bad
