@@ -232,10 +232,23 @@ def _full_manager_built_before_filter(code: Any) -> bool:
     returned): the bytecode order of the first store of each."""
     first: dict[str, int] = {}
     for ins in _dis.get_instructions(code):
-        if ins.opname in ("STORE_FAST", "STORE_DEREF") and ins.argval in ("guard_manager", "filter_results"):
-            first.setdefault(ins.argval, ins.offset)
+        for name in _stored_locals(ins):
+            if name in ("guard_manager", "filter_results"):
+                first.setdefault(name, ins.offset)
     return "guard_manager" in first and "filter_results" in first and \
         first["guard_manager"] < first["filter_results"]
+
+
+def _stored_locals(ins: Any) -> tuple[str, ...]:
+    """The local names bytecode instruction ``ins`` stores; Python 3.13 fuses stores into
+    STORE_FAST_STORE_FAST (two names) and STORE_FAST_LOAD_FAST (the first name stored)."""
+    if ins.opname in ("STORE_FAST", "STORE_DEREF"):
+        return (ins.argval,)
+    if ins.opname == "STORE_FAST_STORE_FAST":
+        return tuple(ins.argval)
+    if ins.opname == "STORE_FAST_LOAD_FAST":
+        return (ins.argval[0],)
+    return ()
 
 
 def missing_for_verify() -> list[str]:
