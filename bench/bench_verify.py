@@ -100,7 +100,8 @@ def cost_table(rows: list[dict]) -> list[str]:
 
 
 def mean_ratios(tables: dict) -> list[tuple[str, float, float, float]]:
-    """(model and backend, the policy's mean µs, with verify's mean µs, their ratio) per table."""
+    """(model and backend, the policy's amortized µs per call, with verify's, their ratio) per
+    table; amortized: ``latency.block_mean``."""
     out = []
     for key, rows in tables.items():
         for r in rows:

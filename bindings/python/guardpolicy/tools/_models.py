@@ -3,15 +3,13 @@
 ``build(name) -> (model, example_inputs)``: ``model`` is in eval mode on the CPU, and
 ``model(*example_inputs)`` runs it. Nothing is downloaded: GPT-2, BERT and Llama are built
 from small configs with random weights. transformers is imported only when one of those is
-built. ``load_script(path)`` returns the ``build`` function of a user script.
+built.
+(A user's model: ``--model FILE.py[:FUNC]``, guardpolicy.tools._model_spec.)
 """
 
 from __future__ import annotations
 
-import importlib.util
-import os
-import sys
-from typing import Any, Callable
+from typing import Any
 
 #: Names ``build`` accepts.
 MODEL_NAMES = ("mlp", "gpt2", "bert", "llama")
@@ -149,45 +147,6 @@ def build(name: str) -> tuple[Any, tuple]:
     except KeyError:
         raise KeyError(f"unknown model {name!r}; known: {', '.join(MODEL_NAMES)}") from None
     return builder()
-
-
-def load_script(path: str | os.PathLike) -> Callable[[], tuple[Any, tuple]]:
-    """The ``build`` function of the Python file ``path`` (imported as a fresh module, its
-    directory first on ``sys.path`` while importing). ``build()`` must return ``(model,
-    example_inputs)`` with ``model(*example_inputs)`` runnable. Raises ``ValueError``
-    saying what is wrong: no such file, an import error, or no callable ``build``."""
-    path = os.fspath(path)
-    if not os.path.isfile(path):
-        raise ValueError(f"no such file: {path}")
-    name = "_guardpolicy_model_" + "".join(c if c.isalnum() else "_" for c in os.path.abspath(path))
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ValueError(f"{path}: cannot be imported as a Python file")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    old_path = list(sys.path)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    try:
-        spec.loader.exec_module(module)
-    except Exception as exc:
-        sys.modules.pop(name, None)
-        raise ValueError(f"{path}: importing it raised {type(exc).__name__}: {exc}") from exc
-    finally:
-        sys.path[:] = old_path
-    build_fn = getattr(module, "build", None)
-    if not callable(build_fn):
-        sys.modules.pop(name, None)
-        raise ValueError(f"{path}: defines no function `build() -> (model, example_inputs)`")
-
-    def checked_build() -> tuple[Any, tuple]:
-        result = build_fn()
-        if not (isinstance(result, tuple) and len(result) == 2 and callable(result[0])
-                and isinstance(result[1], (tuple, list))):
-            raise ValueError(f"{path}: build() must return (model, example_inputs), "
-                             f"a callable and a tuple of positional inputs")
-        return result[0], tuple(result[1])
-
-    return checked_build
 
 
 def output_tensor(out: Any) -> Any:

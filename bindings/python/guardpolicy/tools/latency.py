@@ -299,7 +299,6 @@ def summarize(variants: list[Variant]) -> list[dict]:
         s = sorted(v.samples)
         rows.append({"variant": v.label, "median_us": med[v.label] / 1e3,
                      "p90_us": s[int(0.9 * (len(s) - 1))] / 1e3,
-                     "mean_us": statistics.fmean(s) / 1e3,  # what a call costs on average: rare slow calls count
                      "block_mean_us": block_mean(v) / 1e3,
                      "vs_no_filter": med[v.label] / base,
                      "vs_torch_way": med[v.label] / med[v.twin] if v.twin else None,
