@@ -6,7 +6,8 @@ guardpolicy adds nothing to a call.
 never a clock or a random draw, so processes running the same loop check the same calls)
 verifies it before it runs, passes the verdict through ``agree`` (identity here; a
 multi-process run replaces it with a collective so that all ranks act alike), acts on it,
-then runs the call through ``invoke`` (torch's compiled callable by default).
+then runs the call (torch's compiled callable). An unsampled call costs a count, a
+remainder and one Python call layer.
 
 The frame verified is the top-level frame: the module's ``forward`` (or the compiled
 function), whose frame locals are built as the frame itself will hold them (parameters
@@ -39,8 +40,8 @@ class CallPath:
 
     ``inner``: torch's compiled callable (the ``compile_wrapper``); ``stats``: the object's
     ``CompileStats``; ``module``: the ``nn.Module`` whose ``forward`` is the top-level frame,
-    or None for a function (``function``). ``agree`` and ``invoke`` are the seams: replace
-    them on the instance."""
+    or None for a function (``function``). ``agree`` is the seam: replace it on the
+    instance."""
 
     def __init__(self, inner: Callable, stats: Any, *, module: Any = None, function: Any = None):
         self.inner = inner
@@ -53,7 +54,7 @@ class CallPath:
         self.module = module
         self.function = function
         self.agree: Callable[[_verify.Verdict], _verify.Verdict] = agree_locally
-        self.invoke: Callable[[tuple, dict], Any] = self.call_inner
+        self._pending = stats.guards.pending  # frames compiled and not yet filed (Guards.settle)
         self._signatures: dict[Any, inspect.Signature] = {}
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -63,13 +64,10 @@ class CallPath:
         if every and call % every == 0:
             self.verify(call, args, kwargs)
         try:
-            return self.invoke(args, kwargs)
+            return self.inner(*args, **kwargs)
         finally:
-            if stats.guards.pending:
+            if self._pending:
                 stats.guards.settle()
-
-    def call_inner(self, args: tuple, kwargs: dict) -> Any:
-        return self.inner(*args, **kwargs)
 
     # -- verify ---------------------------------------------------------------------------
 

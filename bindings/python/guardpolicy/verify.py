@@ -189,8 +189,12 @@ class Guards:
     def settle(self) -> None:
         """Files the pending frames under their cache entries (torch's compile is over; a
         compile that failed after the filter has none, and is dropped)."""
-        pending, self.pending = self.pending, []
-        for cfm, frame in pending:
+        pending = self.pending  # emptied in place: a CallPath reads this list on every call
+        while pending:
+            try:
+                cfm, frame = pending.pop(0)
+            except IndexError:  # another thread filed it
+                break
             entry = getattr(getattr(cfm, "guard_manager", None), "cache_entry", None)
             if entry is not None:
                 frame.owner = weakref.ref(cfm)
