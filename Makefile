@@ -12,7 +12,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
   libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev pkg-config g++ \
-  default-jre-headless ccache
+  default-jre-headless ccache valgrind
 TORCH ?= 2.13.0
 PIP_TOOLS := pybind11 scikit-build-core pytest transformers matplotlib cmake ninja pygments
 PIP_PACKAGES := torch==$(TORCH) $(PIP_TOOLS)

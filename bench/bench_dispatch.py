@@ -30,8 +30,9 @@ import time
 import timeit
 from pathlib import Path
 
+import callgrind
 import torch
-from results_section import run_parser, write_section
+from results_section import add_copies, run_parser, write_section
 
 import guardpolicy as gp
 from guardpolicy import dispatch
@@ -141,16 +142,39 @@ def parts(models: list[str]) -> str:
     return "\n".join(lines)
 
 
-def section(text: str, tables: dict) -> str:
-    verdicts = []
-    for key, rows in tables.items():
+def instruction_rows(verify: int | None, runs: list[tuple[str, str]], calls: int) -> dict[str, dict[str, float]]:
+    """Per ``"model, backend"``: instructions per call of each variant (callgrind,
+    bench/callgrind.py), ``calls`` calls each."""
+    return {f"{m}, {b}": callgrind.count("bench_dispatch", "variants", [verify], m, b, calls) for m, b in runs}
+
+
+def instruction_table(counts: dict[str, dict[str, float]]) -> list[str]:
+    lines = ["| model, backend | variant | instructions per call | / (b) |", "|---|---|---:|---:|"]
+    for key, row in counts.items():
+        base = row[TORCH_WAY]
+        lines += [f"| {key} | {label} | {n:,.0f} | {n / base:.3f} |" for label, n in row.items()]
+    return lines
+
+
+def _verdicts(ratios: dict[str, list[tuple[str, float]]]) -> list[str]:
+    """``key, policy: ratio (goal, met or not)`` for the inductor runs of ``ratios``
+    (per ``"model, backend"``: (variant label, ratio to (b)))."""
+    out = []
+    for key, rows in ratios.items():
         if not key.endswith("inductor"):
             continue
-        for r in rows:
+        for label, ratio in rows:
             for std, goal in GOALS.items():
-                if r["variant"].startswith(f"direct: {std}"):
-                    ok = "met" if r["vs_torch_way"] <= goal else "not met"
-                    verdicts.append(f"{key}, {std}: {r['vs_torch_way']:.2f}x (goal ≤ {goal}x, **{ok}**)")
+                if label.startswith(f"direct: {std}"):
+                    out.append(f"{key}, {std}: {ratio:.2f}x (goal ≤ {goal}x, **{'met' if ratio <= goal else 'not met'}**)")
+    return out
+
+
+def section(text: str, tables: dict, instructions: dict) -> str:
+    clock = _verdicts({key: [(r["variant"], r["vs_torch_way"]) for r in rows if r["vs_torch_way"] is not None]
+                       for key, rows in tables.items()})
+    counted = _verdicts({key: [(label, n / row[TORCH_WAY]) for label, n in row.items()]
+                         for key, row in instructions.items()})
     return "\n".join([
         BEGIN,
         "## Direct dispatch per call (`bench/bench_dispatch.py`)",
@@ -164,7 +188,8 @@ def section(text: str, tables: dict) -> str:
         "",
         text.rstrip("\n"),
         "",
-        "Goals (inductor, median ratio to (b)): " + ("; ".join(verdicts) or "no inductor run") + ".",
+        "Goals (inductor, ratio to (b)): wall clock (medians): " + ("; ".join(clock) or "no inductor run") + ". "
+        "Instructions per call: " + ("; ".join(counted) or "no inductor run counted") + ".",
         END,
         "",
     ])
@@ -172,9 +197,13 @@ def section(text: str, tables: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = run_parser(__doc__)
+    add_copies(ap)
     ap.add_argument("--verify", type=int, default=100, help="verify=N for the direct rows (0: off)")
     ap.add_argument("--results", help="the RESULTS.md whose dispatch section to write")
     ap.add_argument("--parts", action="store_true", help="print the hot cost of a direct call by part, only")
+    ap.add_argument("--instructions", default="mlp:inductor,mlp:eager,gpt2:eager",
+                    help="model:backend runs whose instructions per call callgrind counts ('' for none)")
+    ap.add_argument("--instruction-calls", type=int, default=200, help="calls counted per variant")
     args = ap.parse_args(argv)
     if args.parts:
         torch.set_num_threads(1)
@@ -187,14 +216,20 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)
     progress = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     tables = latency.measure(variants(verify), args.models.split(","), args.backends.split(","),
-                             args.calls, args.block, progress)
-    lines = [f"Recorded {latency.stamp(args.calls, args.block)}.", ""]
+                             args.calls, args.block, progress, args.copies)
+    lines = [f"Recorded {latency.stamp(args.calls, args.block, args.copies)}.", ""]
     for key, rows in tables.items():
-        lines += [f"**{key}**", "", *latency.table(rows), ""]
+        lines += [f"**{key}**", "", *latency.table(rows), "", latency.spread_line(rows), ""]
+    runs = [tuple(r.split(":")) for r in args.instructions.split(",") if r]
+    progress(f"counting instructions under callgrind: {args.instructions or 'none'}")
+    instructions = instruction_rows(verify, runs, args.instruction_calls)
+    if instructions:
+        lines += [f"**instructions per call** (callgrind, bench/callgrind.py: {args.instruction_calls} calls per "
+                  "variant)", "", *instruction_table(instructions), ""]
     text = "\n".join(lines).replace("/ torch way", "/ (b)")
     print(text)
     if args.results:
-        write_section(Path(args.results), BEGIN, END, section(text, tables))
+        write_section(Path(args.results), BEGIN, END, section(text, tables, instructions))
     return 0
 
 

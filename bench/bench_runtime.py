@@ -4,7 +4,7 @@ way, in one interleaved run per model and backend (``guardpolicy.tools.latency``
 the fixed cost on a trivial compiled function. Prints markdown; ``make bench`` puts it into
 bench/RESULTS.md.
 
-Usage: bench_runtime.py [--models mlp,gpt2] [--backends inductor,eager] [--calls 400]
+Usage: bench_runtime.py [--models mlp,gpt2] [--backends inductor,eager] [--calls 400] [--copies 2]
                         [--block 20] [--markdown OUT.md]
 """
 
@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import torch
-from results_section import run_parser, write_section
+from results_section import add_copies, run_parser, write_section
 
 from guardpolicy.tools import latency
 
@@ -53,17 +53,18 @@ def section(text: str, tables: dict, trivial: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = run_parser(__doc__)
+    add_copies(ap)
     ap.add_argument("--markdown", help="also write the markdown to this file")
     ap.add_argument("--results", help="the RESULTS.md whose runtime section to write")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     progress = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     tables = latency.measure(latency.pair_variants, args.models.split(","), args.backends.split(","),
-                             args.calls, args.block, progress)
+                             args.calls, args.block, progress, args.copies)
     trivial = latency.measure_trivial()
-    lines = [f"Recorded {latency.stamp(args.calls, args.block)}.", ""]
+    lines = [f"Recorded {latency.stamp(args.calls, args.block, args.copies)}.", ""]
     for key, rows in tables.items():
-        lines += [f"**{key}**", "", *latency.table(rows), ""]
+        lines += [f"**{key}**", "", *latency.table(rows), "", latency.spread_line(rows), ""]
     lines += ["**trivial function (`x + 1`, eager backend): the fixed cost per call**", "",
               *latency.trivial_table(trivial), ""]
     text = "\n".join(lines)

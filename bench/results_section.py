@@ -33,3 +33,10 @@ def run_parser(doc: str, *, calls: bool = True) -> argparse.ArgumentParser:
         ap.add_argument("--calls", type=int, default=400)
         ap.add_argument("--block", type=int, default=20)
     return ap
+
+
+def add_copies(ap: argparse.ArgumentParser) -> None:
+    """--copies, for a bench that times through ``guardpolicy.tools.latency.measure``: the
+    builds of each variant, pooled."""
+    ap.add_argument("--copies", type=int, default=2,
+                    help="builds of each variant, interleaved and pooled; --calls is split among them")

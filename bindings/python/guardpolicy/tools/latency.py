@@ -16,7 +16,9 @@ Timing: after warm-up, blocks of calls, round-robin over the variants with the f
 rotating, ``time.perf_counter_ns`` around each call, the GC off; medians and p90 in µs, and
 ratios of medians within the same run. Each variant gets its own copy of the model's class (a
 new ``forward`` code object), so each has exactly one cache entry, as a user's model does.
-Every variant's output is checked against eager's before timing.
+Every variant's output is checked against eager's before timing. The benchmarks build each
+variant more than once (``measure(copies=)``) and pool the copies: two builds of the same
+variant differ by a few percent on this machine, however many calls are timed.
 """
 
 from __future__ import annotations
@@ -82,6 +84,7 @@ class Variant:
     twin: str | None = None  # the torch-way variant this one is compared with
     samples: list[int] = field(default_factory=list)
     block: int = 0  # timed calls per block (run() sets it): samples[i*block:(i+1)*block] is block i
+    copy_means: list[float] = field(default_factory=list)  # per copy, when pooled (ns)
 
 
 def own_class_copy(model: Any) -> Any:
@@ -219,21 +222,53 @@ def trivial_variants() -> list[Variant]:
 
 
 def measure(make: Callable[[Any, tuple, str], list[Variant]], models: list[str], backends: list[str],
-            calls: int, block: int, progress: Callable[[str], None] = lambda _: None) -> dict[str, list[dict]]:
-    """Per ``"model, backend"``: the summary rows of the variants ``make`` builds."""
+            calls: int, block: int, progress: Callable[[str], None] = lambda _: None,
+            copies: int = 1) -> dict[str, list[dict]]:
+    """Per ``"model, backend"``: the summary rows of the variants ``make`` builds.
+
+    ``copies``: each variant built that many times (``make`` called again: its own model
+    copy, cache entry and compiled code), all interleaved in one run, ``calls`` split
+    evenly among them and pooled per variant. Identical variants built twice differ on
+    this machine by a few percent that more calls do not average out (where their objects
+    lie in memory); pooling copies does, and each row's ``copy_spread`` says how far its
+    copies were apart."""
     tables = {}
     for name in models:
         model, inputs = build(name)
         for backend in backends:
             torch._dynamo.reset()
             progress(f"{name}, {backend}: compiling")
-            variants = make(model, inputs, backend)
+            variants = [v for _ in range(copies) for v in make(model, inputs, backend)]
             check_outputs(variants, inputs)
             progress(f"{name}, {backend}: timing")
-            run(variants, inputs, calls, block)
-            tables[f"{name}, {backend}"] = summarize(variants)
+            run(variants, inputs, calls // copies, block)
+            tables[f"{name}, {backend}"] = summarize(pooled(variants))
     torch._dynamo.reset()
     return tables
+
+
+def pooled(variants: list[Variant]) -> list[Variant]:
+    """One variant per label, in first-seen order, holding the samples of all its copies
+    (block by block) and each copy's ``block_mean`` (``copy_means``)."""
+    out: dict[str, Variant] = {}
+    for v in variants:
+        p = out.get(v.label)
+        if p is None:
+            p = out[v.label] = Variant(v.label, v.fn, v.block_ctx, v.twin, [], v.block)
+        p.samples.extend(v.samples)
+        p.copy_means.append(block_mean(v))
+    return list(out.values())
+
+
+def spread_line(rows: list[dict]) -> str:
+    """A sentence on how far the copies of one variant were apart (``measure(copies=)``),
+    the resolution of the run's ratios; empty with one copy."""
+    spreads = [r["copy_spread"] for r in rows if r["copy_spread"] is not None]
+    if not spreads:
+        return ""
+    return (f"Copies of one variant (own model copy, cache entry and compiled code) differed by up to "
+            f"{100 * max(spreads):.1f}% in this run (block means), {100 * statistics.median(spreads):.1f}% "
+            "in the median variant: the resolution of the ratios above.")
 
 
 def measure_trivial(calls: int = 4000, block: int = 200) -> list[dict]:
@@ -249,8 +284,9 @@ def machine() -> str:
             f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
 
 
-def stamp(calls: int, block: int) -> str:
-    return (f"{datetime.date.today().isoformat()}, {machine()}; {calls} timed calls per variant, "
+def stamp(calls: int, block: int, copies: int = 1) -> str:
+    pooled_from = f" (pooled from {copies} copies of it)" if copies > 1 else ""
+    return (f"{datetime.date.today().isoformat()}, {machine()}; {calls} timed calls per variant{pooled_from}, "
             f"interleaved in blocks of {block}")
 
 
@@ -302,7 +338,8 @@ def summarize(variants: list[Variant]) -> list[dict]:
                      "block_mean_us": block_mean(v) / 1e3,
                      "vs_no_filter": med[v.label] / base,
                      "vs_torch_way": med[v.label] / med[v.twin] if v.twin else None,
-                     "minus_torch_way_us": (med[v.label] - med[v.twin]) / 1e3 if v.twin else None})
+                     "minus_torch_way_us": (med[v.label] - med[v.twin]) / 1e3 if v.twin else None,
+                     "copy_spread": (max(v.copy_means) / min(v.copy_means) - 1) if len(v.copy_means) > 1 else None})
     return rows
 
 

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Instructions per call, counted by callgrind: how PyTorch counts guard overhead where
+wall-clock time is noise (its PR-time guard benchmarks count instructions;
+``torch.utils.benchmark.Timer.collect_callgrind`` does it for one statement). On this
+project's machine two builds of one variant differ by several percent in wall-clock time;
+instruction counts of two identical loops differ by about 0.3%.
+
+``count(bench, factory, args, model, backend, calls)`` runs this file as a child under
+``valgrind --tool=callgrind`` with instrumentation off (importing torch and compiling run
+about five times slower than native, not fifty). The child builds the variants of a bench
+(``getattr(import_module(bench), factory)(*args)``: the ``make`` that
+``guardpolicy.tools.latency.measure`` takes), checks their outputs against eager's, warms
+each up, turns instrumentation on (``callgrind_control -i on``), then per variant, inside
+its ``block_ctx`` (the stance, say), collects ``calls`` calls and dumps them
+(``torch._C._valgrind_toggle`` / ``_valgrind_toggle_and_dump_stats``). The parent reads each
+dump's ``totals:`` line. Counts cover everything a call executes in this process (the
+interpreter, torch, guardpolicy), not cache misses or waiting.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+WARM_CALLS = 30
+_TOTALS = re.compile(r"^totals:\s*(\d+)", re.M)
+
+
+def count(bench: str, factory: str, args: list, model: str, backend: str, calls: int,
+          timeout_s: int = 3600) -> dict[str, float]:
+    """``{variant label: instructions per call}`` for the variants ``bench.factory(*args)``
+    builds for the demo model ``model`` (``mlp``, ``gpt2``) and ``backend``, ``calls``
+    collected calls each. Raises SystemExit when valgrind is missing or the child fails."""
+    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
+        raise SystemExit("callgrind.count: valgrind is not installed (apt-get install valgrind)")
+    spec = {"bench": bench, "factory": factory, "args": args, "model": model, "backend": backend, "calls": calls}
+    env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")  # no compile workers under valgrind
+    with tempfile.TemporaryDirectory(prefix="gp-callgrind-") as tmp:
+        out = Path(tmp) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--instr-atstart=no",
+               "--collect-atstart=no", sys.executable, __file__, "--child", json.dumps(spec)]
+        run = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout_s,
+                             cwd=Path(__file__).parent)
+        if run.returncode:
+            raise SystemExit(f"callgrind.count {model}, {backend}: the child failed ({run.returncode}):\n"
+                             f"{run.stderr[-3000:]}")
+        labels = json.loads(run.stdout.strip().splitlines()[-1])
+        counts = {}
+        for i, label in enumerate(labels, 1):
+            totals = _TOTALS.search(Path(f"{out}.{i}").read_text(encoding="utf-8"))
+            counts[label] = int(totals.group(1)) / calls
+        return counts
+
+
+def _child(spec: dict) -> None:
+    import torch
+
+    from guardpolicy.tools import latency
+    from guardpolicy.tools._models import build
+
+    torch.set_num_threads(1)
+    make = getattr(importlib.import_module(spec["bench"]), spec["factory"])(*spec["args"])
+    model, inputs = build(spec["model"])
+    variants = make(model, inputs, spec["backend"])
+    latency.check_outputs(variants, inputs)
+    for v in variants:
+        with v.block_ctx() if v.block_ctx else _nothing():
+            for _ in range(WARM_CALLS):
+                v.fn(*inputs)
+    subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=True, capture_output=True)
+    for v in variants:
+        with v.block_ctx() if v.block_ctx else _nothing():
+            v.fn(*inputs)  # the first instrumented call, uncounted
+            torch._C._valgrind_toggle()
+            for _ in range(spec["calls"]):
+                v.fn(*inputs)
+            torch._C._valgrind_toggle_and_dump_stats()
+    print(json.dumps([v.label for v in variants]))
+
+
+def _nothing():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--child":
+        _child(json.loads(sys.argv[2]))
+    else:
+        raise SystemExit("bench/callgrind.py is run by callgrind.count, not by hand")
