@@ -6,14 +6,16 @@ without verify, every rank running the same loop (the sampled calls meet in the 
 Prints markdown; ``--results`` writes its section of bench/RESULTS.md.
 
 Usage: bench_ranks.py [--ranks 2,4] [--models mlp,gpt2] [--backends inductor,eager]
-                      [--calls 4000] [--block 200] [--agreements 2000]
+                      [--calls 4000] [--block 200] [--copies 2] [--agreements 2000]
                       [--markdown OUT.md] [--results bench/RESULTS.md]
 
 The ranks are processes of this script (``--worker``), each given its RANK and WORLD_SIZE
 and a file store; each prints one JSON line of its medians, and the tables show the slowest
 rank's. A call is timed as a block of ``--block`` calls (a multiple of 100, so that every
 block holds the same number of verified calls, agreement included), blocks of the two
-variants interleaved; the per-call figure is a block's median time over its calls.
+variants interleaved, each variant built ``--copies`` times and its copies' blocks pooled
+(the table says how far the copies without verify were apart: the ratio's resolution); the
+per-call figure is a block's median time over its calls.
 
 Both variants run the loop a multi-process job runs: after each call the ranks meet in one
 collective of their own (``step_sync``: an ``all_reduce`` of one float, a training step's
@@ -35,7 +37,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from results_section import run_parser, write_section
+from results_section import add_copies, run_parser, write_section
 
 BEGIN = "<!-- ranks: begin (bench/bench_ranks.py writes this section) -->"
 END = "<!-- ranks: end -->"
@@ -61,9 +63,11 @@ def agreement_cost(group, n: int) -> float:
     return median_us(blocks, 50)
 
 
-def call_ratio(model_name: str, backend: str, calls: int, block: int) -> dict:
-    """Per-call medians (µs) of verify=100 and no verify, by interleaved blocks of calls,
-    and the mean agreement inside the verified calls (``RankAgreement.verify_agreement_us``)."""
+def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: int) -> dict:
+    """Per-call medians (µs) of verify=100 and no verify, by interleaved blocks of calls
+    (each variant built ``copies`` times, its blocks pooled; ``spread``: how far its copies'
+    medians were apart), and the mean agreement inside the verified calls
+    (``RankAgreement.verify_agreement_us``)."""
     import torch
 
     import guardpolicy as gp
@@ -73,11 +77,12 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int) -> dict:
     torch._dynamo.reset()
     model, inputs = build(model_name)
     policy = gp.load_std(POLICY)
-    plain = gp.compile(latency.own_class_copy(model), policy, backend=backend)  # own cache entries
-    verified = gp.compile(latency.own_class_copy(model), policy, backend=backend, verify=EVERY,
-                          on_violation="recompile")
-    variants = [("plain", plain), ("verify", verified)]
-    times: dict[str, list[float]] = {"plain": [], "verify": []}
+    variants = []  # (name, copy, compiled object): each its own cache entries
+    for c in range(copies):
+        variants.append(("plain", c, gp.compile(latency.own_class_copy(model), policy, backend=backend)))
+        variants.append(("verify", c, gp.compile(latency.own_class_copy(model), policy, backend=backend,
+                                                  verify=EVERY, on_violation="recompile")))
+    times: dict[tuple[str, int], list[float]] = {(name, c): [] for name, c, _ in variants}
     step = torch.zeros(1)
 
     def step_sync() -> None:  # the loop's own collective, after every call, in both variants
@@ -85,34 +90,39 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int) -> dict:
 
     with torch.no_grad():
         want = latency.output_tensor(model(*inputs))
-        for _, opt in variants:  # compile, warm up (the ranks meet at the sampled calls)
+        for _, _, opt in variants:  # compile, warm up (the ranks meet at the sampled calls)
             for _ in range(block):
                 out = opt(*inputs)
                 step_sync()
             if not torch.allclose(latency.output_tensor(out), want, atol=1e-5, rtol=1e-4):
                 raise SystemExit(f"bench_ranks: {model_name}, {backend}: output differs from eager")
-        st = gp.stats(verified)
-        warm = (st.ranks.verify_agreements, st.ranks.verify_agreement_s)
+        stats = [gp.stats(opt) for name, _, opt in variants if name == "verify"]
+        warm = (sum(st.ranks.verify_agreements for st in stats), sum(st.ranks.verify_agreement_s for st in stats))
         gc.collect()
         gc.disable()
         try:
-            for r in range(max(1, calls // block)):
-                for name, opt in variants[r % 2:] + variants[:r % 2]:
+            for r in range(max(1, calls // (block * copies))):
+                shift = r % len(variants)
+                for name, c, opt in variants[shift:] + variants[:shift]:
                     t = time.perf_counter()
                     for _ in range(block):
                         opt(*inputs)
                         step_sync()
-                    times[name].append(time.perf_counter() - t)
+                    times[name, c].append(time.perf_counter() - t)
         finally:
             gc.enable()
-    if st.violations or st.compiles != gp.stats(plain).compiles:
+    if any(st.violations for st in stats) or len({gp.stats(opt).compiles for _, _, opt in variants}) != 1:
         raise SystemExit(f"bench_ranks: {model_name}, {backend}: a violation or a recompile while timing")
-    agreed = st.ranks.verify_agreements - warm[0]
-    plain_us, verify_us = median_us(times["plain"], block), median_us(times["verify"], block)
+    agreed = sum(st.ranks.verify_agreements for st in stats) - warm[0]
+    agree_s = sum(st.ranks.verify_agreement_s for st in stats) - warm[1]
+    pooled = {name: [t for (n, _), ts in times.items() if n == name for t in ts] for name in ("plain", "verify")}
+    per_copy = [median_us(ts, block) for ts in times.values()]
+    plain_us, verify_us = median_us(pooled["plain"], block), median_us(pooled["verify"], block)
     torch._dynamo.reset()
     return {"model": model_name, "backend": backend, "plain_us": plain_us, "verify_us": verify_us,
             "ratio": verify_us / plain_us, "agreements": agreed,
-            "in_call_agree_us": (st.ranks.verify_agreement_s - warm[1]) / agreed * 1e6 if agreed else None}
+            "spread": max(per_copy[0::2]) / min(per_copy[0::2]) - 1 if copies > 1 else None,
+            "in_call_agree_us": agree_s / agreed * 1e6 if agreed else None}
 
 
 def worker(args) -> None:
@@ -125,7 +135,7 @@ def worker(args) -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", init_method=f"file://{args.worker}", rank=rank, world_size=world)
     result = {"rank": rank, "agree_us": agreement_cost(RankGroup(None, 600.0), args.agreements),
-              "rows": [call_ratio(m, b, args.calls, args.block)
+              "rows": [call_ratio(m, b, args.calls, args.block, args.copies)
                        for m in args.models.split(",") for b in args.backends.split(",")]}
     dist.destroy_process_group()
     print(json.dumps(result), flush=True)
@@ -134,7 +144,7 @@ def worker(args) -> None:
 def run_world(world: int, args) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, __file__, "--worker", os.path.join(tmp, "store"), "--agreements",
-               str(args.agreements), "--calls", str(args.calls), "--block", str(args.block),
+               str(args.agreements), "--calls", str(args.calls), "--block", str(args.block), "--copies", str(args.copies),
                "--models", args.models, "--backends", args.backends]
         env = {**os.environ, "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
         procs = [subprocess.Popen(cmd, env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, text=True)
@@ -153,15 +163,16 @@ def run_world(world: int, args) -> list[dict]:
 
 def table(results: dict[int, list[dict]]) -> list[str]:
     lines = ["| ranks | model, backend | one agreement (µs) | agreement in a verified call (µs) "
-             "| no verify (µs/call) | verify=100 (µs/call) | ratio |",
-             "|---:|---|---:|---:|---:|---:|---:|"]
+             "| no verify (µs/call) | verify=100 (µs/call) | ratio | no-verify copies apart |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|"]
     for world, ranks in results.items():
         agree = max(r["agree_us"] for r in ranks)
         for i, row in enumerate(ranks[0]["rows"]):
             worst = max((r["rows"][i] for r in ranks), key=lambda x: x["ratio"])
             in_call = max(r["rows"][i]["in_call_agree_us"] or 0.0 for r in ranks)
             lines.append(f"| {world} | {row['model']}, {row['backend']} | {agree:.1f} | {in_call:.1f} | "
-                         f"{worst['plain_us']:.1f} | {worst['verify_us']:.1f} | {worst['ratio']:.3f} |")
+                         f"{worst['plain_us']:.1f} | {worst['verify_us']:.1f} | {worst['ratio']:.3f} | "
+                         + (f"{100 * worst['spread']:.1f}% |" if worst["spread"] is not None else " |"))
     return lines
 
 
@@ -193,14 +204,16 @@ def section(text: str, results: dict[int, list[dict]]) -> str:
 def main(argv: list[str] | None = None) -> int:
     ap = run_parser(__doc__)
     ap.set_defaults(calls=4000, block=200)
+    add_copies(ap)
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--agreements", type=int, default=2000, help="timed agreements per rank")
     ap.add_argument("--markdown", help="also write the markdown to this file")
     ap.add_argument("--results", help="the RESULTS.md whose ranks section to write")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # a rank: the file store's path
     args = ap.parse_args(argv)
-    if args.block % EVERY:
-        ap.error(f"--block must be a multiple of {EVERY} (each block then holds as many verified calls)")
+    if args.block % EVERY or args.calls % (args.block * args.copies):
+        ap.error(f"--block must be a multiple of {EVERY} (each block then holds as many verified calls), and "
+                 "--calls of --block times --copies")
     if args.worker:
         worker(args)
         return 0
@@ -208,8 +221,9 @@ def main(argv: list[str] | None = None) -> int:
     for world in (int(w) for w in args.ranks.split(",")):
         print(f"{world} ranks ...", file=sys.stderr, flush=True)
         results[world] = run_world(world, args)
-    text = "\n".join([f"Recorded {time.strftime('%Y-%m-%d')}, {args.calls} calls per variant in blocks of "
-                      f"{args.block}, {args.agreements} agreements.", "", *table(results), ""])
+    text = "\n".join([f"Recorded {time.strftime('%Y-%m-%d')}, {args.calls} calls per variant (pooled from "
+                      f"{args.copies} copies of it) in blocks of {args.block}, {args.agreements} agreements.", "",
+                      *table(results), ""])
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text, encoding="utf-8")
