@@ -71,12 +71,15 @@ class CallPath:
 
     # -- verify ---------------------------------------------------------------------------
 
-    def verify(self, call: int, args: tuple, kwargs: dict) -> _verify.Verdict:
+    def verify(self, call: int, args: tuple, kwargs: dict, served: tuple[Any, dict] | None = None) -> _verify.Verdict:
         """Checks call ``call`` (see ``verify.check``), agrees, acts. Raises
-        ``StaleGuardError`` under ``on_violation raise``."""
+        ``StaleGuardError`` under ``on_violation raise``. ``served``: ``(cache entry, frame
+        locals)`` when the caller has bound the frame locals and found the entry whose kept
+        guards pass (direct dispatch), so that neither is done again."""
         stats = self.stats
-        located = self.frame_locals(args, kwargs)
-        if located is None:  # the call does not bind: it raises itself, unverified
+        if served is not None:
+            verdict, entry = _verify.check_entry(stats.guards, *served, call, stats.on_violation, _tp())
+        elif (located := self.frame_locals(args, kwargs)) is None:  # it does not bind: it raises itself
             verdict, entry = _verify.Verdict(call), None
         else:
             code, f_locals = located

@@ -306,8 +306,8 @@ class DirectDispatch:
             if self._stats._warmup is not None:  # a stance line: it would skip the guards that
                 self._stats.reset_stance()       # just failed; back to warm-up, so this recompiles
             return _MISS
-        del f_locals
-        if entry.manager.cache_entry is None:  # torch._dynamo.reset(), or torch invalidated it
+        cache_entry = entry.manager.cache_entry
+        if cache_entry is None:  # torch._dynamo.reset(), or torch invalidated it
             self.reset()
             self.fallbacks[ENTRY_GONE] += 1
             return _MISS
@@ -316,8 +316,9 @@ class DirectDispatch:
         stats = self._stats
         call = stats._calls = stats._calls + 1
         every = target.verify_every
-        if every and call % every == 0 and self._verify_caught(target, call, args, kwargs):
+        if every and call % every == 0 and self._verify_caught(target, call, args, kwargs, (cache_entry, f_locals)):
             return _MISS
+        del f_locals, cache_entry  # no reference to the call's inputs while it runs
         self.direct_calls += 1
         try:
             return entry.fn(*args, **kwargs) if lead is None else entry.fn(lead, *args, **kwargs)
@@ -326,13 +327,14 @@ class DirectDispatch:
                 _tp.functorch_pop_to(0)
             raise
 
-    def _verify_caught(self, target: _Target, call: int, args: tuple, kwargs: dict) -> bool:
+    def _verify_caught(self, target: _Target, call: int, args: tuple, kwargs: dict, served: tuple) -> bool:
         """verify's sampled check of a direct call, before it runs (issue 14's path: it
-        records, logs and acts). True when the call must take the normal path instead: under
-        ``on_violation recompile`` the stale entry is invalidated and the normal path, which
-        counts and verifies the call again, compiles anew. ``raise`` raises; ``warn`` lets the
-        call go on."""
-        verdict = target.path.verify(call, args, kwargs)
+        records, logs and acts), on ``served``: the cache entry whose kept guards just passed
+        and the frame locals they passed on. True when the call must take the normal path
+        instead: under ``on_violation recompile`` the stale entry is invalidated and the normal
+        path, which counts and verifies the call again, compiles anew. ``raise`` raises;
+        ``warn`` lets the call go on."""
+        verdict = target.path.verify(call, args, kwargs, served)
         if verdict.stale and self._stats.on_violation == "recompile":
             self._stats._calls = call - 1
             self._stats.verified_calls -= 1  # one call, verified once: the normal path counts it

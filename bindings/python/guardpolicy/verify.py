@@ -223,20 +223,27 @@ def check(guards: Guards, code: Any, f_locals: dict[str, Any], call: int, action
     """Verifies one call: ``(verdict, the cache entry torch would serve or None)``.
 
     The entry torch would serve is the first cache entry of ``code`` whose kept guards pass
-    on ``f_locals``; when it is one of ``guards``' and its full manager fails, the verdict
-    holds the violation."""
-    if guards.pending:
-        guards.settle()
+    on ``f_locals``; ``check_entry`` verifies the call against it."""
     for entry in tp.all_cache_entries(code):
         kept = entry.guard_manager
         if tp.is_deleted(kept) or not kept.check(f_locals):
             continue
-        frame = guards.get(entry)
-        if frame is None or frame.full is None:  # compiled without verify: nothing to check
-            return Verdict(call, unverified=True), entry
-        if frame.full.check(f_locals):
-            return Verdict(call), entry
-        reason, parts = tp.fail_reason(frame.full, kept, f_locals)
-        failed = frame.index.match(parts, lambda: tp.leaf_sources(frame.full))
-        return Verdict(call, (Violation(frame.index.frame, call, failed, reason, action),)), entry
+        return check_entry(guards, entry, f_locals, call, action, tp)
     return Verdict(call), None
+
+
+def check_entry(guards: Guards, entry: Any, f_locals: dict[str, Any], call: int, action: str,
+                tp: Any) -> tuple[Verdict, Any]:
+    """Verifies one call against ``entry``, the cache entry torch would serve it (its kept
+    guards pass on ``f_locals``): ``(verdict, entry)``. When ``entry`` is one of ``guards``'
+    and its full manager fails, the verdict holds the violation."""
+    if guards.pending:
+        guards.settle()
+    frame = guards.get(entry)
+    if frame is None or frame.full is None:  # compiled without verify: nothing to check
+        return Verdict(call, unverified=True), entry
+    if frame.full.check(f_locals):
+        return Verdict(call), entry
+    reason, parts = tp.fail_reason(frame.full, entry.guard_manager, f_locals)
+    failed = frame.index.match(parts, lambda: tp.leaf_sources(frame.full))
+    return Verdict(call, (Violation(frame.index.frame, call, failed, reason, action),)), entry
