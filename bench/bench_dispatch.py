@@ -145,7 +145,8 @@ def parts(models: list[str]) -> str:
 def instruction_rows(verify: int | None, runs: list[tuple[str, str]], calls: int) -> dict[str, dict[str, float]]:
     """Per ``"model, backend"``: instructions per call of each variant (callgrind,
     bench/callgrind.py), ``calls`` calls each."""
-    return {f"{m}, {b}": callgrind.count("bench_dispatch", "variants", [verify], m, b, calls) for m, b in runs}
+    counts = callgrind.count_runs("bench_dispatch", "variants", [verify], runs, calls)
+    return {f"{m}, {b}": row for (m, b), row in counts.items()}
 
 
 def instruction_table(counts: dict[str, dict[str, float]]) -> list[str]:
@@ -201,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--verify", type=int, default=100, help="verify=N for the direct rows (0: off)")
     ap.add_argument("--results", help="the RESULTS.md whose dispatch section to write")
     ap.add_argument("--parts", action="store_true", help="print the hot cost of a direct call by part, only")
-    ap.add_argument("--instructions", default="mlp:inductor,mlp:eager,gpt2:eager",
+    ap.add_argument("--instructions", default="mlp:inductor,mlp:eager,gpt2:inductor,gpt2:eager",
                     help="model:backend runs whose instructions per call callgrind counts ('' for none)")
     ap.add_argument("--instruction-calls", type=int, default=200, help="calls counted per variant")
     args = ap.parse_args(argv)

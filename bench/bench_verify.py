@@ -126,8 +126,7 @@ def instruction_rows(policy_name: str, runs: list[tuple[str, str]], calls: int) 
     run, ``calls`` calls each (a multiple of EVERY: the verified calls included), counted by
     callgrind (bench/callgrind.py)."""
     out = []
-    for model, backend in runs:
-        counts = callgrind.count("bench_verify", "variants", [policy_name], model, backend, calls)
+    for (model, backend), counts in callgrind.count_runs("bench_verify", "variants", [policy_name], runs, calls).items():
         plain, checked = counts[policy_name], counts[f"{policy_name}, verify={EVERY}"]
         out.append((f"{model}, {backend}", plain, checked, checked / plain))
     return out
@@ -177,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--block", type=int, default=EVERY, help=f"calls per interleaved block (a multiple of {EVERY})")
     add_copies(ap)
     ap.add_argument("--checks", type=int, default=2000, help="timed repetitions of one verified call")
-    ap.add_argument("--instructions", default="mlp:inductor,mlp:eager,gpt2:eager",
+    ap.add_argument("--instructions", default="mlp:inductor,mlp:eager,gpt2:inductor,gpt2:eager",
                     help="model:backend runs whose instructions per call callgrind counts ('' for none)")
     ap.add_argument("--instruction-calls", type=int, default=2 * EVERY, help="calls counted per variant")
     ap.add_argument("--results", help="the RESULTS.md whose verify section to write")

@@ -19,6 +19,7 @@ interpreter, torch, guardpolicy), not cache misses or waiting.
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib
 import json
 import os
@@ -57,6 +58,15 @@ def count(bench: str, factory: str, args: list, model: str, backend: str, calls:
             totals = _TOTALS.search(Path(f"{out}.{i}").read_text(encoding="utf-8"))
             counts[label] = int(totals.group(1)) / calls
         return counts
+
+
+def count_runs(bench: str, factory: str, args: list, runs: list[tuple[str, str]], calls: int,
+               workers: int = 2) -> dict[tuple[str, str], dict[str, float]]:
+    """``count`` for each ``(model, backend)`` of ``runs``, ``workers`` children at a time
+    (instruction counts do not depend on what else the machine runs)."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = {run: pool.submit(count, bench, factory, args, *run, calls) for run in runs}
+        return {run: f.result() for run, f in futures.items()}
 
 
 def _child(spec: dict) -> None:
