@@ -116,12 +116,12 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: in
     agreed = sum(st.ranks.verify_agreements for st in stats) - warm[0]
     agree_s = sum(st.ranks.verify_agreement_s for st in stats) - warm[1]
     pooled = {name: [t for (n, _), ts in times.items() if n == name for t in ts] for name in ("plain", "verify")}
-    per_copy = [median_us(ts, block) for ts in times.values()]
+    plain_copies = [median_us(ts, block) for (name, _), ts in times.items() if name == "plain"]
     plain_us, verify_us = median_us(pooled["plain"], block), median_us(pooled["verify"], block)
     torch._dynamo.reset()
     return {"model": model_name, "backend": backend, "plain_us": plain_us, "verify_us": verify_us,
             "ratio": verify_us / plain_us, "agreements": agreed,
-            "spread": max(per_copy[0::2]) / min(per_copy[0::2]) - 1 if copies > 1 else None,
+            "spread": max(plain_copies) / min(plain_copies) - 1 if copies > 1 else None,
             "in_call_agree_us": agree_s / agreed * 1e6 if agreed else None}
 
 

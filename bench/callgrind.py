@@ -10,8 +10,9 @@ instruction counts of two identical loops differ by about 0.3%.
 about five times slower than native, not fifty). The child builds the variants of a bench
 (``getattr(import_module(bench), factory)(*args)``: the ``make`` that
 ``guardpolicy.tools.latency.measure`` takes), checks their outputs against eager's, warms
-each up, turns instrumentation on (``callgrind_control -i on``), then per variant, inside
-its ``block_ctx`` (the stance, say), collects ``calls`` calls and dumps them
+each up as the timed runs do (``Variant.warm_up``), turns instrumentation on
+(``callgrind_control -i on``), then per variant, inside its ``block_ctx`` (the stance, say),
+collects ``calls`` calls and dumps them
 (``torch._C._valgrind_toggle`` / ``_valgrind_toggle_and_dump_stats``). The parent reads each
 dump's ``totals:`` line. Counts cover everything a call executes in this process (the
 interpreter, torch, guardpolicy), not cache misses or waiting.
@@ -30,7 +31,6 @@ import sys
 import tempfile
 from pathlib import Path
 
-WARM_CALLS = 30
 _TOTALS = re.compile(r"^totals:\s*(\d+)", re.M)
 
 
@@ -81,24 +81,16 @@ def _child(spec: dict) -> None:
     variants = make(model, inputs, spec["backend"])
     latency.check_outputs(variants, inputs)
     for v in variants:
-        with v.block_ctx() if v.block_ctx else _nothing():
-            for _ in range(WARM_CALLS):
-                v.fn(*inputs)
+        v.warm_up(*inputs)
     subprocess.run(["callgrind_control", "-i", "on", str(os.getpid())], check=True, capture_output=True)
     for v in variants:
-        with v.block_ctx() if v.block_ctx else _nothing():
+        with v.timing_context():
             v.fn(*inputs)  # the first instrumented call, uncounted
             torch._C._valgrind_toggle()
             for _ in range(spec["calls"]):
                 v.fn(*inputs)
             torch._C._valgrind_toggle_and_dump_stats()
     print(json.dumps([v.label for v in variants]))
-
-
-def _nothing():
-    import contextlib
-
-    return contextlib.nullcontext()
 
 
 if __name__ == "__main__":

@@ -86,6 +86,18 @@ class Variant:
     block: int = 0  # timed calls per block (run() sets it): samples[i*block:(i+1)*block] is block i
     copy_means: list[float] = field(default_factory=list)  # per copy, when pooled (ns)
 
+    def timing_context(self) -> Any:
+        """The context a block of this variant's timed calls runs in (``block_ctx``, or none)."""
+        return self.block_ctx() if self.block_ctx else contextlib.nullcontext()
+
+    def warm_up(self, *inputs: Any, **kwargs: Any) -> None:
+        """The untimed calls before timing: the compile, then enough quiet calls for the
+        stance (and direct dispatch) to switch on."""
+        self.fn(*inputs, **kwargs)
+        with self.timing_context():
+            for _ in range(3 * WARMUP):
+                self.fn(*inputs, **kwargs)
+
 
 def own_class_copy(model: Any) -> Any:
     """A deep copy of ``model`` whose class is a new subclass with a fresh ``forward`` code
@@ -292,11 +304,8 @@ def stamp(calls: int, block: int, copies: int = 1) -> str:
 
 def run(variants: list[Variant], inputs: tuple, calls: int, block: int, kwargs: dict | None = None) -> None:
     kwargs = kwargs or {}
-    for v in variants:  # warm-up: compile, then the stance switches on after WARMUP quiet calls
-        v.fn(*inputs, **kwargs)
-        with v.block_ctx() if v.block_ctx else contextlib.nullcontext():
-            for _ in range(3 * WARMUP):
-                v.fn(*inputs, **kwargs)
+    for v in variants:
+        v.warm_up(*inputs, **kwargs)
     rounds = calls // block
     for v in variants:
         v.block = block
@@ -307,7 +316,7 @@ def run(variants: list[Variant], inputs: tuple, calls: int, block: int, kwargs: 
             shift = r % len(variants)
             for v in variants[shift:] + variants[:shift]:
                 fn, samples = v.fn, v.samples
-                with v.block_ctx() if v.block_ctx else contextlib.nullcontext():
+                with v.timing_context():
                     fn(*inputs, **kwargs)
                     for _ in range(block):
                         t0 = time.perf_counter_ns()
