@@ -10,6 +10,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "call_layer.h"
 #include "cli.h"
 #include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
@@ -478,4 +479,5 @@ PYBIND11_MODULE(_core, m) {
       "`path` and `module_path` (docs/schema.md, \"Real names\")");
   m.def("keywords", [] { return Keywords(); }, "the language's keywords, from the lexer generated from the grammar");
   BindFiles(m);
+  BindCallLayer(m);
 }

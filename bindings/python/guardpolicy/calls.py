@@ -6,8 +6,9 @@ guardpolicy adds nothing to a call.
 never a clock or a random draw, so processes running the same loop check the same calls)
 verifies it before it runs, passes the verdict through ``agree`` (identity here; a
 multi-process run replaces it with a collective so that all ranks act alike), acts on it,
-then runs the call (torch's compiled callable). An unsampled call costs a count, a
-remainder and one Python call layer.
+then runs the call (torch's compiled callable). The counting, the sampling and the call
+are the extension's ``CallLayer`` (bindings/call_layer.h): an unsampled call runs no Python
+code of guardpolicy, only a count, a remainder and a vectorcall in C.
 
 The frame verified is the top-level frame: the module's ``forward`` (or the compiled
 function), whose frame locals are built as the frame itself will hold them (parameters
@@ -16,15 +17,17 @@ bound with their defaults, ``*args``/``**kwargs`` packed, free variables from th
 
 from __future__ import annotations
 
-import inspect
 import logging
 import os
 import sys
+import types
 import warnings
 from typing import Any, Callable
 
 from . import verify as _verify
+from ._core import CallLayer
 from .errors import StaleGuardError, StaleGuardWarning
+from .frame_binding import frame_locals_binder
 
 #: Violations are logged here (``logging.getLogger("guardpolicy")``), at WARNING.
 log = logging.getLogger("guardpolicy")
@@ -35,17 +38,18 @@ def agree_locally(verdict: _verify.Verdict) -> _verify.Verdict:
     return verdict
 
 
-class CallPath:
+class CallPath(CallLayer):
     """Calls of one compiled object, when they need guardpolicy (see the module docstring).
 
     ``inner``: torch's compiled callable (the ``compile_wrapper``); ``stats``: the object's
     ``CompileStats``; ``module``: the ``nn.Module`` whose ``forward`` is the top-level frame,
     or None for a function (``function``). ``agree`` is the seam: replace it on the
-    instance."""
+    instance. A call (``CallLayer``, in C) counts ``stats._calls``, calls ``_sampled`` on every
+    ``stats.verify_every``-th call, then ``inner``, then ``_settle`` when frames compiled
+    during the call are pending."""
 
     def __init__(self, inner: Callable, stats: Any, *, module: Any = None, function: Any = None):
-        self.inner = inner
-        self.stats = stats
+        super().__init__(inner, stats, stats.guards.pending)  # the pending frames (Guards.settle)
         wrapped = getattr(inner, "__wrapped__", None)
         if module is not None and wrapped is not None and getattr(wrapped, "__self__", None) is not module:
             # torch compiles a wrapper frame of its own for this module (a torch.nn module
@@ -54,20 +58,15 @@ class CallPath:
         self.module = module
         self.function = function
         self.agree: Callable[[_verify.Verdict], _verify.Verdict] = agree_locally
-        self._pending = stats.guards.pending  # frames compiled and not yet filed (Guards.settle)
-        self._signatures: dict[Any, inspect.Signature] = {}
+        self._binders: dict[Any, Callable[..., dict]] = {}
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        stats = self.stats
-        call = stats._calls = stats._calls + 1
-        every = stats.verify_every
-        if every and call % every == 0:
-            self.verify(call, args, kwargs)
-        try:
-            return self.inner(*args, **kwargs)
-        finally:
-            if self._pending:
-                stats.guards.settle()
+    def _sampled(self, call: int, *args: Any, **kwargs: Any) -> None:
+        """What ``CallLayer`` calls before sampled call ``call`` runs."""
+        self.verify(call, args, kwargs)
+
+    def _settle(self) -> None:
+        """What ``CallLayer`` calls after a call while compiled frames are pending."""
+        self.stats.guards.settle()
 
     # -- verify ---------------------------------------------------------------------------
 
@@ -120,28 +119,21 @@ class CallPath:
 
     def frame_locals(self, args: tuple, kwargs: dict) -> tuple[Any, dict[str, Any]] | None:
         """``(code, frame locals)`` of the top-level frame this call will run, or None when
-        the arguments do not bind (or the callable has no Python code)."""
+        the arguments do not bind (or the callable has no Python code). The locals are bound
+        by CPython (``frame_binding.frame_locals_binder``, made once per function)."""
         fn = self.module.forward if self.module is not None else self.function
         func = getattr(fn, "__func__", fn)
         bound = getattr(fn, "__self__", None) if func is not fn else None
-        code = getattr(func, "__code__", None)
-        if code is None:
+        if not isinstance(func, types.FunctionType):
             return None
-        sig = self._signatures.get(func)
-        if sig is None:
-            sig = self._signatures[func] = inspect.signature(func, follow_wrapped=False)
+        binder = self._binders.get(func)
+        if binder is None:
+            binder = self._binders[func] = frame_locals_binder(func)
         try:
-            ba = sig.bind(bound, *args, **kwargs) if bound is not None else sig.bind(*args, **kwargs)
+            f_locals = binder(bound, *args, **kwargs) if bound is not None else binder(*args, **kwargs)
         except TypeError:
             return None
-        ba.apply_defaults()
-        f_locals = dict(ba.arguments)
-        for name, cell in zip(code.co_freevars, getattr(func, "__closure__", None) or ()):
-            try:
-                f_locals[name] = cell.cell_contents
-            except ValueError:  # an empty cell: the frame has no value for it either
-                pass
-        return code, f_locals
+        return func.__code__, f_locals
 
 
 def _caller_stacklevel() -> int:

@@ -223,10 +223,19 @@ def check(guards: Guards, code: Any, f_locals: dict[str, Any], call: int, action
     """Verifies one call: ``(verdict, the cache entry torch would serve or None)``.
 
     The entry torch would serve is the first cache entry of ``code`` whose kept guards pass
-    on ``f_locals``; ``check_entry`` verifies the call against it."""
+    on ``f_locals``; ``check_entry`` verifies the call against it. An entry whose full
+    manager passes is that entry (its kept guards are among the full set) and the call is
+    sound, so the kept guards are evaluated only when the full set fails."""
+    if guards.pending:
+        guards.settle()
     for entry in tp.all_cache_entries(code):
         kept = entry.guard_manager
-        if tp.is_deleted(kept) or not kept.check(f_locals):
+        if tp.is_deleted(kept):
+            continue
+        frame = guards.get(entry)
+        if frame is not None and frame.full is not None and frame.full.check(f_locals):
+            return Verdict(call), entry
+        if not kept.check(f_locals):
             continue
         return check_entry(guards, entry, f_locals, call, action, tp)
     return Verdict(call), None
