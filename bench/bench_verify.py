@@ -119,7 +119,7 @@ def paired_ratio(model_name: str, policy_name: str, backend: str, calls: int, co
     try:
         for r in range(calls // EVERY // copies):
             for m in modules:
-                blocks.append(_paired_block(m, inputs, first_through_path=r % 2 == 0))
+                blocks.append(paired_block(m, inputs, first_through_path=r % 2 == 0))
     finally:
         gc.enable()
     ratio = statistics.median(on / off for on, off in blocks)
@@ -129,9 +129,10 @@ def paired_ratio(model_name: str, policy_name: str, backend: str, calls: int, co
     return f"{model_name}, {backend}", off_us, on_us, ratio
 
 
-def _paired_block(module, inputs: tuple, first_through_path: bool) -> tuple[float, float]:
+def paired_block(module, inputs: tuple, first_through_path: bool, after=None) -> tuple[float, float]:
     """One block: EVERY calls through ``module``'s verify path and EVERY with it bypassed,
-    alternating (which goes first alternates between blocks); the two means in ns."""
+    alternating (which goes first alternates between blocks), ``after()`` (untimed) after
+    each; the two means in ns."""
     attrs = module.__dict__  # an nn.Module's own forward lives here: set without __setattr__
     path = attrs["forward"]
     fronts = (path, path.inner) if first_through_path else (path.inner, path)
@@ -143,6 +144,8 @@ def _paired_block(module, inputs: tuple, first_through_path: bool) -> tuple[floa
             t0 = clock()
             module(*inputs)
             sums[id(front)] += clock() - t0
+            if after is not None:
+                after()
     attrs["forward"] = path
     return sums[id(path)] / EVERY, sums[id(path.inner)] / EVERY
 
