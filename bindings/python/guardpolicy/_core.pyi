@@ -182,3 +182,16 @@ def source_paths(source: object) -> tuple[str, str]:
 
 def keywords() -> list[str]:
     """The language's keywords, from the lexer ANTLR generates from ``grammar/GuardPolicy.g4``."""
+
+class CallLayer:
+    """verify's per-call counting and sampling in C (bindings/call_layer.h); subclassed by
+    ``guardpolicy.calls.CallPath``, which provides ``_sampled(call, *args, **kwargs)`` and
+    ``_settle()``. A call counts ``stats._calls``, calls ``_sampled`` on every
+    ``stats.verify_every``-th call, then ``inner``, then ``_settle`` while ``pending`` holds
+    frames. Raises TypeError when ``pending`` is not a list."""
+
+    inner: Any
+    @property
+    def stats(self) -> Any: ...
+    def __init__(self, inner: Any, stats: Any, pending: list[Any]) -> None: ...
+    def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
