@@ -12,8 +12,8 @@ one call in 100 that is verified. It is measured twice: between separately built
 (each variant its own model copy, cache entry and compiled code, which on this machine
 differ by several percent however many calls are timed), and on the same compiled objects,
 verify's path against it bypassed call by call (``paired_ratio``), which is what the target
-is judged on beside instructions per call (callgrind). ``--block`` is a multiple of 100, so each block of timed
-calls holds one verified call per hundred.
+is judged on beside instructions per call (callgrind). ``--block`` is a multiple of 100, so
+each block of timed calls holds one verified call per hundred.
 
 Usage: bench_verify.py [--models mlp,gpt2] [--backends inductor,eager] [--policy NAME]
                        [--calls 2000] [--block 100] [--copies 2] [--checks 2000]
@@ -135,19 +135,19 @@ def paired_block(module, inputs: tuple, first_through_path: bool, after=None) ->
     each; the two means in ns."""
     attrs = module.__dict__  # an nn.Module's own forward lives here: set without __setattr__
     path = attrs["forward"]
-    fronts = (path, path.inner) if first_through_path else (path.inner, path)
-    sums = {id(path): 0, id(path.inner): 0}
+    order = (True, False) if first_through_path else (False, True)
+    sums = [0, 0]  # ns: bypassed, through the path
     clock = time.perf_counter_ns
     for _ in range(EVERY):
-        for front in fronts:
-            attrs["forward"] = front
+        for through_path in order:
+            attrs["forward"] = path if through_path else path.inner
             t0 = clock()
             module(*inputs)
-            sums[id(front)] += clock() - t0
+            sums[through_path] += clock() - t0
             if after is not None:
                 after()
     attrs["forward"] = path
-    return sums[id(path)] / EVERY, sums[id(path.inner)] / EVERY
+    return sums[True] / EVERY, sums[False] / EVERY
 
 
 def paired_table(rows: list[tuple[str, float, float, float]]) -> list[str]:

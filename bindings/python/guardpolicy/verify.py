@@ -233,11 +233,14 @@ def check(guards: Guards, code: Any, f_locals: dict[str, Any], call: int, action
         if tp.is_deleted(kept):
             continue
         frame = guards.get(entry)
-        if frame is not None and frame.full is not None and frame.full.check(f_locals):
+        full = frame.full if frame is not None else None
+        if full is not None and full.check(f_locals):
             return Verdict(call), entry
         if not kept.check(f_locals):
             continue
-        return check_entry(guards, entry, f_locals, call, action, tp)
+        if full is None:  # compiled without verify: nothing to check
+            return Verdict(call, unverified=True), entry
+        return _failed(frame, entry, f_locals, call, action, tp), entry
     return Verdict(call), None
 
 
@@ -253,6 +256,13 @@ def check_entry(guards: Guards, entry: Any, f_locals: dict[str, Any], call: int,
         return Verdict(call, unverified=True), entry
     if frame.full.check(f_locals):
         return Verdict(call), entry
+    return _failed(frame, entry, f_locals, call, action, tp), entry
+
+
+def _failed(frame: FrameGuards, entry: Any, f_locals: dict[str, Any], call: int, action: str, tp: Any) -> Verdict:
+    """The verdict of call ``call``, whose full guard set (``frame.full``) failed while the
+    kept guards of ``entry`` pass: one violation, naming the failed dropped guards and torch's
+    reason."""
     reason, parts = tp.fail_reason(frame.full, entry.guard_manager, f_locals)
     failed = frame.index.match(parts, lambda: tp.leaf_sources(frame.full))
-    return Verdict(call, (Violation(frame.index.frame, call, failed, reason, action),)), entry
+    return Verdict(call, (Violation(frame.index.frame, call, failed, reason, action),))
