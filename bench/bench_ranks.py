@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Verify across ranks (docs/distributed.md): on 2 and 4 local gloo ranks, the cost of the
-agreement of one verified call (``RankGroup.flagged``: one ``all_reduce`` of a byte per
-rank), and the per-call ratio of ``gp.compile(..., verify=100)`` against the same policy
-without verify, every rank running the same loop (the sampled calls meet in the agreement).
+agreement of one verified call (``RankGroup.flagged``: one ``all_reduce`` of one int64;
+beside it, one of a byte per rank, for comparison), and the per-call ratio of
+``gp.compile(..., verify=100)`` against the same policy without verify, every rank running
+the same loop (the sampled calls meet in the agreement).
 Prints markdown; ``--results`` writes its section of bench/RESULTS.md.
 
 Usage: bench_ranks.py [--ranks 2,4] [--models mlp,gpt2] [--backends inductor,eager]
@@ -59,6 +60,25 @@ def agreement_cost(group, n: int) -> float:
         t = time.perf_counter()
         for _ in range(50):
             group.flagged(False)
+        blocks.append(time.perf_counter() - t)
+    return median_us(blocks, 50)
+
+
+def per_rank_cost(group, n: int) -> float:
+    """Median µs of one ``all_reduce`` (max) of a byte per rank, over ``n``, in blocks of 50:
+    what ``RankGroup.flagged`` did before it summed one element (gloo chunks a tensor over
+    the ranks, so this costs more rounds)."""
+    import torch
+    import torch.distributed as dist
+
+    flags = torch.zeros(group.size, dtype=torch.uint8)
+    for _ in range(50):
+        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
+    blocks = []
+    for _ in range(max(1, n // 50)):
+        t = time.perf_counter()
+        for _ in range(50):
+            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
         blocks.append(time.perf_counter() - t)
     return median_us(blocks, 50)
 
@@ -142,7 +162,9 @@ def worker(args) -> None:
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", init_method=f"file://{args.worker}", rank=rank, world_size=world)
-    result = {"rank": rank, "agree_us": agreement_cost(RankGroup(None, 600.0), args.agreements),
+    group = RankGroup(None, 600.0)
+    result = {"rank": rank, "agree_us": agreement_cost(group, args.agreements),
+              "per_rank_us": per_rank_cost(group, args.agreements),
               "rows": [call_ratio(m, b, args.calls, args.block, args.copies)
                        for m in args.models.split(",") for b in args.backends.split(",")]}
     dist.destroy_process_group()
@@ -170,16 +192,18 @@ def run_world(world: int, args) -> list[dict]:
 
 
 def table(results: dict[int, list[dict]]) -> list[str]:
-    lines = ["| ranks | model, backend | one agreement (µs) | agreement in a verified call (µs) "
+    lines = ["| ranks | model, backend | one agreement (µs) | a byte per rank instead (µs) "
+             "| agreement in a verified call (µs) "
              "| no verify (µs/call) | verify=100 (µs/call) | ratio | no-verify copies apart "
              "| ratio on the same objects |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for world, ranks in results.items():
         agree = max(r["agree_us"] for r in ranks)
+        per_rank = max(r["per_rank_us"] for r in ranks)
         for i, row in enumerate(ranks[0]["rows"]):
             worst = max((r["rows"][i] for r in ranks), key=lambda x: x["ratio"])
             in_call = max(r["rows"][i]["in_call_agree_us"] or 0.0 for r in ranks)
-            lines.append(f"| {world} | {row['model']}, {row['backend']} | {agree:.1f} | {in_call:.1f} | "
+            lines.append(f"| {world} | {row['model']}, {row['backend']} | {agree:.1f} | {per_rank:.1f} | {in_call:.1f} | "
                          f"{worst['plain_us']:.1f} | {worst['verify_us']:.1f} | {worst['ratio']:.3f} | "
                          + (f"{100 * worst['spread']:.1f}% |" if worst["spread"] is not None else " |")
                          + f" {max(r['rows'][i]['same_objects_ratio'] for r in ranks):.3f} |")
@@ -195,8 +219,9 @@ def section(text: str, results: dict[int, list[dict]]) -> str:
         "## Verify across ranks: the agreement of a verified call (`bench/bench_ranks.py`)",
         "",
         "Local gloo ranks (processes on this machine), one torch thread each, the demo models with",
-        f"`{POLICY}`. One agreement: one `all_reduce` of a byte per rank (`RankGroup.flagged`), what",
-        "each verified call adds on many ranks (median of blocks of 50, the slowest rank); in a",
+        f"`{POLICY}`. One agreement: one `all_reduce` of one int64 (`RankGroup.flagged`), what",
+        "each verified call adds on many ranks (median of blocks of 50, the slowest rank); beside it",
+        "one of a byte per rank, which gloo splits over the ranks in more rounds; in a",
         "verified call: `gp.stats(opt).ranks.verify_agreement_us` over the timed calls (waiting",
         f"for the slowest rank included). The ratio: per call, `verify={EVERY}` against the same policy",
         "without verify, interleaved blocks of calls, every rank running the same loop (the slowest",
@@ -207,7 +232,9 @@ def section(text: str, results: dict[int, list[dict]]) -> str:
         "",
         "The ratio on the same objects: each rank's verify modules called through their path and with",
         "their forward set back to torch's compiled callable (what the policy without verify calls),",
-        "alternating call by call, each call followed by the loop's collective; the median of block",
+        "alternating call by call, each call timed with the loop's collective after it (a verified",
+        "call's agreement waits for the slowest rank, and that collective then waits as much less);",
+        "the median of block",
         "ratios, the slowest rank's. Model, cache entry and compiled code are then one, so only verify's",
         "cost differs.",
         "",

@@ -131,8 +131,10 @@ def paired_ratio(model_name: str, policy_name: str, backend: str, calls: int, co
 
 def paired_block(module, inputs: tuple, first_through_path: bool, after=None) -> tuple[float, float]:
     """One block: EVERY calls through ``module``'s verify path and EVERY with it bypassed,
-    alternating (which goes first alternates between blocks), ``after()`` (untimed) after
-    each; the two means in ns."""
+    alternating (which goes first alternates between blocks), each followed by ``after()``
+    and timed with it; the two means in ns. ``after``: the loop's own collective on many
+    ranks (bench_ranks), timed with the call because a verified call's agreement waits for
+    the slowest rank and the collective after it then waits that much less."""
     attrs = module.__dict__  # an nn.Module's own forward lives here: set without __setattr__
     path = attrs["forward"]
     order = (True, False) if first_through_path else (False, True)
@@ -143,9 +145,9 @@ def paired_block(module, inputs: tuple, first_through_path: bool, after=None) ->
             attrs["forward"] = path if through_path else path.inner
             t0 = clock()
             module(*inputs)
-            sums[through_path] += clock() - t0
             if after is not None:
                 after()
+            sums[through_path] += clock() - t0
     attrs["forward"] = path
     return sums[True] / EVERY, sums[False] / EVERY
 

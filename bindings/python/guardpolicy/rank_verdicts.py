@@ -4,8 +4,8 @@
 Every rank samples the same calls (the call count alone decides) and checks each one
 locally; its verdict then passes through ``VerdictAgreement``. When the object agrees over a
 group (``torch.distributed`` initialised, or ``process_group=``), the ranks meet in one
-collective per sampled call: ``RankGroup.flagged``, an ``all_reduce`` of one byte per rank
-(the ranks that saw a violation). None: the call goes on; that collective is all a sampled
+collective per sampled call: ``RankGroup.flagged``, an ``all_reduce`` of one number (how many
+ranks saw a violation). None: the call goes on; that collective is all a sampled
 call adds. Some: the ranks gather the violations (a second collective, on such calls only,
 which every rank knows to enter) and every rank acts on all of them, each tagged with the
 rank that saw it: under ``recompile`` every rank invalidates the entry it would serve, so

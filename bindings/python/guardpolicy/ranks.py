@@ -58,28 +58,26 @@ class RankGroup:
         self.ranks = tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))
         self._flags: Any = None  # flagged()'s tensor, made once
 
-    def flagged(self, flag: bool, what: str = "a verified call") -> tuple[int, ...]:
-        """The ranks (global numbering) that pass ``flag=True``, once every rank of the group
-        has passed its own: one ``all_reduce`` (max) of a byte per rank. Raises
+    def flagged(self, flag: bool, what: str = "a verified call") -> int:
+        """How many ranks of the group pass ``flag=True``, once every rank has passed its
+        own: one ``all_reduce`` (sum) of one int64. One element, not one per rank: gloo
+        spreads a tensor over the ranks in chunks, and on 4 local ranks a 4-byte tensor took
+        5x as long (bench/RESULTS.md). Which ranks they are is not needed here: when any
+        flagged, the ranks gather their violations, each tagged with its rank. Raises
         ``RankMismatchError`` when a rank does not come within the timeout (the wait is
         bounded on every backend: the collective runs asynchronously and is waited for)."""
         flags = self._flags
         if flags is None:
             import torch
 
-            flags = self._flags = torch.zeros(self.size, dtype=torch.uint8)
-        else:
-            flags.zero_()
-        if flag:
-            flags[self.index] = 1
+            flags = self._flags = torch.zeros(1, dtype=torch.int64)
+        flags.fill_(1 if flag else 0)
         try:
-            self._dist.all_reduce(flags, op=self._dist.ReduceOp.MAX, group=self.group,
+            self._dist.all_reduce(flags, op=self._dist.ReduceOp.SUM, group=self.group,
                                   async_op=True).wait(datetime.timedelta(seconds=self.timeout_s))
         except RuntimeError as e:
             raise self._unreached(what, e, _VERIFY_UNREACHED) from None
-        if not flags.any():
-            return ()
-        return tuple(self.ranks[i] for i in flags.nonzero().flatten().tolist())
+        return int(flags.item())
 
     def gather(self, obj: Any, what: str) -> list:
         """``obj`` of every rank of the group, in group order, once every rank has arrived.
@@ -217,7 +215,7 @@ class RankAgreement:
         except RankMismatchError as e:
             self.fail(e)
 
-    def flagged(self, flag: bool, what: str) -> tuple[int, ...]:
+    def flagged(self, flag: bool, what: str) -> int:
         """``RankGroup.flagged`` over the agreed group, timed (``verify_agreements``,
         ``verify_agreement_s``); a failure is this object's error."""
         start = time.perf_counter()
