@@ -148,9 +148,23 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: in
     torch._dynamo.reset()
     return {"model": model_name, "backend": backend, "plain_us": plain_us, "verify_us": verify_us,
             "ratio": verify_us / plain_us, "agreements": agreed,
-            "same_objects_ratio": statistics.median(on / off for on, off in paired),
+            **same_objects(paired),
             "spread": max(plain_copies) / min(plain_copies) - 1 if copies > 1 else None,
             "in_call_agree_us": agree_s / agreed * 1e6 if agreed else None}
+
+
+def same_objects(paired: list[tuple[float, float, float]]) -> dict:
+    """From ``bench_verify.paired_block``'s blocks (one verified call in each): the ratio of
+    all path calls to all bypassed ones (the amortized cost per call over the run), the
+    median of block ratios, the unsampled path calls against the bypassed ones, and what a
+    verified call costs beyond a bypassed call (µs)."""
+    blocks = len(paired)
+    bypassed = sum(off for _, off, _ in paired) / blocks  # ns per call
+    verified = sum(v for _, _, v in paired) / blocks  # ns: one verified call per block
+    unsampled = sum(on * EVERY - v for on, _, v in paired) / (blocks * (EVERY - 1))
+    return {"same_objects_ratio": sum(on for on, _, _ in paired) / blocks / bypassed,
+            "block_median_ratio": statistics.median(on / off for on, off, _ in paired),
+            "unsampled_ratio": unsampled / bypassed, "verified_extra_us": (verified - bypassed) / 1e3}
 
 
 def worker(args) -> None:
@@ -195,18 +209,20 @@ def table(results: dict[int, list[dict]]) -> list[str]:
     lines = ["| ranks | model, backend | one agreement (µs) | a byte per rank instead (µs) "
              "| agreement in a verified call (µs) "
              "| no verify (µs/call) | verify=100 (µs/call) | ratio | no-verify copies apart "
-             "| ratio on the same objects |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| same objects: ratio | median of block ratios | unsampled / bypassed | a verified call's extra (µs) |",
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for world, ranks in results.items():
         agree = max(r["agree_us"] for r in ranks)
         per_rank = max(r["per_rank_us"] for r in ranks)
         for i, row in enumerate(ranks[0]["rows"]):
             worst = max((r["rows"][i] for r in ranks), key=lambda x: x["ratio"])
+            same = max((r["rows"][i] for r in ranks), key=lambda x: x["same_objects_ratio"])
             in_call = max(r["rows"][i]["in_call_agree_us"] or 0.0 for r in ranks)
             lines.append(f"| {world} | {row['model']}, {row['backend']} | {agree:.1f} | {per_rank:.1f} | {in_call:.1f} | "
                          f"{worst['plain_us']:.1f} | {worst['verify_us']:.1f} | {worst['ratio']:.3f} | "
                          + (f"{100 * worst['spread']:.1f}% |" if worst["spread"] is not None else " |")
-                         + f" {max(r['rows'][i]['same_objects_ratio'] for r in ranks):.3f} |")
+                         + f" {same['same_objects_ratio']:.3f} | {same['block_median_ratio']:.3f} | "
+                         f"{same['unsampled_ratio']:.3f} | {same['verified_extra_us']:.0f} |")
     return lines
 
 
@@ -230,13 +246,16 @@ def section(text: str, results: dict[int, list[dict]]) -> str:
         "",
         text.rstrip("\n"),
         "",
-        "The ratio on the same objects: each rank's verify modules called through their path and with",
-        "their forward set back to torch's compiled callable (what the policy without verify calls),",
-        "alternating call by call, each call timed with the loop's collective after it (a verified",
-        "call's agreement waits for the slowest rank, and that collective then waits as much less);",
-        "the median of block",
-        "ratios, the slowest rank's. Model, cache entry and compiled code are then one, so only verify's",
-        "cost differs.",
+        "Same objects: each rank's verify modules called through their path and with their forward",
+        "set back to torch's compiled callable (what the policy without verify calls), alternating",
+        "call by call, each call timed with the loop's collective after it (a verified call's",
+        "agreement waits for the slowest rank, and that collective then waits as much less). Model,",
+        "cache entry and compiled code are then one, so only verify's cost differs. Its ratio: all",
+        "calls through the path against all bypassed (the cost per call amortized over the run, the",
+        "verified calls included), the rank with the largest; beside it that rank's median of the",
+        f"ratios of blocks of {EVERY} calls each way, its unsampled calls against the bypassed ones, and",
+        "what its verified call costs beyond a bypassed call (check, agreement and the wait for the",
+        "slowest rank).",
         "",
         f"Target: verify={EVERY} at most {RATIO_TARGET}x no verify on every rank: on the same objects "
         f"**{verdict(paired)}** (largest {paired:.3f}); between separately built objects **{verdict(worst)}** "
