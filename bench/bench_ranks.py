@@ -51,36 +51,27 @@ def median_us(samples: list[float], per: int) -> float:
     return statistics.median(samples) / per * 1e6
 
 
-def agreement_cost(group, n: int) -> float:
-    """Median µs of one agreement (no rank flagged), over ``n``, in blocks of 50."""
+def collective_cost(collective, n: int) -> float:
+    """Median µs of one ``collective()``, over ``n``, in blocks of 50 (after 50 untimed)."""
     for _ in range(50):
-        group.flagged(False)
+        collective()
     blocks = []
     for _ in range(max(1, n // 50)):
         t = time.perf_counter()
         for _ in range(50):
-            group.flagged(False)
+            collective()
         blocks.append(time.perf_counter() - t)
     return median_us(blocks, 50)
 
 
-def per_rank_cost(group, n: int) -> float:
-    """Median µs of one ``all_reduce`` (max) of a byte per rank, over ``n``, in blocks of 50:
-    what ``RankGroup.flagged`` did before it summed one element (gloo chunks a tensor over
-    the ranks, so this costs more rounds)."""
+def per_rank_flags(size: int):
+    """An ``all_reduce`` (max) of a byte per rank: what ``RankGroup.flagged`` did before it
+    summed one element (gloo chunks a tensor over the ranks, so this costs more rounds)."""
     import torch
     import torch.distributed as dist
 
-    flags = torch.zeros(group.size, dtype=torch.uint8)
-    for _ in range(50):
-        dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-    blocks = []
-    for _ in range(max(1, n // 50)):
-        t = time.perf_counter()
-        for _ in range(50):
-            dist.all_reduce(flags, op=dist.ReduceOp.MAX)
-        blocks.append(time.perf_counter() - t)
-    return median_us(blocks, 50)
+    flags = torch.zeros(size, dtype=torch.uint8)
+    return lambda: dist.all_reduce(flags, op=dist.ReduceOp.MAX)
 
 
 def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: int) -> dict:
@@ -177,8 +168,8 @@ def worker(args) -> None:
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     dist.init_process_group("gloo", init_method=f"file://{args.worker}", rank=rank, world_size=world)
     group = RankGroup(None, 600.0)
-    result = {"rank": rank, "agree_us": agreement_cost(group, args.agreements),
-              "per_rank_us": per_rank_cost(group, args.agreements),
+    result = {"rank": rank, "agree_us": collective_cost(lambda: group.flagged(False), args.agreements),
+              "per_rank_us": collective_cost(per_rank_flags(group.size), args.agreements),
               "rows": [call_ratio(m, b, args.calls, args.block, args.copies)
                        for m in args.models.split(",") for b in args.backends.split(",")]}
     dist.destroy_process_group()
