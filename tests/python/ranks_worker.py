@@ -234,7 +234,15 @@ def verify_differs() -> dict:
     return verified("recompile", set(), calls=2, verify=1 if RANK == 0 else 0)
 
 
-SCENARIOS = {f.__name__: f for f in (same, param, policy_name, settings, frames_same, frames_differ,
+def flag_counts() -> dict:
+    """``RankGroup.flagged`` with no rank, the last rank and every rank flagging."""
+    from guardpolicy.ranks import RankGroup
+
+    group = RankGroup(None, 30.0)
+    return {"counts": [group.flagged(False), group.flagged(RANK == WORLD - 1), group.flagged(True)]}
+
+
+SCENARIOS = {f.__name__: f for f in (flag_counts, same, param, policy_name, settings, frames_same, frames_differ,
                                      plugin, verify_recompile, verify_raise, verify_warn, verify_sampled,
                                      verify_direct, verify_differs, dry_run_gathered, missing, verify_missing)}
 OUT_DIR = ""

@@ -22,7 +22,7 @@ import guardpolicy as gp
 WORKER = Path(__file__).with_name("ranks_worker.py")
 HARD_TIMEOUT_S = 240  # the whole run; a hang fails the test, never the suite
 
-IN_STEP = ["same", "param", "policy_name", "settings", "frames_same", "frames_differ",
+IN_STEP = ["flag_counts", "same", "param", "policy_name", "settings", "frames_same", "frames_differ",
            "verify_recompile", "verify_raise", "verify_warn", "verify_sampled", "verify_direct", "verify_differs",
            "dry_run_gathered", "plugin"]  # plugin: last, the plugin stays loaded on rank 1
 LAST_ON_2 = ["verify_missing", "missing"]  # they leave the group out of step: last, on 2 ranks only
@@ -75,6 +75,12 @@ def ranks_run(tmp_path_factory):
 @pytest.fixture(params=[2, 4], ids=["2ranks", "4ranks"])
 def in_step(request, ranks_run) -> tuple[int, list[dict]]:
     return request.param, ranks_run(request.param)
+
+
+def test_a_verified_calls_agreement_counts_the_ranks_that_flagged(in_step):
+    world, results = in_step
+    for result in results:
+        assert result["flag_counts"] == {"error": None, "counts": [0, 1, world]}
 
 
 def test_the_same_policy_compiles_and_runs_on_every_rank(in_step):
