@@ -54,15 +54,13 @@ class RankGroup:
         self.size = dist.get_world_size(group)
         self.timeout_s = timeout_s
         self._monitored = dist.get_backend(group) == "gloo"
-        self.index = dist.get_rank(group)  # this process's rank within the group
-        self.ranks = tuple(dist.get_process_group_ranks(group if group is not None else dist.group.WORLD))
         self._flags: Any = None  # flagged()'s tensor, made once
 
     def flagged(self, flag: bool, what: str = "a verified call") -> int:
         """How many ranks of the group pass ``flag=True``, once every rank has passed its
         own: one ``all_reduce`` (sum) of one int64. One element, not one per rank: gloo
         spreads a tensor over the ranks in chunks, and on 4 local ranks a 4-byte tensor took
-        5x as long (bench/RESULTS.md). Which ranks they are is not needed here: when any
+        about 3x as long (bench/RESULTS.md). Which ranks they are is not needed here: when any
         flagged, the ranks gather their violations, each tagged with its rank. Raises
         ``RankMismatchError`` when a rank does not come within the timeout (the wait is
         bounded on every backend: the collective runs asynchronously and is waited for)."""
