@@ -27,6 +27,7 @@ import gc
 import statistics
 import sys
 import time
+from typing import NamedTuple
 from pathlib import Path
 
 import callgrind
@@ -122,42 +123,54 @@ def paired_ratio(model_name: str, policy_name: str, backend: str, calls: int, co
                 blocks.append(paired_block(m, inputs, first_through_path=r % 2 == 0))
     finally:
         gc.enable()
-    ratio = statistics.median(on / off for on, off, _ in blocks)
-    off_us = statistics.median(off for _, off, _ in blocks) / 1e3
-    on_us = statistics.median(on for on, _, _ in blocks) / 1e3
+    ratio = statistics.median(b.path / b.bypassed for b in blocks)
+    off_us = statistics.median(b.bypassed for b in blocks) / 1e3
+    on_us = statistics.median(b.path for b in blocks) / 1e3
     torch._dynamo.reset()
     return f"{model_name}, {backend}", off_us, on_us, ratio
 
 
-def paired_block(module, inputs: tuple, first_through_path: bool, after=None) -> tuple[float, float, float]:
+class PairedBlock(NamedTuple):
+    """``paired_block``'s result, in ns: the mean call through the path and bypassed (wall
+    clock), the total of the path's verified calls in the block (wall clock), and the two
+    means in this thread's CPU time (``time.thread_time_ns``: no waiting counted)."""
+
+    path: float
+    bypassed: float
+    verified: float
+    path_cpu: float
+    bypassed_cpu: float
+
+
+def paired_block(module, inputs: tuple, first_through_path: bool, after=None) -> PairedBlock:
     """One block: EVERY calls through ``module``'s verify path and EVERY with it bypassed,
     alternating (which goes first alternates between blocks), each followed by ``after()``
-    and timed with it. Returns ns: the mean call through the path, the mean call bypassed,
-    and the total of the path's verified calls (``stats.verified_calls`` moved: one per
-    block). ``after``: the loop's own collective on many ranks (bench_ranks), timed with the
-    call because a verified call's agreement waits for the slowest rank and the collective
-    after it then waits that much less."""
+    and timed with it (a verified call: ``stats.verified_calls`` moved, one per block).
+    ``after``: the loop's own collective on many ranks (bench_ranks), timed with the call
+    because a verified call's agreement waits for the slowest rank and the collective after
+    it then waits that much less."""
     attrs = module.__dict__  # an nn.Module's own forward lives here: set without __setattr__
     path = attrs["forward"]
     stats = gp.stats(module)
     order = (True, False) if first_through_path else (False, True)
-    sums = [0, 0]  # ns: bypassed, through the path
+    wall, cpu = [0, 0], [0, 0]  # ns: bypassed, through the path
     verified_ns = 0
-    clock = time.perf_counter_ns
+    clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
     for _ in range(EVERY):
         for through_path in order:
             attrs["forward"] = path if through_path else path.inner
             verified = stats.verified_calls
-            t0 = clock()
+            c0, t0 = cpu_clock(), clock()
             module(*inputs)
             if after is not None:
                 after()
             took = clock() - t0
-            sums[through_path] += took
+            cpu[through_path] += cpu_clock() - c0
+            wall[through_path] += took
             if stats.verified_calls != verified:
                 verified_ns += took
     attrs["forward"] = path
-    return sums[True] / EVERY, sums[False] / EVERY, verified_ns
+    return PairedBlock(wall[True] / EVERY, wall[False] / EVERY, verified_ns, cpu[True] / EVERY, cpu[False] / EVERY)
 
 
 def paired_table(rows: list[tuple[str, float, float, float]]) -> list[str]:
