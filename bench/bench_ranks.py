@@ -209,15 +209,16 @@ def table(results: dict[int, list[dict]]) -> list[str]:
         agree = max(r["agree_us"] for r in ranks)
         per_rank = max(r["per_rank_us"] for r in ranks)
         for i, row in enumerate(ranks[0]["rows"]):
-            worst = max((r["rows"][i] for r in ranks), key=lambda x: x["ratio"])
-            same = max((r["rows"][i] for r in ranks), key=lambda x: x["same_objects_ratio"])
-            in_call = max(r["rows"][i]["in_call_agree_us"] or 0.0 for r in ranks)
-            lines.append(f"| {world} | {row['model']}, {row['backend']} | {agree:.1f} | {per_rank:.1f} | {in_call:.1f} | "
-                         f"{worst['plain_us']:.1f} | {worst['verify_us']:.1f} | {worst['ratio']:.3f} | "
+            on_ranks = [r["rows"][i] for r in ranks]  # this row, as each rank measured it
+            worst = max(on_ranks, key=lambda x: x["ratio"])
+            same = max(on_ranks, key=lambda x: x["same_objects_ratio"])
+            in_call = max(x["in_call_agree_us"] or 0.0 for x in on_ranks)
+            lines.append(f"| {world} | {row['model']}, {row['backend']} | {agree:.1f} | {per_rank:.1f} | "
+                         f"{in_call:.1f} | {worst['plain_us']:.1f} | {worst['verify_us']:.1f} | {worst['ratio']:.3f} | "
                          + (f"{100 * worst['spread']:.1f}% |" if worst["spread"] is not None else " |")
                          + f" {same['same_objects_ratio']:.3f} | {same['block_median_ratio']:.3f} | "
                          f"{same['unsampled_ratio']:.3f} | {same['verified_extra_us']:.0f} | "
-                         f"{max(r['rows'][i]['cpu_ratio'] for r in ranks):.3f} |")
+                         f"{max(x['cpu_ratio'] for x in on_ranks):.3f} |")
     return lines
 
 

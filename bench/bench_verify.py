@@ -27,8 +27,8 @@ import gc
 import statistics
 import sys
 import time
-from typing import NamedTuple
 from pathlib import Path
+from typing import NamedTuple
 
 import callgrind
 import torch
