@@ -7,7 +7,7 @@ the same loop (the sampled calls meet in the agreement).
 Prints markdown; ``--results`` writes its section of bench/RESULTS.md.
 
 Usage: bench_ranks.py [--ranks 2,4] [--models mlp,gpt2] [--backends inductor,eager]
-                      [--calls 4000] [--block 200] [--copies 2] [--agreements 2000]
+                      [--calls 4000] [--block 200] [--copies 2] [--paired 100] [--agreements 2000]
                       [--markdown OUT.md] [--results bench/RESULTS.md]
 
 The ranks are processes of this script (``--worker``), each given its RANK and WORLD_SIZE
@@ -74,13 +74,13 @@ def per_rank_flags(size: int):
     return lambda: dist.all_reduce(flags, op=dist.ReduceOp.MAX)
 
 
-def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: int) -> dict:
+def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: int, pairs: int) -> dict:
     """Per-call medians (µs) of verify=100 and no verify, by interleaved blocks of calls
     (each variant built ``copies`` times, its blocks pooled; ``spread``: how far its copies'
     medians were apart), the mean agreement inside the verified calls
     (``RankAgreement.verify_agreement_us``), and ``same_objects_ratio``: on the verify modules
-    themselves, their path against it bypassed call by call (``bench_verify.paired_block``),
-    the median of block ratios."""
+    themselves, their path against it bypassed call by call (``bench_verify.paired_block``,
+    ``pairs`` blocks of them over the copies; see ``same_objects``)."""
     import torch
 
     import guardpolicy as gp
@@ -125,7 +125,7 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: in
                     times[name, c].append(time.perf_counter() - t)
             # The same verify modules, their path against it bypassed, call by call (bench_verify).
             paired = [paired_block(opt, inputs, r % 2 == 0, step_sync)
-                      for r in range(max(1, calls // (EVERY * copies)))
+                      for r in range(max(1, pairs // copies))
                       for name, _, opt in variants if name == "verify"]
         finally:
             gc.enable()
@@ -145,18 +145,30 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: in
 
 
 def same_objects(paired: list) -> dict:
-    """From ``bench_verify.paired_block``'s blocks (one verified call in each): the ratio of
-    all path calls to all bypassed ones (the amortized cost per call over the run), the
-    median of block ratios, the unsampled path calls against the bypassed ones, what a
-    verified call costs beyond a bypassed call (µs), and the amortized ratio in this thread's
-    CPU time (no waiting counted)."""
+    """From ``bench_verify.paired_block``'s blocks (one verified call in each), in wall clock:
+    ``same_objects_ratio``, all path calls against all bypassed ones (the mean cost per call
+    over the run, the verified calls included), and ``same_objects_ci``, the half-width of
+    its 95% interval (1.96 standard errors of the blocks' mean difference); ``median_ratio``,
+    the same cost on a median call: the median pair's difference on the unsampled calls plus
+    a verified call's mean extra spread over its ``EVERY`` calls, over the median bypassed
+    call (a call delayed by something else, one that lands on either call of a pair, moves
+    the mean by its whole delay but the median by nothing); ``unsampled_ratio``, the
+    unsampled path calls' total against the bypassed ones'; ``verified_extra_us``, a verified
+    call's mean beyond a bypassed call; and ``cpu_ratio``, the mean ratio in this thread's CPU
+    time (no waiting counted)."""
     blocks = len(paired)
     bypassed = sum(b.bypassed for b in paired) / blocks  # ns per call
     verified = sum(b.verified for b in paired) / blocks  # ns: one verified call per block
     unsampled = sum(b.path * EVERY - b.verified for b in paired) / (blocks * (EVERY - 1))
-    return {"same_objects_ratio": sum(b.path for b in paired) / blocks / bypassed,
-            "block_median_ratio": statistics.median(b.path / b.bypassed for b in paired),
-            "unsampled_ratio": unsampled / bypassed, "verified_extra_us": (verified - bypassed) / 1e3,
+    differences = [b.path - b.bypassed for b in paired]
+    ci = 1.96 * statistics.stdev(differences) / blocks ** 0.5 / bypassed if blocks > 1 else float("nan")
+    pairs = [pair for b in paired for pair in b.pairs]
+    unsampled_median = statistics.median(p - q for p, q, was_verified in pairs if not was_verified)
+    median_call = statistics.median(q for _, q, _ in pairs)
+    verified_extra = verified - bypassed
+    return {"same_objects_ratio": sum(b.path for b in paired) / blocks / bypassed, "same_objects_ci": ci,
+            "median_ratio": 1 + ((EVERY - 1) * unsampled_median + verified_extra) / (EVERY * median_call),
+            "unsampled_ratio": unsampled / bypassed, "verified_extra_us": verified_extra / 1e3,
             "cpu_ratio": sum(b.path_cpu for b in paired) / sum(b.bypassed_cpu for b in paired)}
 
 
@@ -172,7 +184,7 @@ def worker(args) -> None:
     group = RankGroup(None, 600.0)
     result = {"rank": rank, "agree_us": collective_cost(lambda: group.flagged(False), args.agreements),
               "per_rank_us": collective_cost(per_rank_flags(group.size), args.agreements),
-              "rows": [call_ratio(m, b, args.calls, args.block, args.copies)
+              "rows": [call_ratio(m, b, args.calls, args.block, args.copies, args.paired)
                        for m in args.models.split(",") for b in args.backends.split(",")]}
     dist.destroy_process_group()
     print(json.dumps(result), flush=True)
@@ -182,6 +194,7 @@ def run_world(world: int, args) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, __file__, "--worker", os.path.join(tmp, "store"), "--agreements",
                str(args.agreements), "--calls", str(args.calls), "--block", str(args.block), "--copies", str(args.copies),
+               "--paired", str(args.paired),
                "--models", args.models, "--backends", args.backends]
         env = {**os.environ, "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1", "TORCHINDUCTOR_COMPILE_THREADS": "1"}
         procs = [subprocess.Popen(cmd, env={**env, "RANK": str(r)}, stdout=subprocess.PIPE, text=True)
@@ -202,9 +215,9 @@ def table(results: dict[int, list[dict]]) -> list[str]:
     lines = ["| ranks | model, backend | one agreement (µs) | a byte per rank instead (µs) "
              "| agreement in a verified call (µs) "
              "| no verify (µs/call) | verify=100 (µs/call) | ratio | no-verify copies apart "
-             "| same objects: ratio | median of block ratios | unsampled / bypassed | a verified call's extra (µs) "
+             "| same objects: ratio | its 95% interval | on the median call | unsampled / bypassed | a verified call's extra (µs) "
              "| ratio in CPU time |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for world, ranks in results.items():
         agree = max(r["agree_us"] for r in ranks)
         per_rank = max(r["per_rank_us"] for r in ranks)
@@ -216,16 +229,18 @@ def table(results: dict[int, list[dict]]) -> list[str]:
             lines.append(f"| {world} | {row['model']}, {row['backend']} | {agree:.1f} | {per_rank:.1f} | "
                          f"{in_call:.1f} | {worst['plain_us']:.1f} | {worst['verify_us']:.1f} | {worst['ratio']:.3f} | "
                          + (f"{100 * worst['spread']:.1f}% |" if worst["spread"] is not None else " |")
-                         + f" {same['same_objects_ratio']:.3f} | {same['block_median_ratio']:.3f} | "
+                         + f" {same['same_objects_ratio']:.3f} | ±{same['same_objects_ci']:.3f} | "
+                         f"{max(x['median_ratio'] for x in on_ranks):.3f} | "
                          f"{same['unsampled_ratio']:.3f} | {same['verified_extra_us']:.0f} | "
                          f"{max(x['cpu_ratio'] for x in on_ranks):.3f} |")
     return lines
 
 
 def section(text: str, results: dict[int, list[dict]]) -> str:
-    worst = max(row["ratio"] for ranks in results.values() for r in ranks for row in r["rows"])
-    paired = max(row["same_objects_ratio"] for ranks in results.values() for r in ranks for row in r["rows"])
-    cpu = max(row["cpu_ratio"] for ranks in results.values() for r in ranks for row in r["rows"])
+    rows = [row for ranks in results.values() for r in ranks for row in r["rows"]]  # every rank's
+    worst, cpu, median = (max(row[key] for row in rows) for key in ("ratio", "cpu_ratio", "median_ratio"))
+    mean = max(rows, key=lambda row: row["same_objects_ratio"])
+    paired, paired_ci = mean["same_objects_ratio"], mean["same_objects_ci"]
     verdict = lambda ratio: "met" if ratio <= RATIO_TARGET else "not met"  # noqa: E731
     return "\n".join([
         BEGIN,
@@ -248,17 +263,22 @@ def section(text: str, results: dict[int, list[dict]]) -> str:
         "call by call, each call timed with the loop's collective after it (a verified call's",
         "agreement waits for the slowest rank, and that collective then waits as much less). Model,",
         "cache entry and compiled code are then one, so only verify's cost differs. Its ratio: all",
-        "calls through the path against all bypassed (the cost per call amortized over the run, the",
-        "verified calls included), the rank with the largest; beside it that rank's median of the",
-        f"ratios of blocks of {EVERY} calls each way, its unsampled calls against the bypassed ones, and",
-        "what its verified call costs beyond a bypassed call (check, agreement and the wait for the",
-        "slowest rank). In CPU time: the same calls in the main thread's CPU time",
-        "(`time.thread_time_ns`), which counts no waiting for other ranks or for a core, the",
-        "largest rank's.",
+        "calls through the path against all bypassed (the mean cost per call over the run, the",
+        "verified calls included), the rank with the largest, and the half-width of its 95% interval",
+        f"(from the spread of blocks of {EVERY} calls each way). On the median call: the same cost",
+        "with the medians of the unsampled calls: the median pair's difference plus a verified call's",
+        f"mean extra spread over {EVERY} calls, over the median bypassed call. A call delayed by",
+        "something else (ranks that share 2 cores take turns) moves the mean by its whole delay and",
+        "the median by nothing; the verified calls count with their mean. Beside them the unsampled",
+        "calls' total against the bypassed calls' total, and what a verified call costs beyond a",
+        "bypassed call (check, agreement and the wait for the slowest rank). In CPU time: the mean",
+        "ratio in the main thread's CPU time (`time.thread_time_ns`), which counts no waiting for",
+        "other ranks or for a core. Each the largest rank's.",
         "",
-        f"Target: verify={EVERY} at most {RATIO_TARGET}x no verify on every rank: on the same objects "
-        f"**{verdict(paired)}** (largest {paired:.3f}); in CPU time on the same objects **{verdict(cpu)}** "
-        f"(largest {cpu:.3f}); between separately built objects **{verdict(worst)}** (largest {worst:.3f}).",
+        f"Target: verify={EVERY} at most {RATIO_TARGET}x no verify on every rank. On the same objects:",
+        f"on the median call **{verdict(median)}** (largest {median:.3f}); in CPU time **{verdict(cpu)}**",
+        f"(largest {cpu:.3f}); the mean **{verdict(paired)}** (largest {paired:.3f}, its interval",
+        f"±{paired_ci:.3f}). Between separately built objects **{verdict(worst)}** (largest {worst:.3f}).",
         END,
         "",
     ])
@@ -270,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
     add_copies(ap)
     ap.add_argument("--ranks", default="2,4")
     ap.add_argument("--agreements", type=int, default=2000, help="timed agreements per rank")
+    ap.add_argument("--paired", type=int, default=100,
+                    help=f"blocks of {EVERY} calls each way on the same objects, split among the copies")
     ap.add_argument("--markdown", help="also write the markdown to this file")
     ap.add_argument("--results", help="the RESULTS.md whose ranks section to write")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # a rank: the file store's path
@@ -285,7 +307,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{world} ranks ...", file=sys.stderr, flush=True)
         results[world] = run_world(world, args)
     text = "\n".join([f"Recorded {time.strftime('%Y-%m-%d')}, {args.calls} calls per variant (pooled from "
-                      f"{args.copies} copies of it) in blocks of {args.block}, {args.agreements} agreements.", "",
+                      f"{args.copies} copies of it) in blocks of {args.block}; on the same objects {args.paired} "
+                      f"blocks of {EVERY} calls each way; {args.agreements} agreements.", "",
                       *table(results), ""])
     print(text)
     if args.markdown:

@@ -132,14 +132,17 @@ def paired_ratio(model_name: str, policy_name: str, backend: str, calls: int, co
 
 class PairedBlock(NamedTuple):
     """``paired_block``'s result, in ns: the mean call through the path and bypassed (wall
-    clock), the total of the path's verified calls in the block (wall clock), and the two
-    means in this thread's CPU time (``time.thread_time_ns``: no waiting counted)."""
+    clock), the total of the path's verified calls in the block (wall clock), the two
+    means in this thread's CPU time (``time.thread_time_ns``: no waiting counted), and each
+    pair of calls as ``(through the path, bypassed, the path's call was verified)`` (wall
+    clock)."""
 
     path: float
     bypassed: float
     verified: float
     path_cpu: float
     bypassed_cpu: float
+    pairs: tuple[tuple[int, int, bool], ...]
 
 
 def paired_block(module, inputs: tuple, first_through_path: bool, after=None) -> PairedBlock:
@@ -155,8 +158,10 @@ def paired_block(module, inputs: tuple, first_through_path: bool, after=None) ->
     order = (True, False) if first_through_path else (False, True)
     wall, cpu = [0, 0], [0, 0]  # ns: bypassed, through the path
     verified_ns = 0
+    pairs = []
     clock, cpu_clock = time.perf_counter_ns, time.thread_time_ns
     for _ in range(EVERY):
+        pair, was_verified = [0, 0], False
         for through_path in order:
             attrs["forward"] = path if through_path else path.inner
             verified = stats.verified_calls
@@ -166,11 +171,15 @@ def paired_block(module, inputs: tuple, first_through_path: bool, after=None) ->
                 after()
             took = clock() - t0
             cpu[through_path] += cpu_clock() - c0
-            wall[through_path] += took
+            pair[through_path] = took
             if stats.verified_calls != verified:
-                verified_ns += took
+                verified_ns, was_verified = verified_ns + took, True
+        wall[True] += pair[True]
+        wall[False] += pair[False]
+        pairs.append((pair[True], pair[False], was_verified))
     attrs["forward"] = path
-    return PairedBlock(wall[True] / EVERY, wall[False] / EVERY, verified_ns, cpu[True] / EVERY, cpu[False] / EVERY)
+    return PairedBlock(wall[True] / EVERY, wall[False] / EVERY, verified_ns, cpu[True] / EVERY, cpu[False] / EVERY,
+                       tuple(pairs))
 
 
 def paired_table(rows: list[tuple[str, float, float, float]]) -> list[str]:
