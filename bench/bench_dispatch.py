@@ -32,7 +32,7 @@ from pathlib import Path
 
 import callgrind
 import torch
-from results_section import add_copies, run_parser, write_section
+from results_section import add_copies, check_blocks, run_parser, write_section
 
 import guardpolicy as gp
 from guardpolicy import dispatch
@@ -206,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="model:backend runs whose instructions per call callgrind counts ('' for none)")
     ap.add_argument("--instruction-calls", type=int, default=200, help="calls counted per variant")
     args = ap.parse_args(argv)
+    check_blocks(ap, args)
     if args.parts:
         torch.set_num_threads(1)
         print(parts(args.models.split(",")))

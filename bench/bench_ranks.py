@@ -38,7 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from results_section import add_copies, run_parser, write_section
+from results_section import add_copies, check_blocks, run_parser, write_section
 
 BEGIN = "<!-- ranks: begin (bench/bench_ranks.py writes this section) -->"
 END = "<!-- ranks: end -->"
@@ -296,9 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--results", help="the RESULTS.md whose ranks section to write")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # a rank: the file store's path
     args = ap.parse_args(argv)
-    if args.block % EVERY or args.calls % (args.block * args.copies):
-        ap.error(f"--block must be a multiple of {EVERY} (each block then holds as many verified calls), and "
-                 "--calls of --block times --copies")
+    check_blocks(ap, args, EVERY)
     if args.worker:
         worker(args)
         return 0

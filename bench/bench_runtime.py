@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import torch
-from results_section import add_copies, run_parser, write_section
+from results_section import add_copies, check_blocks, run_parser, write_section
 
 from guardpolicy.tools import latency
 
@@ -57,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--markdown", help="also write the markdown to this file")
     ap.add_argument("--results", help="the RESULTS.md whose runtime section to write")
     args = ap.parse_args(argv)
+    check_blocks(ap, args)
     torch.set_num_threads(1)
     progress = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     tables = latency.measure(latency.pair_variants, args.models.split(","), args.backends.split(","),

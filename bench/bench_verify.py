@@ -32,7 +32,7 @@ from typing import NamedTuple
 
 import callgrind
 import torch
-from results_section import add_copies, write_section
+from results_section import add_copies, check_blocks, write_section
 
 import guardpolicy as gp
 from guardpolicy import verify as gp_verify
@@ -282,9 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instruction-calls", type=int, default=2 * EVERY, help="calls counted per variant")
     ap.add_argument("--results", help="the RESULTS.md whose verify section to write")
     args = ap.parse_args(argv)
-    if args.block % EVERY or args.calls % (args.block * args.copies):
-        ap.error(f"--block must be a multiple of {EVERY}, and --calls of --block times --copies (each block "
-                 "then holds as many verified calls)")
+    check_blocks(ap, args, EVERY)
     if args.instruction_calls % EVERY:
         ap.error(f"--instruction-calls must be a multiple of {EVERY}")
     torch.set_num_threads(1)

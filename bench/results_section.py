@@ -35,6 +35,16 @@ def run_parser(doc: str, *, calls: bool = True) -> argparse.ArgumentParser:
     return ap
 
 
+def check_blocks(ap: argparse.ArgumentParser, args: argparse.Namespace, every: int = 1) -> None:
+    """``ap.error`` unless --block is a multiple of ``every`` (verify's sampling: each block
+    then holds as many verified calls) and --calls of --block times --copies (each copy times
+    whole blocks: no call asked for is dropped)."""
+    copies = getattr(args, "copies", 1)
+    if args.block % every or args.calls % (args.block * copies):
+        ap.error((f"--block must be a multiple of {every}, and " if every > 1 else "")
+                 + f"--calls a multiple of --block times --copies ({args.block} x {copies})")
+
+
 def add_copies(ap: argparse.ArgumentParser) -> None:
     """--copies, for a bench that times through ``guardpolicy.tools.latency.measure``: the
     builds of each variant, pooled."""
