@@ -17,7 +17,7 @@ endif()
 
 set(inc "core/include/guardpolicy")
 # The stages above the bytecode: the syntax tree and what works on it, and the facade.
-set(front_end "${inc}/(ast|parser|resolver|linker|checker|evaluator|compiler|analysis|printer|formatter|policy|registry|artifact|test_runner)\\.h|core/src/(ast|parser|linker|checker|analysis|compiler|format|policy|registry)/")
+set(front_end "${inc}/(ast|pattern_checks|parser|resolver|linker|checker|evaluator|compiler|analysis|printer|formatter|policy|registry|artifact|test_runner)\\.h|core/src/(ast|parser|linker|checker|analysis|compiler|format|policy|registry)/")
 # What compiles or runs a policy: the code generator, the bytecode, the VM and the facade.
 set(compiles_or_runs "${inc}/(compiler|bytecode|verifier|optimizer|vm|snapshot|extension_host|policy|registry|artifact|test_runner)\\.h|core/src/(compiler|bytecode|optimizer|vm|policy|registry)/")
 
@@ -27,8 +27,11 @@ set(rules
   "the schema knows no AST and no loader|core/src/schema/*.cpp,${inc}/schema.h,${inc}/types.h,${inc}/literal.h|${front_end}|${inc}/plugin_loader\\.h|core/src/(vm|bytecode|optimizer)/|${inc}/(bytecode|vm|verifier)\\.h"
   "the host adapter sits below the stages|core/src/plugin/*.cpp,${inc}/plugin.h,${inc}/plugin_loader.h,${inc}/builtin_filters.h,${inc}/plugin_values.h|${front_end}|${inc}/(vm|verifier|optimizer)\\.h"
   "the checker and the analysis neither compile nor run a policy (the analysis asks evaluator.h)|core/src/linker/*.cpp,core/src/checker/*.cpp,core/src/checker/*.h,core/src/analysis/*.cpp,core/src/analysis/*.h,${inc}/resolver.h,${inc}/linker.h,${inc}/checker.h,${inc}/analysis.h,${inc}/evaluator.h|${compiles_or_runs}"
+  "the artifact and the loaded policy know no AST (runtime_settings.h is shared)|core/src/policy/artifact.cpp,core/src/policy/compiled_policy.cpp,${inc}/artifact.h,${inc}/compiled_policy.h,${inc}/runtime_settings.h|${inc}/(ast|parser|resolver|linker|checker|evaluator|compiler|analysis|printer|formatter|policy|registry|test_runner)\\.h|core/src/(ast|parser|linker|checker|analysis|compiler|format)/"
+  "a stage includes no other stage's private header (the compiler: none)|core/src/compiler/*.cpp|core/src/(ast|parser|linker|checker|analysis|format|bytecode|optimizer|vm|policy|registry|plugin|schema|source|diag|io)/"
   "plugins/ includes no core header|plugins/*.c,plugins/*.h|core/"
   "outside core, no private core header|bindings/*.cpp,bindings/*.h,tools/*.cpp,tools/*.h|core/src/"
+  "the bindings include no command line (guardpolicy._cli is tools/cli/python_module.cpp)|bindings/*.cpp,bindings/*.h|tools/cli/"
 )
 
 set(failures "")
@@ -89,6 +92,41 @@ if(EXISTS "${SOURCE_DIR}/core/CMakeLists.txt")
   foreach(line IN LISTS outside)
     string(STRIP "${line}" line)
     string(APPEND failures "\n[core builds from its own tree] core/CMakeLists.txt: ${line}")
+  endforeach()
+endif()
+
+# The linker holds the layers as well: core/CMakeLists.txt declares one library per layer
+# (guardpolicy_layer(<layer> ...), from the bottom up), and a layer may link only the layers
+# declared before it (tests/cpp/CMakeLists.txt then links each alone, no symbol undefined).
+if(EXISTS "${SOURCE_DIR}/core/CMakeLists.txt")
+  file(READ "${SOURCE_DIR}/core/CMakeLists.txt" text)
+  string(REGEX REPLACE "#[^\n]*" "" text "${text}")
+  string(REGEX MATCHALL "guardpolicy_layer\\([a-z_]+" declared "${text}")
+  list(TRANSFORM declared REPLACE "guardpolicy_layer\\(" "")
+  string(REGEX MATCHALL "target_link_libraries\\(guardpolicy_[a-z_]+[^)]*\\)" links "${text}")
+  foreach(link IN LISTS links)
+    string(REGEX MATCH "^target_link_libraries\\(guardpolicy_([a-z_]+)" _ "${link}")
+    set(layer "${CMAKE_MATCH_1}")
+    list(FIND declared "${layer}" at)
+    if(at EQUAL -1)
+      continue()
+    endif()
+    string(REGEX MATCHALL "guardpolicy::[a-z_]+" used "${link}")
+    foreach(u IN LISTS used)
+      string(REPLACE "guardpolicy::" "" u "${u}")
+      list(FIND declared "${u}" below)
+      if(NOT below EQUAL -1 AND NOT below LESS at)
+        string(APPEND failures "\n[a layer links only the layers below it] core/CMakeLists.txt: ${layer} links ${u}")
+      endif()
+    endforeach()
+  endforeach()
+endif()
+# guardpolicy._core links the core alone; the command line is guardpolicy._cli.
+if(EXISTS "${SOURCE_DIR}/bindings/CMakeLists.txt")
+  file(STRINGS "${SOURCE_DIR}/bindings/CMakeLists.txt" core_links REGEX "^[ \t]*target_link_libraries\\(_core[ \t].*guardpolicy::cli")
+  foreach(line IN LISTS core_links)
+    string(STRIP "${line}" line)
+    string(APPEND failures "\n[the bindings link no command line] bindings/CMakeLists.txt: ${line}")
   endforeach()
 endif()
 

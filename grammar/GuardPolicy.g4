@@ -43,6 +43,7 @@ policyItem
     | STANCE stanceName=IDENT AFTER calls=INT CALLS              # stanceItem
     | VERIFY EVERY calls=INT CALLS                         # verifyItem
     | ON_VIOLATION action=IDENT                            # onViolationItem
+    | ON_RECOMPILE action=IDENT                            # onRecompileItem
     | DISPATCH dispatchMode=IDENT                           # dispatchItem
     | ON_ERROR (decision | action=IDENT)                   # onErrorItem
     ;
@@ -132,6 +133,7 @@ ON_ERROR    : 'on_error' ;
 VERIFY      : 'verify' ;
 EVERY       : 'every' ;
 ON_VIOLATION: 'on_violation' ;
+ON_RECOMPILE: 'on_recompile' ;
 DISPATCH    : 'dispatch' ;
 TEST        : 'test' ;
 EXPECT      : 'expect' ;

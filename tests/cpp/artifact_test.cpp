@@ -46,11 +46,12 @@ TEST(Artifact, RoundTripKeepsDisassemblyAndMetadataForEveryPolicy) {
       EXPECT_EQ(loaded->name(), compiled->name());
       EXPECT_EQ(loaded->is_unsafe(), compiled->is_unsafe());
       EXPECT_EQ(loaded->doc(), compiled->doc());
-      EXPECT_EQ(loaded->config().size(), compiled->config().size());
-      EXPECT_EQ(loaded->stance().has_value(), compiled->stance().has_value());
-      EXPECT_EQ(loaded->verify().has_value(), compiled->verify().has_value());
-      EXPECT_EQ(loaded->on_violation().has_value(), compiled->on_violation().has_value());
-      EXPECT_EQ(loaded->dispatch().has_value(), compiled->dispatch().has_value());
+      EXPECT_EQ(loaded->runtime().config.size(), compiled->runtime().config.size());
+      EXPECT_EQ(loaded->runtime().stance.has_value(), compiled->runtime().stance.has_value());
+      EXPECT_EQ(loaded->runtime().verify.has_value(), compiled->runtime().verify.has_value());
+      EXPECT_EQ(loaded->runtime().on_violation.has_value(),
+                compiled->runtime().on_violation.has_value());
+      EXPECT_EQ(loaded->runtime().dispatch.has_value(), compiled->runtime().dispatch.has_value());
       EXPECT_EQ(loaded->meta().params.size(), compiled->meta().params.size());
       ++policies;
     }
@@ -62,12 +63,12 @@ TEST(Artifact, RoundTripKeepsTheRuntimeLines) {
   Loader loader = testing::MakeLoader();
   auto compiled = loader.Load(SourceFileFromPath((kRoot / "tests/corpus/accept/runtime_lines.gpol").string()), "", {});
   auto loaded = RoundTrip(*compiled);
-  ASSERT_TRUE(loaded->verify().has_value());
-  EXPECT_EQ(loaded->verify()->every_calls, 100);
-  ASSERT_TRUE(loaded->on_violation().has_value());
-  EXPECT_EQ(loaded->on_violation()->action, "raise");
-  ASSERT_TRUE(loaded->dispatch().has_value());
-  EXPECT_EQ(loaded->dispatch()->mode, "direct");
+  ASSERT_TRUE(loaded->runtime().verify.has_value());
+  EXPECT_EQ(loaded->runtime().verify->every_calls, 100);
+  ASSERT_TRUE(loaded->runtime().on_violation.has_value());
+  EXPECT_EQ(loaded->runtime().on_violation->action, "raise");
+  ASSERT_TRUE(loaded->runtime().dispatch.has_value());
+  EXPECT_EQ(loaded->runtime().dispatch->mode, "direct");
 }
 
 std::string ServingBytes() {
@@ -139,7 +140,7 @@ TEST(Artifact, WrongVersionWrongSchemaAndNotAnArtifact) {
     DeserializePolicy(v1, *testing::TestSchema(), "v1.gpolc");
     FAIL();
   } catch (const PolicyError& e) {
-    EXPECT_NE(std::string(e.what()).find("format version 1 is older than this guardpolicy's 4: recompile it from its source"),
+    EXPECT_NE(std::string(e.what()).find("format version 1 is older than this guardpolicy's 5: recompile it from its source"),
               std::string::npos);
   }
   const Schema other = Schema::FromYaml("fields:\n  name:\n    type: string\n    doc: d\n    from: f\n", "o");
@@ -193,7 +194,7 @@ TEST(Artifact, OlderFormatSaysToRecompile) {
     ASSERT_EQ(e.diagnostics().size(), 1u);
     const Diagnostic& d = e.diagnostics().items()[0];
     EXPECT_EQ(d.code, codes::kBadArtifact);
-    EXPECT_EQ(d.message, "cannot load compiled policy `old.gpolc`: format version 2 is older than this guardpolicy's 4: "
+    EXPECT_EQ(d.message, "cannot load compiled policy `old.gpolc`: format version 2 is older than this guardpolicy's 5: "
                          "recompile it from its source");
     EXPECT_EQ(d.help, "recompile it with `guardpolicy compile`");
   }
@@ -206,7 +207,7 @@ TEST(Artifact, TruncatedInsideTheMagicIsARefusedArtifact) {
   Loader loader = testing::MakeLoader();
   for (size_t n = 0; n < 36; ++n) {
     SCOPED_TRACE(n);
-    const std::string path = ::testing::TempDir() + "cut.gpolc";
+    const std::string path = testing::TestTempPath("cut.gpolc");
     std::ofstream(path, std::ios::binary | std::ios::trunc) << good.substr(0, n);
     try {
       loader.LoadFile(path, "", {});

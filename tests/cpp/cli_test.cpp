@@ -227,8 +227,10 @@ TEST(Cli, FmtLeavesAFileWithATypeErrorAlone) {
 
 // Issue 17 item 6: a .gpolc cut inside its magic, or empty, is a refused artifact (exit 2).
 TEST(Cli, TruncatedArtifactIsRefusedNotReadAsSource) {
-  for (const std::string bytes : {std::string("GPOLC\0\r", 7), std::string("GPO"), std::string()}) {
-    const std::string path = WriteTemp("cut.gpolc", bytes);
+  for (const std::string& bytes :
+       {std::string("GPOLC\0\r", 7), std::string("GPO"), std::string()}) {
+    const std::string path = testing::TestTempPath("cut.gpolc");
+    std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
     for (const char* cmd : {"disasm", "check"}) {
       std::vector<std::string> args = {cmd, path};
       if (std::string(cmd) == "check") args = {cmd, path, "--guards", path};

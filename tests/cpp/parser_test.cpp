@@ -53,13 +53,13 @@ test serving {
   EXPECT_EQ(drop.kids[1]->op, BinaryOp::kMatches);
   EXPECT_EQ(drop.kids[1]->kids[1]->literal.str, "^G\\['(CONFIG|FLAGS)'\\]");
   EXPECT_EQ(p.default_decision, Decision::kKeep);
-  ASSERT_EQ(p.config.size(), 1u);
-  EXPECT_EQ(p.config[0].knob, "install_free_tensors");
-  EXPECT_EQ(p.stance->after_calls, 8);
-  EXPECT_EQ(p.verify->every_calls, 100);
-  EXPECT_EQ(p.on_violation->action, "warn");
-  EXPECT_EQ(p.dispatch->mode, "direct");
-  EXPECT_EQ(p.on_error, OnError::kRaise);
+  ASSERT_EQ(p.runtime.config.size(), 1u);
+  EXPECT_EQ(p.runtime.config[0].knob, "install_free_tensors");
+  EXPECT_EQ(p.runtime.stance->after_calls, 8);
+  EXPECT_EQ(p.runtime.verify->every_calls, 100);
+  EXPECT_EQ(p.runtime.on_violation->action, "warn");
+  EXPECT_EQ(p.runtime.dispatch->mode, "direct");
+  EXPECT_EQ(p.runtime.EffectiveOnError(), OnError::kRaise);
   ASSERT_EQ(m.tests.size(), 1u);
   EXPECT_EQ(m.tests[0].expectations[0].fields[1].value.str, "self.fc");
 }

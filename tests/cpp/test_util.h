@@ -1,8 +1,14 @@
 // test_util.h: shared fixtures for the C++ tests.
 #pragma once
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
+#include <system_error>
+#include <vector>
 
 #include "guardpolicy/plugin_loader.h"
 #include "guardpolicy/policy.h"
@@ -11,6 +17,26 @@
 namespace guardpolicy::testing {
 
 inline const std::string kDataDir = GUARDPOLICY_SOURCE_DATA_DIR;
+
+// `name` in a directory of this process and test alone (under ::testing::TempDir(), created
+// on first use, removed when the process exits), so two ctest runs sharing /tmp, or two tests
+// writing the same name, do not meet.
+inline std::string TestTempPath(const std::string& name) {
+  struct Dirs {
+    std::vector<std::filesystem::path> made;
+    ~Dirs() {
+      std::error_code ec;
+      for (const auto& d : made) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Dirs dirs;
+  const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::string test = info ? std::string(info->test_suite_name()) + "." + info->name() : "global";
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) /
+                                    ("guardpolicy_" + std::to_string(::getpid()) + "_" + test);
+  if (std::filesystem::create_directories(dir)) dirs.made.push_back(dir);
+  return (dir / name).string();
+}
 
 inline std::shared_ptr<const Schema> TestSchema() {
   static auto schema =

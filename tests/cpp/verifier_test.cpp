@@ -158,7 +158,6 @@ TEST(ProgramLink, OnlyAVerifiedBoundImageBecomesAProgram) {
   EXPECT_EQ(linked.max_stack(), 1);
   EXPECT_EQ(linked.image().code.size(), 4u);
   EXPECT_TRUE(RE2::FullMatch("L['x']", linked.regex(0)));
-  EXPECT_EQ(linked.bound_filter(0).plugin, nullptr);  // a core field
   const Value drop[] = {{1, 0, {}}}, keep[] = {{0, 0, {}}};
   EXPECT_EQ(Evaluate(linked, drop).decision, Decision::kDrop);
   EXPECT_EQ(Evaluate(linked, keep).decision, Decision::kKeep);

@@ -18,6 +18,18 @@ std::string RuleText(const Program& p, const Outcome& o) {
   return RuleLabel(p.image().rules[o.rule]);
 }
 
+// The guard's `code` field under its line, one code part a line ("" in older snapshots).
+void PrintCode(const Context& ctx, const FieldValues& entry) {
+  auto it = entry.find("code");
+  if (it == entry.end()) return;
+  std::string_view code = it->second.s;
+  while (!code.empty()) {
+    const size_t nl = code.find('\n');
+    *ctx.out << fmt::format("         | {}\n", code.substr(0, nl));
+    code = nl == std::string_view::npos ? std::string_view() : code.substr(nl + 1);
+  }
+}
+
 }  // namespace
 
 int RunCheck(const Context& ctx, const std::string& policy_path, const std::string& policy,
@@ -46,6 +58,7 @@ int RunCheck(const Context& ctx, const std::string& policy_path, const std::stri
       if (!explain) continue;
       *ctx.out << fmt::format("  {:<4} {:<28} {:<40} {}\n", DecisionName(o.decision),
                               entry.at("guard_type").s, entry.at("name").s, RuleText(prog, o));
+      PrintCode(ctx, entry);
     }
   }
   *ctx.out << fmt::format("policy `{}`: {} guards in {} frames: {} kept, {} dropped\n", compiled->name(),

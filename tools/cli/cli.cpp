@@ -37,6 +37,7 @@ constexpr std::pair<const char*, const char*> kPythonTools[] = {
     {"audit", "change the state each dropped guard protects: dangerous, caught or harmless"},
     {"suggest", "audit a model's guards and write a policy dropping only the harmless ones"},
     {"demo", "bench on the two demo models (what `make demo` runs)"},
+    {"doctor", "say which features work on the installed torch, and what each other one needs"},
 };
 
 std::string PythonToolsHelp() {
@@ -70,6 +71,7 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   }
   CLI::App app{"guardpolicy: guard-filter policies for torch.compile", "guardpolicy"};
   app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("guardpolicy ") + kVersion);
   app.fallthrough();  // --data-dir may also follow the subcommand
   Context ctx;
   ctx.out = &out;
@@ -125,8 +127,8 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
   CLI::App* filters = app.add_subcommand("filters", "list every filter by name: built-in, std, plugin");
 
   // Plugins extend the schema (fields, functions, filters) for every command that checks.
-  for (CLI::App* sub : {lint, fmt_cmd, disasm, compile, test, check, filters}) {
-    sub->add_option("--plugin", ctx.plugins, "plugin shared library to load (repeatable)")
+  for (CLI::App* command : {lint, fmt_cmd, disasm, compile, test, check, filters}) {
+    command->add_option("--plugin", ctx.plugins, "plugin shared library to load (repeatable)")
         ->allow_extra_args(false);  // one path per --plugin; later words are files
   }
 
@@ -137,10 +139,19 @@ int Run(const std::vector<std::string>& args, std::ostream& out, std::ostream& e
     out << app.help();
     if (app.get_subcommands().empty()) out << PythonToolsHelp();  // the top level's help only
     return kExitClean;
+  } catch (const CLI::CallForVersion&) {
+    out << "guardpolicy " << kVersion << "\n";
+    return kExitClean;
   } catch (const CLI::ParseError& e) {
     std::string what = e.what();
     if (!args.empty() && args[0].rfind('-', 0) != 0 && app.get_subcommands().empty()) {
       what = "unknown subcommand `" + args[0] + "`";  // CLI11 says "A subcommand is required"
+      std::vector<std::string> names;
+      for (const CLI::App* s : app.get_subcommands({})) names.push_back(s->get_name());
+      for (const auto& [name, help] : kPythonTools) names.emplace_back(name);
+      if (const std::string best = ClosestMatch(args[0], names); !best.empty()) {
+        what += fmt::format(": did you mean `{}`?", best);
+      }
     }
     err << "guardpolicy: " << what << "\n" << "run `guardpolicy --help` for usage\n";
     return kExitUsage;

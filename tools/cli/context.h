@@ -23,7 +23,9 @@ struct Context {
   std::unique_ptr<Loader> MakeLoader() const;
 };
 
-inline constexpr const char kVersion[] = "0.1.0";
+// The project version, from CMakeLists.txt's project() (the one source: pyproject.toml reads
+// it there too, and Python's guardpolicy.__version__ is _core's copy of this).
+inline constexpr const char kVersion[] = GUARDPOLICY_VERSION;
 
 // The exit code for a failed load: 2 when the input could not be read at all (GP0001 I/O,
 // GP0002 too large, GP0006 refused artifact), else 1 (the policy has errors).

@@ -21,7 +21,7 @@ int RunLint(const Context& ctx, const std::vector<std::string>& files, bool werr
     }
     if (format == "text") *ctx.err << RenderText(diags);
     rc = std::max(rc, ExitCodeFor(diags));
-    if (werror && !diags.empty()) rc = std::max(rc, kExitFindings);
+    if (werror && diags.HasErrorsOrWarnings()) rc = std::max(rc, kExitFindings);
     all.Append(diags);
   }
   if (format == "json") *ctx.out << RenderJson(all);

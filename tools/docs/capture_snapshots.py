@@ -7,11 +7,11 @@ from a fresh capture's)
 
 The snapshots are those of the running build, torch release and Python version
 (doc_names.snapshot_dir): torch 2.13 on Python 3.11 writes docs/snapshots/, which the docs
-are checked against; another supported build (CI's legs: torch 2.14 on 3.11, torch 2.13 on
-3.12 and 3.13) writes docs/snapshots/<build>/ (e.g. torch2.14-py3.11), so that each build's
+are checked against; another supported build (CI's legs: torch 2.14 on 3.11, torch 2.15 on
+3.12 and 3.13) writes docs/snapshots/<build>/ (e.g. torch2.15-py3.12), so that each build's
 check compares like with like.
 
-One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools._models), the
+One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools.models), the
 audit model (`audit_mlp`: guardpolicy.tools.audit.build_audit_model), the model of the docs'
 Python fragments (`fragment`: tools/docs/docs_test.py PY_FRAGMENT_PRELUDE) and the models of
 tools/docs/doc_models.py (`serving`, `config`, `nested`). Each is compiled once with
@@ -36,7 +36,8 @@ def builders() -> dict:
     """{snapshot name: builder() -> (fn, args)}."""
     import doc_models
     from docs_test import PY_FRAGMENT_PRELUDE
-    from guardpolicy.tools import _models, audit
+    from guardpolicy.tools import models as _models
+    from guardpolicy.tools import audit
 
     def fragment():
         scope: dict = {}
@@ -72,7 +73,6 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="compare with the committed snapshots")
     ns = parser.parse_args(argv)
-    import torch
     from guardpolicy.tools.capture import Snapshot, capture
 
     out = doc_names.snapshot_dir(doc_names.running_build())

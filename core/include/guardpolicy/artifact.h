@@ -2,8 +2,8 @@
 //
 // Layout (little-endian): magic "GPOLC\0\r\n" (8 bytes), u32 format version, u64 schema
 // hash, u64 payload size, u64 FNV-1a-64 checksum of the payload, then the payload: the
-// policy's metadata (name, unsafe, doc, on_error, stance, verify, on_violation, dispatch,
-// config, bound parameters) and
+// policy's metadata (name, unsafe, doc, on_error, stance, verify, on_violation, on_recompile,
+// dispatch, config, bound parameters) and
 // its Program (fields with types, constants, sets, regexes, rules, rule entries, code).
 // Reading checks magic, version, schema hash, size and checksum, decodes with bounds
 // checks, checks field names and types against the schema, compiles the regexes and runs
@@ -14,13 +14,15 @@
 #include <string>
 #include <string_view>
 
-#include "guardpolicy/policy.h"
+#include "guardpolicy/compiled_policy.h"
+#include "guardpolicy/diagnostic.h"
+#include "guardpolicy/schema.h"
 
 namespace guardpolicy {
 
-// 4: the `verify`, `on_violation` and `dispatch` lines. 3: the checksum and schema hash use FNV-1a-64's published offset basis (version 2 had a
+// 5: the `on_recompile` line. 4: the `verify`, `on_violation` and `dispatch` lines. 3: the checksum and schema hash use FNV-1a-64's published offset basis (version 2 had a
 // digit missing from it). 2: plugin functions and filter slots.
-inline constexpr uint32_t kArtifactFormatVersion = 4;
+inline constexpr uint32_t kArtifactFormatVersion = 5;
 
 std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema);
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "guardpolicy/literal.h"
+#include "guardpolicy/runtime_settings.h"
 #include "guardpolicy/source.h"
 #include "guardpolicy/types.h"
 
@@ -94,42 +95,6 @@ struct Item {
   Use use;
 };
 
-struct ConfigSetting {
-  std::string knob;
-  Literal value;
-  SourceRange range;
-};
-
-struct StanceSetting {
-  std::string stance;  // skip_guard_eval_unsafe
-  int64_t after_calls = 0;
-  SourceRange range;
-};
-
-// `verify every N calls`: every N-th call of a compiled frame re-checks the guards the
-// policy dropped (with torch's guard manager); see docs/verify.md.
-struct VerifySetting {
-  int64_t every_calls = 0;
-  SourceRange range;
-};
-
-// `on_violation <action>`: what a failed dropped guard on a verified call does; one of the
-// schema's `violation_actions`.
-struct OnViolationSetting {
-  std::string action;
-  SourceRange range;
-};
-
-// `dispatch <mode>`: how calls reach the compiled code after warm-up; one of the schema's
-// `dispatch_modes`.
-struct DispatchSetting {
-  std::string mode;
-  SourceRange range;
-};
-
-enum class OnError : uint8_t { kKeep, kDrop, kRaise };
-const char* OnErrorName(OnError e);
-
 struct Module;
 
 struct PolicyDecl {
@@ -144,14 +109,7 @@ struct PolicyDecl {
   std::vector<Item> items;
   std::optional<Decision> default_decision;  // unset: `default keep`
   SourceRange default_range;
-  std::vector<ConfigSetting> config;
-  std::optional<StanceSetting> stance;
-  std::optional<VerifySetting> verify;
-  std::optional<OnViolationSetting> on_violation;
-  std::optional<DispatchSetting> dispatch;
-  std::optional<OnError> on_error;
-  SourceRange on_error_range;       // the action word
-  SourceRange on_error_item_range;  // the whole `on_error ...` item
+  RuntimeSettings runtime;  // config, stance, verify, on_violation, ..., on_error
 
   Decision EffectiveDefault() const { return default_decision.value_or(Decision::kKeep); }
 };

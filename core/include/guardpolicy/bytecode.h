@@ -174,8 +174,6 @@ class Program {
   const re2::RE2& regex(size_t i) const { return *regexes_[i]; }
   const RegexFilter& regex_filter(size_t i) const { return regex_filters_[i]; }
   const BoundPlugin& bound_function(size_t i) const { return bound_functions_[i]; }
-  // Slot-aligned; a null plugin for the slots that are fields.
-  const BoundPlugin& bound_filter(size_t slot) const { return bound_filters_[slot]; }
 
  private:
   Program() = default;
@@ -187,7 +185,6 @@ class Program {
   std::vector<std::shared_ptr<const re2::RE2>> regexes_;  // index-aligned with image_.regexes
   std::vector<RegexFilter> regex_filters_;
   std::vector<BoundPlugin> bound_functions_;
-  std::vector<BoundPlugin> bound_filters_;
 };
 
 // Human-readable listing: one instruction per line with operands resolved (enum members

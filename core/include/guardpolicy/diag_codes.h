@@ -37,6 +37,7 @@ inline constexpr const char kUnknownFunction[] = "GP2016";    // no such plugin 
 inline constexpr const char kBadCall[] = "GP2017";            // argument count or type
 inline constexpr const char kBadVerify[] = "GP2018";          // `verify every 0 calls`, unknown on_violation
 inline constexpr const char kUnknownDispatch[] = "GP2019";    // `dispatch` mode not in the schema
+inline constexpr const char kReleaseMember[] = "GP2020";      // note: a member only newer torch produces
 
 inline constexpr const char kDropsWithoutUnsafe[] = "GP3001";
 inline constexpr const char kUnsafeNeverDrops[] = "GP3002";  // warning

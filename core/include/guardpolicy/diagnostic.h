@@ -40,10 +40,12 @@ class Diagnostics {
   void Error(std::string code, SourceRange range, std::string message, std::string help = {});
   void Warning(std::string code, SourceRange range, std::string message, std::string help = {},
                std::vector<RelatedLocation> related = {});
+  void Note(std::string code, SourceRange range, std::string message, std::string help = {});
   void Append(const Diagnostics& other);
   void InsertAt(size_t at, const Diagnostics& other);  // before item `at` (at most size())
 
   bool HasErrors() const;
+  bool HasErrorsOrWarnings() const;  // anything but notes (`lint --werror`)
   size_t size() const { return items_.size(); }
   bool empty() const { return items_.empty(); }
   const std::vector<Diagnostic>& items() const { return items_; }

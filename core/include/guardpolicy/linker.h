@@ -19,9 +19,6 @@
 
 namespace guardpolicy {
 
-// Bound parameter values by name; each Literal must match the parameter's type.
-using ParamValues = std::map<std::string, Literal, std::less<>>;
-
 // One rule after `use` expansion, with its origin.
 struct LinkedRule {
   const Rule* rule = nullptr;

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -21,6 +23,9 @@ struct Literal {
   bool b = false;
   SourceRange range;
 };
+
+// Bound parameter values by name; each Literal must match the parameter's type.
+using ParamValues = std::map<std::string, Literal, std::less<>>;
 
 // The inverse of the parser's string unescaping: quotes and escapes `text` as policy source.
 std::string QuoteString(std::string_view text);

@@ -20,6 +20,7 @@
 #include "guardpolicy/analysis.h"
 #include "guardpolicy/ast.h"
 #include "guardpolicy/bytecode.h"
+#include "guardpolicy/compiled_policy.h"
 #include "guardpolicy/diagnostic.h"
 #include "guardpolicy/linker.h"
 #include "guardpolicy/options.h"
@@ -31,46 +32,6 @@ namespace guardpolicy {
 // Reads `path` into a SourceFile. Missing, unreadable or non-regular files (a directory)
 // throw PolicyError with one GP0001 diagnostic naming the path and the OS reason.
 SourceFilePtr SourceFileFromPath(const std::string& path, const CompileOptions& options = {});
-
-struct ConfigValue {
-  std::string knob;
-  Literal value;
-};
-
-// What the runtime needs beside the bytecode.
-struct PolicyMeta {
-  bool is_unsafe = false;
-  std::string doc;
-  std::vector<ConfigValue> config;
-  std::optional<StanceSetting> stance;
-  std::optional<VerifySetting> verify;
-  std::optional<OnViolationSetting> on_violation;
-  std::optional<DispatchSetting> dispatch;
-  OnError on_error = OnError::kKeep;
-  ParamValues params;  // the values the parameters were bound to
-};
-
-// A compiled policy and what the runtime needs beside its bytecode.
-class CompiledPolicy {
- public:
-  CompiledPolicy(Program program, PolicyMeta meta);
-
-  const Program& program() const { return program_; }
-  const std::string& name() const { return program_.policy_name(); }
-  bool is_unsafe() const { return meta_.is_unsafe; }
-  const std::string& doc() const { return meta_.doc; }
-  const std::vector<ConfigValue>& config() const { return meta_.config; }
-  const std::optional<StanceSetting>& stance() const { return meta_.stance; }
-  const std::optional<VerifySetting>& verify() const { return meta_.verify; }
-  const std::optional<OnViolationSetting>& on_violation() const { return meta_.on_violation; }
-  const std::optional<DispatchSetting>& dispatch() const { return meta_.dispatch; }
-  OnError on_error() const { return meta_.on_error; }
-  const PolicyMeta& meta() const { return meta_; }
-
- private:
-  Program program_;
-  PolicyMeta meta_;
-};
 
 struct LintResult {
   std::unique_ptr<Module> module;  // null when the file could not be parsed at all

@@ -31,8 +31,12 @@ struct EnumInfo {
   bool open = false;                 // open enums accept unknown names (checker warning)
   std::vector<std::string> members;  // ordinal = index; at most 64 (sets are 64-bit masks)
   std::string doc;
+  // The first torch release that produces a member, for members an older supported release
+  // does not produce (the YAML's `since` map); empty for the rest.
+  std::vector<std::pair<std::string, std::string>> since;
 
-  int Find(std::string_view member) const;  // ordinal, or -1
+  int Find(std::string_view member) const;              // ordinal, or -1
+  std::string_view SinceOf(std::string_view member) const;  // "" when every release has it
 };
 
 struct FieldInfo {

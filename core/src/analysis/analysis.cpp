@@ -239,7 +239,9 @@ class Analyzer {
   // derived types), so the policy is simply run on it.
   static EntryLiterals AmbientEntry(std::string_view guard_type) {
     const bool shape = guard_type == "SHAPE_ENV";
-    auto text = [](std::string_view s) { return Literal{Literal::Kind::kString, std::string(s)}; };
+    auto text = [](std::string_view s) {
+      return Literal{Literal::Kind::kString, std::string(s), 0, false, {}};
+    };
     return {{"guard_type", text(guard_type)},
             {"guard_source", text(shape ? "SHAPE_ENV" : "GLOBAL")},
             {"source.kind", text(shape ? "ShapeEnvSource" : "GlobalStateSource")},

@@ -19,6 +19,18 @@ const re2::RE2& ModuleStyle() {
   return re;
 }
 
+// Whether a dotted `self.A...` string can only mean a submodule (torch spells it
+// `self._modules['A']`): an index or a number as a step (`self.layers[0]`, `self.layers.0.`),
+// a prefix ending at a step (`self.fc.`), or a parameter or buffer at the end
+// (`self.fc.weight`). An attribute chain (`self.config.return_dict`) is torch's own name when
+// `A` is a plain object, so it is left alone.
+bool RefersToModule(std::string_view text) {
+  static const re2::RE2 re(
+      R"(self\.[A-Za-z][A-Za-z0-9_]*(\[[0-9]+\].*|.*\.[0-9]+(\..*)?|.*\.|)"
+      R"(.*\.(weight|bias|running_mean|running_var|num_batches_tracked)))");
+  return re2::RE2::FullMatch(re2::StringPiece(text.data(), text.size()), re);
+}
+
 // `self.fc.weight` -> `fc.weight`, `self.layers[0].attn` -> `layers.0.attn`.
 std::string PathSpelling(std::string_view name) {
   std::string out(name.substr(5));  // drop "self."
@@ -50,6 +62,7 @@ void CheckLiteral(const Expr& e, std::string_view verb, Diagnostics& diags) {
     return;
   }
   if (!re2::RE2::FullMatch(re2::StringPiece(text.data(), text.size()), ModuleStyle())) return;
+  if (!RefersToModule(text)) return;  // `self.config.return_dict`: torch's name when config is no module
   const std::string path = PathSpelling(glob ? std::string_view(lit.str) : text);
   const size_t end = text.find_first_of(".[", 5);
   const std::string_view attr = text.substr(5, end - 5);

@@ -20,15 +20,6 @@ const char* BinaryOpName(BinaryOp op) {
   return "?";
 }
 
-const char* OnErrorName(OnError e) {
-  switch (e) {
-    case OnError::kKeep: return "keep";
-    case OnError::kDrop: return "drop";
-    case OnError::kRaise: return "raise";
-  }
-  return "keep";
-}
-
 const PolicyDecl* Module::FindPolicy(std::string_view name) const {
   for (const PolicyDecl& p : policies) {
     if (p.name == name) return &p;

@@ -17,7 +17,6 @@ void Program::Bind(const Schema& schema) {
   const std::vector<Type>& field_types = image_.field_types;
   const std::vector<FunctionRef>& functions = image_.functions;
   bound_functions_.assign(functions.size(), {});
-  bound_filters_.assign(fields.size(), {});
   for (size_t slot = 0; slot < fields.size(); ++slot) {
     const std::vector<Constant>& args = image_.FieldArgs(slot);
     const int field = schema.FindField(fields[slot]);
@@ -37,7 +36,6 @@ void Program::Bind(const Schema& schema) {
     bool match = field_types[slot] == Type::Bool() && args.size() == f.args.size();
     for (size_t k = 0; match && k < f.args.size(); ++k) match = args[k].type == f.args[k];
     if (!match) Unbound(fmt::format("filter `{}` is declared with other parameters", f.name));
-    bound_filters_[slot] = {f.plugin, f.decl};
   }
   for (size_t i = 0; i < functions.size(); ++i) {
     const int fn = schema.FindFunction(functions[i].name);

@@ -40,6 +40,7 @@ class PolicyChecker {
     }
     CheckConfig();
     CheckStance();
+    CheckOnRecompile();
     CheckRuntimeLines();
     CheckExpansion();
     CheckUnsafe();
@@ -130,8 +131,9 @@ class PolicyChecker {
   }
 
   void CheckConfig() {
+    const RuntimeSettings& rt = policy_.runtime;
     std::set<std::string> seen;
-    for (const ConfigSetting& c : policy_.config) {
+    for (const ConfigSetting& c : rt.config) {
       const ConfigKnob* knob = schema_.FindConfig(c.knob);
       if (knob == nullptr) {
         std::vector<std::string> names;
@@ -150,31 +152,50 @@ class PolicyChecker {
   }
 
   void CheckStance() {
-    if (!policy_.stance) return;
-    const StanceSetting& s = *policy_.stance;
+    const RuntimeSettings& rt = policy_.runtime;
+    if (!rt.stance) return;
+    const StanceSetting& s = *rt.stance;
     CheckKnownName(codes::kUnknownStance, s.stance, schema_.stances(), s.range, "stance");
     if (s.after_calls < 1) {
       diags_.Error(codes::kUnknownStance, s.range, "a stance needs at least 1 warm-up call");
     }
   }
 
+  // `on_recompile <action>`: only with a `stance` line; the action from the schema's list.
+  void CheckOnRecompile() {
+    const RuntimeSettings& rt = policy_.runtime;
+    if (!rt.on_recompile) return;
+    if (!rt.stance) {
+      diags_.Error(codes::kUnknownStance, rt.on_recompile->range,
+                   "`on_recompile` without a `stance` line",
+                   "add `stance skip_guard_eval_unsafe after N calls`: without it every call "
+                   "evaluates every guard");
+    }
+    CheckKnownName(codes::kUnknownStance, rt.on_recompile->action, schema_.violation_actions(),
+                   rt.on_recompile->range, "on_recompile action");
+  }
+
   // `verify every N calls`, `on_violation <action>`, `dispatch <mode>`: the interval is at least
   // one call, the action and the mode come from the schema's lists.
   void CheckRuntimeLines() {
-    if (policy_.verify && policy_.verify->every_calls < 1) {
-      diags_.Error(codes::kBadVerify, policy_.verify->range, "`verify every N calls` needs N of at least 1");
+    const RuntimeSettings& rt = policy_.runtime;
+    if (rt.verify && rt.verify->every_calls < 1) {
+      diags_.Error(codes::kBadVerify, rt.verify->range,
+                   "`verify every N calls` needs N of at least 1");
     }
-    if (policy_.on_violation && !policy_.verify) {
-      diags_.Error(codes::kBadVerify, policy_.on_violation->range, "`on_violation` without `verify every N calls`",
-                   "add `verify every N calls`, or pass verify=N and on_violation= to guardpolicy.compile");
+    if (rt.on_violation && !rt.verify) {
+      diags_.Error(
+          codes::kBadVerify, rt.on_violation->range,
+          "`on_violation` without `verify every N calls`",
+          "add `verify every N calls`, or pass verify=N and on_violation= to guardpolicy.compile");
     }
-    if (policy_.on_violation) {
-      CheckKnownName(codes::kBadVerify, policy_.on_violation->action, schema_.violation_actions(),
-                     policy_.on_violation->range, "on_violation action");
+    if (rt.on_violation) {
+      CheckKnownName(codes::kBadVerify, rt.on_violation->action, schema_.violation_actions(),
+                     rt.on_violation->range, "on_violation action");
     }
-    if (policy_.dispatch) {
-      CheckKnownName(codes::kUnknownDispatch, policy_.dispatch->mode, schema_.dispatch_modes(),
-                     policy_.dispatch->range, "dispatch mode");
+    if (rt.dispatch) {
+      CheckKnownName(codes::kUnknownDispatch, rt.dispatch->mode, schema_.dispatch_modes(),
+                     rt.dispatch->range, "dispatch mode");
     }
   }
 
@@ -209,18 +230,19 @@ class PolicyChecker {
       analysis_at_ = diags_.size();
     }
     const bool can_drop = CanDrop(policy_, resolver_);
-    if (policy_.stance && !policy_.is_unsafe) {
-      diags_.Error(codes::kDropsWithoutUnsafe, policy_.stance->range,
-                   fmt::format("policy `{}` skips guard evaluation after warm-up but is not marked `unsafe`",
-                               policy_.name),
-                   "skip_guard_eval_unsafe can run stale compiled code; write `unsafe policy`");
+    if (policy_.runtime.stance && !policy_.is_unsafe) {
+      diags_.Error(
+          codes::kDropsWithoutUnsafe, policy_.runtime.stance->range,
+          fmt::format("policy `{}` skips guard evaluation after warm-up but is not marked `unsafe`",
+                      policy_.name),
+          "skip_guard_eval_unsafe can run stale compiled code; write `unsafe policy`");
       return;
     }
     if (can_drop && !policy_.is_unsafe) {
       diags_.Error(codes::kDropsWithoutUnsafe, policy_.name_range,
                    fmt::format("policy `{}` can drop guards but is not marked `unsafe`", policy_.name),
                    "dropping a guard can run stale compiled code; write `unsafe policy`");
-    } else if (!can_drop && policy_.is_unsafe && !policy_.stance) {
+    } else if (!can_drop && policy_.is_unsafe && !policy_.runtime.stance) {
       diags_.Warning(codes::kUnsafeNeverDrops, policy_.name_range,
                      fmt::format("policy `{}` is marked `unsafe` but never drops a guard", policy_.name),
                      "remove `unsafe`");

@@ -13,39 +13,6 @@
 
 namespace guardpolicy::checker_internal {
 
-std::string RegexError(const std::string& pattern, int max_bytes) {
-  if (static_cast<int>(pattern.size()) > max_bytes) {
-    return fmt::format("pattern is {} bytes, over the limit of {}", pattern.size(), max_bytes);
-  }
-  RE2::Options opts;
-  opts.set_log_errors(false);
-  RE2 re(pattern, opts);
-  return re.ok() ? std::string() : re.error();
-}
-
-std::string PatternError(std::string_view text, BinaryOp op, int max_bytes, std::string* regex) {
-  if (op != BinaryOp::kGlob) {
-    *regex = std::string(text);
-    const std::string err = RegexError(*regex, max_bytes);
-    return err.empty() ? err : "invalid pattern: " + err;
-  }
-  GlobRegex glob = GlobToRegex(text);
-  *regex = glob.regex;
-  if (!glob.error.empty()) return "invalid glob pattern: " + glob.error;
-  if (static_cast<int>(glob.regex.size()) > max_bytes) {
-    return fmt::format("glob pattern of {} bytes is too long: it makes a {}-byte regex, over the limit of {}", text.size(),
-                       glob.regex.size(), max_bytes);
-  }
-  // The translation only writes valid RE2: a failure here is ours, and the generated regex
-  // is not the user's text, so it is not quoted.
-  return RegexError(glob.regex, max_bytes).empty() ? std::string() : "invalid glob pattern";
-}
-
-const char* PatternHelp(BinaryOp op) {
-  return op == BinaryOp::kGlob ? "globs use `*`, `?`, `[abc]`, `[!abc]` and ranges `[a-z]`; a `]` first in a class is a member"
-                               : "patterns use RE2 syntax (no backreferences or lookaround)";
-}
-
 void ExprChecker::Mismatch(const Expr& e, const std::string& what) {
   diags_.Error(codes::kTypeMismatch, e.range, what);
 }
@@ -79,19 +46,15 @@ Type ExprChecker::CheckPathValue(Expr& e) {
   return e.type = Type::Error();
 }
 
-std::string NearMiss(std::string_view name, const EnumInfo& info) {
-  if (!info.open || info.Find(name) >= 0) return {};
-  std::string best;
-  int best_distance = kNearMissDistance + 1;
-  for (const std::string& m : info.members) {
-    const int dist = EditDistance(name, m);
-    if (dist < best_distance) best_distance = dist, best = m;
-  }
-  return best;
-}
-
 bool ExprChecker::CheckEnumName(std::string_view name, const EnumInfo& info, const SourceRange& where) {
-  if (info.Find(name) >= 0) return true;
+  if (info.Find(name) >= 0) {
+    if (const std::string_view since = info.SinceOf(name); !since.empty()) {
+      diags_.Note(codes::kReleaseMember, where,
+                  fmt::format("torch {} and later produce {} `{}`", since, info.name, name),
+                  "on an older torch no guard has it, so this comparison is false there");
+    }
+    return true;
+  }
   if (!info.open) {
     const std::string best = ClosestMatch(name, info.members);
     diags_.Error(codes::kUnknownEnumLiteral, where, fmt::format("unknown {} `{}`", info.name, name),
@@ -107,7 +70,7 @@ bool ExprChecker::CheckEnumName(std::string_view name, const EnumInfo& info, con
     return false;
   }
   diags_.Warning(codes::kUnknownGuardType, where,
-                 fmt::format("`{}` is not a {} known to torch 2.13", name, info.name),
+                 fmt::format("`{}` is not a {} that torch 2.13 to 2.15 produces", name, info.name),
                  "third-party guard types are allowed; check the spelling");
   return true;
 }

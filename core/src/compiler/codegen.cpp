@@ -5,10 +5,10 @@
 #include <map>
 #include <tuple>
 
-#include "../checker/expr_checker.h"
 #include "guardpolicy/compiler.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/linker.h"
+#include "guardpolicy/pattern_checks.h"
 
 namespace guardpolicy {
 namespace {
@@ -213,6 +213,11 @@ class CodeGen {
       case Resolution::Kind::kNone:
         Emit(Opcode::kPushConst, EnumConst(e.type.enum_index, e.path));
         return;
+      case Resolution::Kind::kFunction:
+        // The checker resolves a function only as a call's callee (CallValue), never a value.
+        diags_.Error(codes::kInternal, e.range,
+                     fmt::format("internal error: function `{}` used as a value", e.path));
+        return;
     }
   }
 
@@ -288,8 +293,8 @@ class CodeGen {
       auto it = bound_->find(pattern.path);
       text = it == bound_->end() ? "" : it->second.str;
     }
-    const std::string err = checker_internal::PatternError(text, op, options_.max_regex_bytes, &text);
-    if (!err.empty()) diags_.Error(codes::kBadRegex, pattern.range, err, checker_internal::PatternHelp(op));
+    const std::string err = PatternError(text, op, options_.max_regex_bytes, &text);
+    if (!err.empty()) diags_.Error(codes::kBadRegex, pattern.range, err, PatternHelp(op));
     auto it = std::find(prog_.regexes.begin(), prog_.regexes.end(), text);
     if (it != prog_.regexes.end()) return static_cast<int32_t>(it - prog_.regexes.begin());
     prog_.regexes.push_back(text);
@@ -370,9 +375,9 @@ ParamValues BindParams(const PolicyDecl& policy, const Schema& schema, const Par
     }
     if (p.type.kind == TypeKind::kEnum) {
       const EnumInfo& e = schema.enums()[p.type.enum_index];
-      if (const std::string near = checker_internal::NearMiss(value.str, e); !near.empty()) {
+      if (const std::string near = NearMiss(value.str, e); !near.empty()) {
         diags.Error(codes::kParamValue, p.range,
-                    fmt::format("`{}` is not a {} known to torch 2.13 (parameter `{}`)", value.str, e.name, name),
+                    fmt::format("`{}` is not a {} that torch 2.13 to 2.15 produces (parameter `{}`)", value.str, e.name, name),
                     fmt::format("did you mean `{}`?", near));
         continue;
       }

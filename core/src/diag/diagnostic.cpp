@@ -29,6 +29,10 @@ void Diagnostics::Warning(std::string code, SourceRange range, std::string messa
        std::move(related)});
 }
 
+void Diagnostics::Note(std::string code, SourceRange range, std::string message, std::string help) {
+  Add({Severity::kNote, std::move(code), std::move(message), std::move(range), std::move(help), {}});
+}
+
 void Diagnostics::Append(const Diagnostics& other) { InsertAt(items_.size(), other); }
 
 void Diagnostics::InsertAt(size_t at, const Diagnostics& other) {
@@ -39,6 +43,11 @@ void Diagnostics::InsertAt(size_t at, const Diagnostics& other) {
 bool Diagnostics::HasErrors() const {
   return std::any_of(items_.begin(), items_.end(),
                      [](const Diagnostic& d) { return d.severity == Severity::kError; });
+}
+
+bool Diagnostics::HasErrorsOrWarnings() const {
+  return std::any_of(items_.begin(), items_.end(),
+                     [](const Diagnostic& d) { return d.severity != Severity::kNote; });
 }
 
 namespace {

@@ -310,6 +310,36 @@ class Formatter {
     return c;  // otherwise Layout keeps the rule as written
   }
 
+  // A runtime line (runtime_settings.h) as the formatter writes it, placed by its range.
+  static void AddRuntimeLines(const char* line, const std::vector<ConfigSetting>& config,
+                              std::vector<Construct>& items) {
+    for (const ConfigSetting& c : config)
+      items.push_back(
+          {c.range, std::string(line) + " " + c.knob + " = " + PrintLiteral(c.value), {}});
+  }
+  static void AddRuntimeLines(const char* line, const std::optional<StanceSetting>& s,
+                              std::vector<Construct>& items) {
+    if (s)
+      items.push_back(
+          {s->range, fmt::format("{} {} after {} calls", line, s->stance, s->after_calls), {}});
+  }
+  static void AddRuntimeLines(const char* line, const std::optional<VerifySetting>& v,
+                              std::vector<Construct>& items) {
+    if (v) items.push_back({v->range, fmt::format("{} every {} calls", line, v->every_calls), {}});
+  }
+  static void AddRuntimeLines(const char* line, const std::optional<OnViolationSetting>& a,
+                              std::vector<Construct>& items) {
+    if (a) items.push_back({a->range, std::string(line) + " " + a->action, {}});
+  }
+  static void AddRuntimeLines(const char* line, const std::optional<DispatchSetting>& d,
+                              std::vector<Construct>& items) {
+    if (d) items.push_back({d->range, std::string(line) + " " + d->mode, {}});
+  }
+  static void AddRuntimeLines(const char* line, const std::optional<OnErrorSetting>& e,
+                              std::vector<Construct>& items) {
+    if (e) items.push_back({e->item_range, std::string(line) + " " + OnErrorName(e->action), {}});
+  }
+
   void FormatPolicy(const PolicyDecl& p) {
     std::vector<Construct> items;
     if (p.doc) items.push_back({p.doc_range, "doc " + PrintLiteral(Literal{Literal::Kind::kString, *p.doc, 0, false, {}}), {}});
@@ -321,14 +351,9 @@ class Formatter {
       }
     }
     if (p.default_decision) items.push_back({p.default_range, std::string("default ") + DecisionName(*p.default_decision), {}});
-    for (const ConfigSetting& c : p.config) items.push_back({c.range, "config " + c.knob + " = " + PrintLiteral(c.value), {}});
-    if (p.stance) {
-      items.push_back({p.stance->range, fmt::format("stance {} after {} calls", p.stance->stance, p.stance->after_calls), {}});
-    }
-    if (p.verify) items.push_back({p.verify->range, fmt::format("verify every {} calls", p.verify->every_calls), {}});
-    if (p.on_violation) items.push_back({p.on_violation->range, "on_violation " + p.on_violation->action, {}});
-    if (p.dispatch) items.push_back({p.dispatch->range, "dispatch " + p.dispatch->mode, {}});
-    if (p.on_error) items.push_back({p.on_error_item_range, std::string("on_error ") + OnErrorName(*p.on_error), {}});
+    VisitRuntimeSettings(p.runtime, [&](const char* line, const auto& setting) {
+      AddRuntimeLines(line, setting, items);
+    });
     std::map<uint32_t, const Rule*> rules;
     for (const Item& item : p.items) {
       if (item.kind == Item::Kind::kRule) rules[item.rule.range.begin] = &item.rule;

@@ -25,7 +25,11 @@ int CreateTemporary(const std::filesystem::path& path, std::string& tmp) {
   for (int attempt = 0; attempt < 100; ++attempt) {
     std::string suffix(6, 'x');
     for (char& c : suffix) c = kChars[random() % (sizeof kChars - 1)];
-    tmp = (dir / ("." + path.filename().string() + "." + suffix)).string();
+    std::string name = ".";  // appended piecewise: GCC 12's -Wrestrict misfires on "." + string
+    name += path.filename().string();
+    name += '.';
+    name += suffix;
+    tmp = (dir / name).string();
     const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd >= 0 || errno != EEXIST) return fd;
   }

@@ -176,7 +176,7 @@ class Builder {
   }
 
   static BinaryOp OpFromToken(antlr4::Token* op) {
-    switch (op ? op->getType() : P::EQ) {
+    switch (op ? op->getType() : static_cast<size_t>(P::EQ)) {
       case P::NE: return BinaryOp::kNe;
       case P::LT: return BinaryOp::kLt;
       case P::LE: return BinaryOp::kLe;
@@ -241,7 +241,10 @@ class Builder {
     Use u;
     u.range = Range(ctx);
     if (ctx->target) {
-      for (auto* id : ctx->target->IDENT()) u.target += (u.target.empty() ? "" : ".") + id->getText();
+      for (auto* id : ctx->target->IDENT()) {
+        if (!u.target.empty()) u.target += '.';
+        u.target += id->getText();
+      }
     }
     if (auto* args = ctx->argList()) {
       for (auto* a : args->arg()) u.args.push_back({Text(a->name), BuildLiteral(a->literal()), Range(a)});
@@ -255,67 +258,78 @@ class Builder {
   }
 
   void BuildItem(PolicyDecl& policy, P::PolicyItemContext* ctx) {
-    if (auto* c = dynamic_cast<P::DocItemContext*>(ctx)) {
-      if (policy.doc) DuplicateItem(Range(c), "doc");
-      policy.doc_range = Range(c);
-      if (c->STRING() != nullptr) {
+    if (auto* doc = dynamic_cast<P::DocItemContext*>(ctx)) {
+      if (policy.doc) DuplicateItem(Range(doc), "doc");
+      policy.doc_range = Range(doc);
+      if (doc->STRING() != nullptr) {
         Literal text;
-        text.range = Range(c->STRING()->getSymbol());
-        policy.doc = Unescape(Text(c->STRING()->getSymbol()), text.range);
+        text.range = Range(doc->STRING()->getSymbol());
+        policy.doc = Unescape(Text(doc->STRING()->getSymbol()), text.range);
       }
-    } else if (auto* c = dynamic_cast<P::RuleItemContext*>(ctx)) {
+    } else if (auto* rule = dynamic_cast<P::RuleItemContext*>(ctx)) {
       Item item;
-      item.rule = {BuildDecision(c->decision()), BuildExpr(c->expr()), Range(c)};
+      item.rule = {BuildDecision(rule->decision()), BuildExpr(rule->expr()), Range(rule)};
       policy.items.push_back(std::move(item));
-    } else if (auto* c = dynamic_cast<P::DefaultItemContext*>(ctx)) {
-      if (policy.default_decision) DuplicateItem(Range(c), "default");
-      policy.default_decision = BuildDecision(c->decision());
-      policy.default_range = Range(c);
-    } else if (auto* c = dynamic_cast<P::UseItemContext*>(ctx)) {
+    } else if (auto* dflt = dynamic_cast<P::DefaultItemContext*>(ctx)) {
+      if (policy.default_decision) DuplicateItem(Range(dflt), "default");
+      policy.default_decision = BuildDecision(dflt->decision());
+      policy.default_range = Range(dflt);
+    } else if (auto* use = dynamic_cast<P::UseItemContext*>(ctx)) {
       Item item;
       item.kind = Item::Kind::kUse;
-      item.use = BuildUse(c);
+      item.use = BuildUse(use);
       policy.items.push_back(std::move(item));
-    } else if (auto* c = dynamic_cast<P::ConfigItemContext*>(ctx)) {
-      policy.config.push_back({Text(c->knob), BuildLiteral(c->literal()), Range(c)});
-    } else if (auto* c = dynamic_cast<P::StanceItemContext*>(ctx)) {
-      if (policy.stance) DuplicateItem(Range(c), "stance");
-      policy.stance = StanceSetting{Text(c->stanceName),
-                                    ParseIntToken(c->calls, false).value_or(0), Range(c)};
-    } else if (auto* c = dynamic_cast<P::VerifyItemContext*>(ctx)) {
-      if (policy.verify) DuplicateItem(Range(c), "verify");
-      if (c->exception) return;  // a syntax error, reported by the parser
-      policy.verify = VerifySetting{ParseIntToken(c->calls, false).value_or(0), Range(c)};
-    } else if (auto* c = dynamic_cast<P::OnViolationItemContext*>(ctx)) {
-      if (policy.on_violation) DuplicateItem(Range(c), "on_violation");
-      if (c->exception) return;
-      policy.on_violation = OnViolationSetting{Text(c->action), Range(c)};
-    } else if (auto* c = dynamic_cast<P::DispatchItemContext*>(ctx)) {
-      if (policy.dispatch) DuplicateItem(Range(c), "dispatch");
-      if (c->exception) return;
-      policy.dispatch = DispatchSetting{Text(c->dispatchMode), Range(c)};
-    } else if (auto* c = dynamic_cast<P::OnErrorItemContext*>(ctx)) {
-      BuildOnError(policy, c);
+    } else if (auto* config = dynamic_cast<P::ConfigItemContext*>(ctx)) {
+      policy.runtime.config.push_back(
+          {Text(config->knob), BuildLiteral(config->literal()), Range(config)});
+    } else {
+      BuildRuntimeLine(policy.runtime, ctx);
     }
   }
 
-  void BuildOnError(PolicyDecl& policy, P::OnErrorItemContext* c) {
-    if (policy.on_error) DuplicateItem(Range(c), "on_error");
-    policy.on_error_item_range = Range(c);
+  // The runtime lines but `config` (runtime_settings.h); each at most once.
+  void BuildRuntimeLine(RuntimeSettings& rt, P::PolicyItemContext* ctx) {
+    if (auto* stance = dynamic_cast<P::StanceItemContext*>(ctx)) {
+      if (rt.stance) DuplicateItem(Range(stance), "stance");
+      rt.stance = StanceSetting{Text(stance->stanceName),
+                                ParseIntToken(stance->calls, false).value_or(0), Range(stance)};
+    } else if (auto* verify = dynamic_cast<P::VerifyItemContext*>(ctx)) {
+      if (rt.verify) DuplicateItem(Range(verify), "verify");
+      if (verify->exception) return;  // a syntax error, reported by the parser
+      rt.verify = VerifySetting{ParseIntToken(verify->calls, false).value_or(0), Range(verify)};
+    } else if (auto* violation = dynamic_cast<P::OnViolationItemContext*>(ctx)) {
+      if (rt.on_violation) DuplicateItem(Range(violation), "on_violation");
+      if (violation->exception) return;
+      rt.on_violation = OnViolationSetting{Text(violation->action), Range(violation)};
+    } else if (auto* recompile = dynamic_cast<P::OnRecompileItemContext*>(ctx)) {
+      if (rt.on_recompile) DuplicateItem(Range(recompile), "on_recompile");
+      if (recompile->exception) return;
+      rt.on_recompile = OnRecompileSetting{Text(recompile->action), Range(recompile)};
+    } else if (auto* dispatch = dynamic_cast<P::DispatchItemContext*>(ctx)) {
+      if (rt.dispatch) DuplicateItem(Range(dispatch), "dispatch");
+      if (dispatch->exception) return;
+      rt.dispatch = DispatchSetting{Text(dispatch->dispatchMode), Range(dispatch)};
+    } else if (auto* on_error = dynamic_cast<P::OnErrorItemContext*>(ctx)) {
+      BuildOnError(rt, on_error);
+    }
+  }
+
+  void BuildOnError(RuntimeSettings& rt, P::OnErrorItemContext* c) {
+    if (rt.on_error) DuplicateItem(Range(c), "on_error");
     if (auto* d = c->decision()) {
-      policy.on_error_range = Range(d);
-      policy.on_error = BuildDecision(d) == Decision::kDrop ? OnError::kDrop : OnError::kKeep;
+      const OnError action = BuildDecision(d) == Decision::kDrop ? OnError::kDrop : OnError::kKeep;
+      rt.on_error = OnErrorSetting{action, Range(d), Range(c)};
       return;
     }
     // A missing action is a syntax error already reported by the parser.
     if (c->action == nullptr || c->action->getStartIndex() == kNoIndex || c->exception) return;
     const std::string action = Text(c->action);
-    policy.on_error_range = Range(c->action);
     if (action == "raise") {
-      policy.on_error = OnError::kRaise;
+      rt.on_error = OnErrorSetting{OnError::kRaise, Range(c->action), Range(c)};
     } else {
-      diags_.Error(codes::kUnknownOnError, policy.on_error_range,
-                   fmt::format("unknown on_error action `{}`", action), "use `keep`, `drop` or `raise`");
+      diags_.Error(codes::kUnknownOnError, Range(c->action),
+                   fmt::format("unknown on_error action `{}`", action),
+                   "use `keep`, `drop` or `raise`");
     }
   }
 

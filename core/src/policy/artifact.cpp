@@ -123,25 +123,42 @@ class Reader {
   size_t pos_ = 0;
 };
 
+// The runtime lines (runtime_settings.h), each in the encoding of its type, in the visitor's
+// order: format version 5 wrote them so, field by field.
+void WriteSetting(Writer& w, const std::optional<OnErrorSetting>& e) {
+  w.Int<uint8_t>(static_cast<uint8_t>(e ? e->action : OnError::kKeep));
+}
+void WriteSetting(Writer& w, const std::optional<StanceSetting>& s) {
+  w.Int<uint8_t>(s.has_value());
+  w.Str(s ? s->stance : "");
+  w.Int<int64_t>(s ? s->after_calls : 0);
+}
+void WriteSetting(Writer& w, const std::optional<VerifySetting>& v) {
+  w.Int<int64_t>(v ? v->every_calls : 0);  // 0: no `verify` line
+}
+void WriteSetting(Writer& w, const std::optional<OnViolationSetting>& a) {
+  w.Int<uint8_t>(a.has_value());
+  w.Str(a ? a->action : "");
+}
+void WriteSetting(Writer& w, const std::optional<DispatchSetting>& d) {
+  w.Int<uint8_t>(d.has_value());
+  w.Str(d ? d->mode : "");
+}
+void WriteSetting(Writer& w, const std::vector<ConfigSetting>& config) {
+  w.Int<uint32_t>(static_cast<uint32_t>(config.size()));
+  for (const ConfigSetting& c : config) {
+    w.Str(c.knob);
+    w.Lit(c.value);
+  }
+}
+
 void WriteMeta(Writer& w, const CompiledPolicy& p) {
   const PolicyMeta& m = p.meta();
   w.Str(p.name());
   w.Int<uint8_t>(m.is_unsafe);
   w.Str(m.doc);
-  w.Int<uint8_t>(static_cast<uint8_t>(m.on_error));
-  w.Int<uint8_t>(m.stance.has_value());
-  w.Str(m.stance ? m.stance->stance : "");
-  w.Int<int64_t>(m.stance ? m.stance->after_calls : 0);
-  w.Int<int64_t>(m.verify ? m.verify->every_calls : 0);  // 0: no `verify` line
-  w.Int<uint8_t>(m.on_violation.has_value());
-  w.Str(m.on_violation ? m.on_violation->action : "");
-  w.Int<uint8_t>(m.dispatch.has_value());
-  w.Str(m.dispatch ? m.dispatch->mode : "");
-  w.Int<uint32_t>(static_cast<uint32_t>(m.config.size()));
-  for (const ConfigValue& c : m.config) {
-    w.Str(c.knob);
-    w.Lit(c.value);
-  }
+  VisitRuntimeSettings(m.runtime,
+                       [&](const char*, const auto& setting) { WriteSetting(w, setting); });
   w.Int<uint32_t>(static_cast<uint32_t>(m.params.size()));
   for (const auto& [name, value] : m.params) {
     w.Str(name);
@@ -208,32 +225,46 @@ void WriteProgram(Writer& w, const ProgramImage& p) {
   }
 }
 
+void ReadSetting(Reader& r, std::optional<OnErrorSetting>& e) {
+  const auto action = r.Int<uint8_t>();
+  if (action > static_cast<uint8_t>(OnError::kRaise)) throw Corrupt("unknown on_error");
+  e = OnErrorSetting{static_cast<OnError>(action), {}, {}};
+}
+void ReadSetting(Reader& r, std::optional<StanceSetting>& s) {
+  const bool has = r.Int<uint8_t>() != 0;
+  StanceSetting stance;
+  stance.stance = r.Str();
+  stance.after_calls = r.Int<int64_t>();
+  if (has) s = std::move(stance);
+}
+void ReadSetting(Reader& r, std::optional<VerifySetting>& v) {
+  if (const auto every = r.Int<int64_t>(); every > 0) v = VerifySetting{every, {}};
+}
+void ReadSetting(Reader& r, std::optional<OnViolationSetting>& a) {
+  const bool has = r.Int<uint8_t>() != 0;
+  std::string action = r.Str();
+  if (has) a = OnViolationSetting{std::move(action), {}};
+}
+void ReadSetting(Reader& r, std::optional<DispatchSetting>& d) {
+  const bool has = r.Int<uint8_t>() != 0;
+  std::string mode = r.Str();
+  if (has) d = DispatchSetting{std::move(mode), {}};
+}
+void ReadSetting(Reader& r, std::vector<ConfigSetting>& config) {
+  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
+    ConfigSetting c;
+    c.knob = r.Str();
+    c.value = r.Lit();
+    config.push_back(std::move(c));
+  }
+}
+
 PolicyMeta ReadMeta(Reader& r, std::string& name) {
   PolicyMeta m;
   name = r.Str();
   m.is_unsafe = r.Int<uint8_t>() != 0;
   m.doc = r.Str();
-  const auto on_error = r.Int<uint8_t>();
-  if (on_error > static_cast<uint8_t>(OnError::kRaise)) throw Corrupt("unknown on_error");
-  m.on_error = static_cast<OnError>(on_error);
-  const bool has_stance = r.Int<uint8_t>() != 0;
-  StanceSetting stance;
-  stance.stance = r.Str();
-  stance.after_calls = r.Int<int64_t>();
-  if (has_stance) m.stance = stance;
-  if (const auto every = r.Int<int64_t>(); every > 0) m.verify = VerifySetting{every, {}};
-  const bool has_on_violation = r.Int<uint8_t>() != 0;
-  std::string action = r.Str();
-  if (has_on_violation) m.on_violation = OnViolationSetting{std::move(action), {}};
-  const bool has_dispatch = r.Int<uint8_t>() != 0;
-  std::string mode = r.Str();
-  if (has_dispatch) m.dispatch = DispatchSetting{std::move(mode), {}};
-  for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
-    ConfigValue c;
-    c.knob = r.Str();
-    c.value = r.Lit();
-    m.config.push_back(std::move(c));
-  }
+  VisitRuntimeSettings(m.runtime, [&](const char*, auto& setting) { ReadSetting(r, setting); });
   for (uint32_t n = r.Count(), i = 0; i < n; ++i) {
     std::string key = r.Str();
     m.params[key] = r.Lit();

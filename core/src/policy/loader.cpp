@@ -13,9 +13,6 @@
 
 namespace guardpolicy {
 
-CompiledPolicy::CompiledPolicy(Program program, PolicyMeta meta)
-    : program_(std::move(program)), meta_(std::move(meta)) {}
-
 Loader::Loader(std::shared_ptr<const Schema> schema, std::string std_dir, CompileOptions options)
     : schema_(std::move(schema)), std_dir_(std::move(std_dir)), options_(options) {}
 
@@ -62,16 +59,11 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
   PolicyMeta meta;
   meta.is_unsafe = decl->is_unsafe;
   meta.doc = decl->doc.value_or("");
-  for (const ConfigSetting& c : decl->config) meta.config.push_back({c.knob, c.value});
-  meta.stance = decl->stance;
-  meta.verify = decl->verify;
-  meta.on_violation = decl->on_violation;
-  meta.dispatch = decl->dispatch;
-  meta.on_error = decl->on_error.value_or(OnError::kKeep);
+  meta.runtime = decl->runtime;
   for (const Param& p : decl->params) {
     if (p.default_value) meta.params[p.name] = *p.default_value;
   }
-  for (const auto& [name, value] : params) meta.params[name] = value;
+  for (const auto& [param, value] : params) meta.params[param] = value;
   return std::make_shared<const CompiledPolicy>(std::move(*v.program), std::move(meta));
 }
 

@@ -43,6 +43,13 @@ int EnumInfo::Find(std::string_view member) const {
   return -1;
 }
 
+std::string_view EnumInfo::SinceOf(std::string_view member) const {
+  for (const auto& [since_member, release] : since) {
+    if (since_member == member) return release;
+  }
+  return {};
+}
+
 int Schema::FindField(std::string_view name) const {
   auto it = field_index_.find(std::string(name));
   return it == field_index_.end() ? -1 : it->second;
@@ -126,6 +133,13 @@ Schema Schema::FromYaml(const std::string& yaml_text, const std::string& origin)
     for (const auto& m : members) info.members.push_back(m.as<std::string>());
     if (info.members.size() > kMaxEnumMembers) {
       Fail(origin, members, fmt::format("enum `{}` has over {} members", info.name, kMaxEnumMembers));
+    }
+    for (const auto& kv_since : kv.second["since"]) {
+      const std::string member = kv_since.first.as<std::string>();
+      if (info.Find(member) < 0) {
+        Fail(origin, kv_since.first, fmt::format("`since` names `{}`, no member of `{}`", member, info.name));
+      }
+      info.since.emplace_back(member, kv_since.second.as<std::string>());
     }
     Mix(h, info.name);
     for (const auto& m : info.members) Mix(h, m);

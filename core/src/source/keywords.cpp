@@ -19,7 +19,8 @@ const std::vector<std::string>& Keywords() {
     std::vector<std::string> out;
     for (size_t type = 1; type <= vocabulary.getMaxTokenType(); ++type) {
       std::string word;
-      if (re2::RE2::FullMatch(vocabulary.getLiteralName(type), kKeyword, &word)) out.push_back(word);
+      if (re2::RE2::FullMatch(vocabulary.getLiteralName(type), kKeyword, &word))
+        out.push_back(word);
     }
     return out;
   }();

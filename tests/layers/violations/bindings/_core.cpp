@@ -1,0 +1,2 @@
+// The pybind11 module, reaching the command line.
+#include "cli.h"

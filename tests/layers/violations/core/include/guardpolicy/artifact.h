@@ -1,0 +1,3 @@
+// The artifact, wrongly reaching the facade (and through it the syntax tree).
+#pragma once
+#include "guardpolicy/policy.h"

@@ -1,0 +1,2 @@
+// The facade (made up: only its name matters here).
+#pragma once
