@@ -1,28 +1,29 @@
 // _core.cpp: the pybind11 module guardpolicy._core.
 //
 // Exposes loading (source -> CompiledPolicy), evaluation on GuardFilterEntry lists (the
-// guard_filter_fn contract: a list of exactly `bool`, same length), explain, lint and the
-// CLI. Errors in policies raise guardpolicy.errors.PolicyError with every diagnostic.
+// guard_filter_fn contract: a list of exactly `bool`, same length), explain, lint, and the
+// rows of a snapshot (entry_rows: snapshot_rows.h, the VM's own entry reader). The command
+// line is guardpolicy._cli (tools/cli/python_module.cpp). Errors in policies raise
+// guardpolicy.errors.PolicyError with every diagnostic.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
 #include <map>
 #include <mutex>
-#include <sstream>
 
 #include "call_layer.h"
-#include "cli.h"
-#include "guardpolicy/artifact.h"
 #include "entry_extractor.h"
 #include "files.h"
-#include "source_path.h"
+#include "guardpolicy/artifact.h"
 #include "guardpolicy/keywords.h"
 #include "guardpolicy/parser.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/plugin_loader.h"
-#include "guardpolicy/registry.h"
 #include "guardpolicy/policy.h"
+#include "guardpolicy/registry.h"
 #include "guardpolicy/vm.h"
+#include "snapshot_rows.h"
+#include "source_path.h"
 
 namespace py = pybind11;
 
@@ -372,26 +373,49 @@ py::list RuleTable(const PyPolicy& p) {
   return rules;
 }
 
-int RunCli(const std::vector<py::bytes>& raw_args, const py::bytes& raw_data_dir) {
-  std::vector<std::string> args;
-  for (const py::bytes& a : raw_args) args.push_back(std::string(a));
-  const std::string data_dir = raw_data_dir;
-  std::ostringstream out, err;
-  const int rc = cli::Run(args, out, err, data_dir);
-  py::module_ sys = py::module_::import("sys");
-  // Output may hold file names that are not UTF-8: decode like the file system does.
-  auto decode = [](const std::string& s) {
-    return py::reinterpret_steal<py::object>(PyUnicode_DecodeFSDefaultAndSize(s.data(), static_cast<Py_ssize_t>(s.size())));
-  };
-  sys.attr("stdout").attr("write")(decode(out.str()));
-  sys.attr("stderr").attr("write")(decode(err.str()));
-  return rc;
+// A runtime line (runtime_settings.h) as Python sees it in `runtime_settings`; None when the
+// policy has no such line.
+py::object SettingToPython(const std::vector<ConfigSetting>& config) {
+  py::dict d;
+  for (const ConfigSetting& c : config) d[py::str(c.knob)] = LiteralToPython(c.value);
+  return d;
+}
+py::object SettingToPython(const std::optional<StanceSetting>& s) {
+  return s ? py::object(py::make_tuple(s->stance, s->after_calls)) : py::object(py::none());
+}
+py::object SettingToPython(const std::optional<VerifySetting>& v) {
+  return v ? py::object(py::int_(v->every_calls)) : py::object(py::none());
+}
+py::object SettingToPython(const std::optional<OnViolationSetting>& a) {
+  return a ? py::object(py::str(a->action)) : py::object(py::none());
+}
+py::object SettingToPython(const std::optional<DispatchSetting>& d) {
+  return d ? py::object(py::str(d->mode)) : py::object(py::none());
+}
+py::object SettingToPython(const std::optional<OnErrorSetting>& e) {
+  return e ? py::object(py::str(OnErrorName(e->action))) : py::object(py::none());
+}
+
+// Every runtime line by name, as written (no defaults filled in).
+py::dict RuntimeSettingsDict(const PyPolicy& p) {
+  py::dict d;
+  VisitRuntimeSettings(p.policy().runtime(), [&](const char* name, const auto& setting) {
+    d[py::str(name)] = SettingToPython(setting);
+  });
+  return d;
+}
+
+// The schema's first violation action (its default), or None.
+py::object DefaultAction(const PyPolicy& p) {
+  const auto& actions = p.schema()->violation_actions();
+  return actions.empty() ? py::object(py::none()) : py::object(py::str(actions.front()));
 }
 
 }  // namespace
 }  // namespace guardpolicy::python
 
 PYBIND11_MODULE(_core, m) {
+  m.attr("__version__") = GUARDPOLICY_VERSION;  // CMakeLists.txt project(), as `guardpolicy --version`
   using namespace guardpolicy;
   using namespace guardpolicy::python;
   m.doc() = "guardpolicy native core: parse, check, compile and run guard-filter policies";
@@ -404,47 +428,54 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("name", [](const PyPolicy& p) { return p.policy().name(); })
       .def_property_readonly("doc", [](const PyPolicy& p) { return p.policy().doc(); })
       .def_property_readonly("is_unsafe", [](const PyPolicy& p) { return p.policy().is_unsafe(); })
-      .def_property_readonly("fields", [](const PyPolicy& p) { return p.policy().program().image().fields; })
+      .def_property_readonly("fields",
+                             [](const PyPolicy& p) { return p.policy().program().image().fields; })
       .def_property_readonly("rules", &RuleTable)
-      .def_property_readonly("default_decision", [](const PyPolicy& p) {
-        return std::string(DecisionName(p.policy().program().image().default_decision));
-      })
-      .def_property_readonly("on_error", [](const PyPolicy& p) {
-        return std::string(OnErrorName(p.policy().on_error()));
-      })
-      .def_property_readonly("config", [](const PyPolicy& p) {
-        py::dict d;
-        for (const ConfigValue& c : p.policy().config()) d[py::str(c.knob)] = LiteralToPython(c.value);
-        return d;
-      })
-      .def_property_readonly("params", [](const PyPolicy& p) {
-        py::dict d;
-        for (const auto& [k, v] : p.policy().meta().params) d[py::str(k)] = LiteralToPython(v);
-        return d;
-      })
-      .def_property_readonly("source_file", [](const PyPolicy& p) { return FsStr(p.policy().program().image().default_file); })
-      .def_property_readonly("stance", [](const PyPolicy& p) -> py::object {
-        const auto& s = p.policy().stance();
-        if (!s) return py::none();
-        return py::make_tuple(s->stance, s->after_calls);
-      })
-      .def_property_readonly("verify", [](const PyPolicy& p) -> py::object {
-        const auto& v = p.policy().verify();
-        if (!v) return py::none();
-        const auto& action = p.policy().on_violation();
-        if (action) return py::make_tuple(v->every_calls, action->action);
-        const auto& actions = p.schema()->violation_actions();  // the first is the default
-        return py::make_tuple(v->every_calls, actions.empty() ? py::object(py::none()) : py::object(py::str(actions.front())));
-      })
-      .def_property_readonly("dispatch", [](const PyPolicy& p) -> py::object {
-        const auto& d = p.policy().dispatch();
-        if (!d) return py::none();
-        return py::str(d->mode);
-      })
-      .def("disassemble", [](const PyPolicy& p) { return Disassemble(p.policy().program().image(), *p.schema()); })
-      .def("serialize", [](const PyPolicy& p) {
-        return py::bytes(SerializePolicy(p.policy(), *p.schema()));
-      });
+      .def_property_readonly(
+          "default_decision",
+          [](const PyPolicy& p) {
+            return std::string(DecisionName(p.policy().program().image().default_decision));
+          })
+      .def_property_readonly(
+          "on_error",
+          [](const PyPolicy& p) { return std::string(OnErrorName(p.policy().on_error())); })
+      .def_property_readonly(
+          "config", [](const PyPolicy& p) { return SettingToPython(p.policy().runtime().config); })
+      .def_property_readonly("params",
+                             [](const PyPolicy& p) {
+                               py::dict d;
+                               for (const auto& [k, v] : p.policy().meta().params)
+                                 d[py::str(k)] = LiteralToPython(v);
+                               return d;
+                             })
+      .def_property_readonly(
+          "source_file",
+          [](const PyPolicy& p) { return FsStr(p.policy().program().image().default_file); })
+      .def_property_readonly("runtime_settings", &RuntimeSettingsDict)
+      .def_property_readonly(
+          "stance", [](const PyPolicy& p) { return SettingToPython(p.policy().runtime().stance); })
+      .def_property_readonly("verify",
+                             [](const PyPolicy& p) -> py::object {
+                               const RuntimeSettings& rt = p.policy().runtime();
+                               if (!rt.verify) return py::none();
+                               if (rt.on_violation)
+                                 return py::make_tuple(rt.verify->every_calls,
+                                                       rt.on_violation->action);
+                               return py::make_tuple(rt.verify->every_calls, DefaultAction(p));
+                             })
+      .def_property_readonly("on_recompile",
+                             [](const PyPolicy& p) -> py::object {
+                               const RuntimeSettings& rt = p.policy().runtime();
+                               if (rt.on_recompile) return py::str(rt.on_recompile->action);
+                               return rt.stance ? DefaultAction(p) : py::object(py::none());
+                             })
+      .def_property_readonly(
+          "dispatch",
+          [](const PyPolicy& p) { return SettingToPython(p.policy().runtime().dispatch); })
+      .def("disassemble",
+           [](const PyPolicy& p) { return Disassemble(p.policy().program().image(), *p.schema()); })
+      .def("serialize",
+           [](const PyPolicy& p) { return py::bytes(SerializePolicy(p.policy(), *p.schema())); });
 
   py::register_exception_translator([](std::exception_ptr p) {
     try {
@@ -463,7 +494,26 @@ PYBIND11_MODULE(_core, m) {
   m.def("load", &LoadPolicy, py::arg("text"), py::arg("path"), py::arg("from_file"),
         py::arg("policy"), py::arg("params"), py::arg("data_dir"));
   m.def("lint", &Lint, py::arg("text"), py::arg("path"), py::arg("from_file"), py::arg("data_dir"));
-  m.def("run_cli", &RunCli, py::arg("args"), py::arg("data_dir"));
+  m.def(
+      "looks_like_artifact",
+      [](const py::bytes& data, const std::string& path) {
+        return guardpolicy::LooksLikeArtifact(std::string_view(data), path);
+      },
+      py::arg("data"), py::arg("path"),
+      "whether `data` (a file's bytes) is a .gpolc artifact, cut or whole, rather than policy "
+      "source: the test the loader makes (artifact.h)");
+  m.def(
+      "schema_lists",
+      [](const std::string& data_dir) {
+        auto schema = SchemaFor(data_dir);
+        py::dict out;
+        out["stances"] = schema->stances();
+        out["violation_actions"] = schema->violation_actions();
+        out["dispatch_modes"] = schema->dispatch_modes();
+        return out;
+      },
+      py::arg("data_dir"),
+      "the schema's runtime lists (stances, violation_actions, dispatch_modes), in schema order");
   m.def("schema_fields", &SchemaFieldNames,
         "the schema's fields in schema order, as the binding reads them (its field table is "
         "generated from policies/schema/guard_entry.yaml at build time)");
@@ -477,6 +527,12 @@ PYBIND11_MODULE(_core, m) {
       py::arg("source"),
       "(path, module_path) of a guard's originating source, as the binding reads the fields "
       "`path` and `module_path` (docs/schema.md, \"Real names\")");
+  m.def(
+      "entry_rows",
+      [](py::handle entries, const std::string& data_dir) { return SnapshotRows(entries, SchemaFor(data_dir)); },
+      py::arg("entries"), py::arg("data_dir"),
+      "one row per GuardFilterEntry: {schema field: bool | int | str | list[str]} in schema order, "
+      "each field read as a policy reads it (the VM's entry extractor)");
   m.def("keywords", [] { return Keywords(); }, "the language's keywords, from the lexer generated from the grammar");
   BindFiles(m);
   BindCallLayer(m);

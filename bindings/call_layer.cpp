@@ -18,10 +18,10 @@ struct CallLayer {
   PyObject* pending;  // a list: frames compiled and not yet filed (verify.Guards.pending)
 };
 
-enum Name { kCalls, kVerifyEvery, kSampled, kSettle, kNameCount };
+enum Name { kCalls, kVerifyEvery, kSampled, kSettle, kFailed, kNameCount };
 PyObject* names[kNameCount];
 
-// stats._calls + 1, stored back; the new count, or -1 with an exception set.
+// stats.call_count + 1, stored back; the new count, or -1 with an exception set.
 long long Count(PyObject* stats) {
   PyObject* calls = PyObject_GetAttr(stats, names[kCalls]);
   if (calls == nullptr) return -1;
@@ -92,6 +92,28 @@ PyObject* SettleAfter(CallLayer* self, PyObject* result) {
   return result;
 }
 
+// After `inner` raised a RuntimeError: self._failed(exception, *args, **kwargs), whose result
+// (a retry's) replaces the failure, or whose exception (the same one, re-raised) stays. Other
+// exceptions pass untouched. Only a failing call pays for this.
+PyObject* AfterFailure(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  if (!PyErr_ExceptionMatches(PyExc_RuntimeError)) return nullptr;
+  PyObject *type, *value, *traceback;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (traceback != nullptr) PyException_SetTraceback(value, traceback);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  Py_ssize_t nkw = kwnames == nullptr ? 0 : PyTuple_GET_SIZE(kwnames);
+  std::vector<PyObject*> stack(static_cast<size_t>(2 + nargs + nkw));
+  stack[0] = self;
+  stack[1] = value;
+  for (Py_ssize_t i = 0; i < nargs + nkw; ++i) stack[static_cast<size_t>(2 + i)] = args[i];
+  PyObject* r = PyObject_VectorcallMethod(names[kFailed], stack.data(), static_cast<size_t>(2 + nargs), kwnames);
+  Py_DECREF(value);
+  return r;
+}
+
 PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* self = reinterpret_cast<CallLayer*>(self_);
   if (self->inner == nullptr || self->stats == nullptr || self->pending == nullptr) {
@@ -103,7 +125,9 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
   long long every = Every(self->stats);
   if (every < 0) return nullptr;
   if (every > 0 && call % every == 0 && Sampled(self_, call, args, nargsf, kwnames) < 0) return nullptr;
-  return SettleAfter(self, PyObject_Vectorcall(self->inner, args, nargsf, kwnames));
+  PyObject* result = PyObject_Vectorcall(self->inner, args, nargsf, kwnames);
+  if (result == nullptr) result = AfterFailure(self_, args, nargsf, kwnames);
+  return SettleAfter(self, result);
 }
 
 PyObject* New(PyTypeObject* type, PyObject*, PyObject*) {
@@ -154,12 +178,16 @@ PyMemberDef members[] = {
     {const_cast<char*>("inner"), T_OBJECT_EX, offsetof(CallLayer, inner), 0,
      const_cast<char*>("torch's compiled callable, which every call runs")},
     {const_cast<char*>("stats"), T_OBJECT_EX, offsetof(CallLayer, stats), READONLY,
-     const_cast<char*>("the CompileStats whose _calls counts the calls and whose verify_every samples them")},
+     const_cast<char*>("the CompileStats whose call_count counts the calls and whose verify_every samples them")},
     {nullptr, 0, 0, 0, nullptr},
 };
 
 PyTypeObject call_layer_type = [] {
+// The C API's idiom: the head set, every other slot zero (set below where needed).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
   PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+#pragma GCC diagnostic pop
   t.tp_name = "guardpolicy._core.CallLayer";
   t.tp_basicsize = sizeof(CallLayer);
   t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
@@ -178,7 +206,7 @@ PyTypeObject call_layer_type = [] {
 }  // namespace
 
 void BindCallLayer(pybind11::module_& m) {
-  static const char* const spellings[kNameCount] = {"_calls", "verify_every", "_sampled", "_settle"};
+  static const char* const spellings[kNameCount] = {"call_count", "verify_every", "_sampled", "_settle", "_failed"};
   for (int i = 0; i < kNameCount; ++i) {
     names[i] = PyUnicode_InternFromString(spellings[i]);
     if (names[i] == nullptr) throw pybind11::error_already_set();

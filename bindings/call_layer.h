@@ -1,12 +1,14 @@
 // call_layer.h: guardpolicy._core.CallLayer, the C part of verify's per-call path
 // (guardpolicy.calls.CallPath subclasses it).
 //
-// A call of a CallLayer counts itself on its `stats` (stats._calls += 1, a Python int), and on
+// A call of a CallLayer counts itself on its `stats` (stats.call_count += 1, a Python int), and on
 // every stats.verify_every-th call first calls self._sampled(call, *args, **kwargs); then it
 // vectorcalls `inner` (torch's compiled callable) with the call's own arguments and, when the
 // `pending` list (verify.Guards.pending) is not empty, calls self._settle() afterwards, also
-// when `inner` raised (a try/finally). An unsampled call runs no Python code of guardpolicy:
-// two attribute reads, one write and a list length, in C.
+// when `inner` raised (a try/finally). When `inner` raises a RuntimeError, the call returns
+// self._failed(exception, *args, **kwargs) instead (which re-raises what it cannot recover).
+// An unsampled call runs no Python code of guardpolicy: two attribute reads, one write and a
+// list length, in C.
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -1,6 +1,7 @@
 // entry_extractor.cpp: reading GuardFilterEntry fields through the CPython API.
 #include "entry_extractor.h"
 
+#include <algorithm>
 #include <optional>
 #include <stdexcept>
 
@@ -21,12 +22,13 @@ constexpr std::string_view kGuardSourcePrefix = "guard_source.";
 enum Attr : int {
   kAttrName, kAttrGuardType, kAttrDerived, kAttrIsGlobal, kAttrHasValue, kAttrValue, kAttrOrigGuard,
   kAttrSource, kAttrOriginatingSource, kAttrBase, kAttrMember, kAttrUserStack, kAttrFilename,
-  kAttrLineno, kAttrModule, kAttrQualname, kAttrGet, kAttrDunderName, kAttrCount,
+  kAttrLineno, kAttrModule, kAttrQualname, kAttrGet, kAttrDunderName, kAttrCodeParts, kAttrCodeList,
+  kAttrCount,
 };
 constexpr const char* kAttrNames[kAttrCount] = {
     "name", "guard_type", "derived_guard_types", "is_global", "has_value", "value", "orig_guard",
     "source", "originating_source", "base", "member", "user_stack", "filename", "lineno",
-    "__module__", "__qualname__", "get", "__name__"};
+    "__module__", "__qualname__", "get", "__name__", "code_parts", "code_list"};
 
 PyObject* Interned(Attr a) {
   static PyObject** names = InternNames(kAttrNames, kAttrCount);
@@ -126,6 +128,22 @@ ExtractorPlan::ExtractorPlan(const Program& program, std::shared_ptr<const Schem
     }
   }
   if (ids.size() > 64) throw std::invalid_argument("a program reads more than 64 fields");
+  FindEnums();
+}
+
+ExtractorPlan::ExtractorPlan(std::shared_ptr<const Schema> schema_in) : schema(std::move(schema_in)) {
+  for (const auto& [name, id] : kFieldIds) {
+    const int index = schema->FindField(name);
+    if (index < 0) throw std::invalid_argument(std::string("the schema has no field `") + name + "`");
+    ids.push_back(id);
+    names.emplace_back(name);
+    types.push_back(schema->fields()[index].type);
+  }
+  plugin_slots.resize(ids.size());
+  FindEnums();
+}
+
+void ExtractorPlan::FindEnums() {
   guard_type_enum = schema->FindEnum("GuardType");
   guard_source_enum = schema->FindEnum("GuardSource");
   if (guard_type_enum >= 0) {
@@ -176,6 +194,13 @@ Value EntryExtractor::EnumValue(int enum_index, std::string_view name) const {
   return Value{ordinal, 0, name};
 }
 
+std::vector<std::string_view> EntryExtractor::SetMembers(FieldId id, py::handle entry) {
+  if (id != FieldId::kDerivedGuardTypes) throw std::logic_error("SetMembers: not an enum-set field");
+  std::vector<std::string_view> names;
+  for (py::handle t : GetAttr(entry, kAttrDerived)) names.push_back(View(t));
+  return names;
+}
+
 Value EntryExtractor::SetValue(int enum_index, py::handle members) {
   Value v;
   std::string unknown;
@@ -187,8 +212,6 @@ Value EntryExtractor::SetValue(int enum_index, py::handle members) {
   if (!unknown.empty()) v.s = Store(unknown + kSetSeparator);
   return v;
 }
-
-
 
 EntryExtractor::GuardSourceInfo& EntryExtractor::GuardSourceOf(py::handle gs) {
   auto it = guard_sources_.find(gs.ptr());
@@ -316,6 +339,24 @@ py::object EntryExtractor::FrameAttr(py::handle entry, int which) {
   return GetAttr(user_frame_, kFrameAttrs[which]);
 }
 
+// The guard's code parts, each once, joined by "\n": `entry.code_parts` where torch has it
+// (2.15), else `entry.orig_guard.code_list` (None for a guard with no Python code).
+std::string_view EntryExtractor::Code(py::handle entry) {
+  py::object parts = GetOptionalAttr(entry, Interned(kAttrCodeParts));
+  if (!parts) parts = GetOptionalAttr(OrigGuard(entry), Interned(kAttrCodeList));
+  if (!parts || parts.is_none()) return {};
+  std::string code;
+  std::vector<std::string_view> seen;
+  for (py::handle part : parts) {
+    const std::string_view text = View(py::str(part));
+    if (std::find(seen.begin(), seen.end(), text) != seen.end()) continue;
+    seen.push_back(text);
+    if (!code.empty()) code += '\n';
+    code += text;
+  }
+  return code.empty() ? std::string_view() : Store(std::move(code));
+}
+
 void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
   switch (id) {
     case FieldId::kName: out = Value{0, 0, View(GetAttr(entry, kAttrName))}; return;
@@ -382,6 +423,7 @@ void EntryExtractor::ExtractOne(FieldId id, py::handle entry, Value& out) {
       out = Value{0, 0, s.empty() ? std::string_view() : Store(s)};
       return;
     }
+    case FieldId::kCode: out = Value{0, 0, Code(entry)}; return;
     case FieldId::kPlugin:
     case FieldId::kFilter:
       break;  // plugin slots: ExtractOtherSlot

@@ -57,6 +57,10 @@ struct ExtractorPlan {
   // Throws std::invalid_argument for a program field this binding cannot read, or for a
   // program of more than 64 fields.
   ExtractorPlan(const Program& program, std::shared_ptr<const Schema> schema);
+  // Every schema field of the binding's field table, slot i = field i in schema order (the
+  // rows of a snapshot, snapshot_rows.h). Throws std::invalid_argument for a field
+  // `schema` does not declare.
+  explicit ExtractorPlan(std::shared_ptr<const Schema> schema);
 
   // What a plugin-field or filter slot needs beside its FieldId.
   struct PluginSlot {
@@ -77,6 +81,9 @@ struct ExtractorPlan {
   int guard_type_enum = -1;
   int guard_source_enum = -1;
   std::unordered_map<std::string_view, int> guard_type_ordinal;  // views into the schema
+
+ private:
+  void FindEnums();  // guard_type_enum, guard_source_enum, guard_type_ordinal
 };
 
 class EntryExtractor {
@@ -103,6 +110,11 @@ class EntryExtractor {
   // PluginError or a Python error.
   void RunFilters(py::handle entries, bool mappings);
   void SetEntryIndex(size_t i) { entry_index_ = i; }
+  // The member names of enum-set field `id` (derived_guard_types) as the entry lists them,
+  // in its order and with its repeats, each read as ExtractSlot reads the set's members (a
+  // str each, else TypeError): the set a policy sees is exactly these names. Valid until
+  // Reset(). For snapshot rows (snapshot_rows.h).
+  std::vector<std::string_view> SetMembers(FieldId id, py::handle entry);
   // Drops the references and strings held for the last call.
   void Reset();
 
@@ -141,6 +153,7 @@ class EntryExtractor {
   py::object& OrigGuard(py::handle entry);
   bool HasValue(py::handle entry);           // entry.has_value, read once per entry
   py::object* EntryValue(py::handle entry);  // null when has_value is false
+  std::string_view Code(py::handle entry);
   py::object FrameAttr(py::handle entry, int which);
 
   void ExtractOtherSlot(size_t slot, py::handle entry, Value& out);  // plugin, filter, mapping rows

@@ -4,17 +4,18 @@
     policy = gp.load("serving.gpol")            # raises gp.PolicyError with diagnostics
     opt = torch.compile(model, options={"guard_filter_fn": policy})
 
-Importing guardpolicy does not import torch. ``gp.capture``, ``gp.audit`` and ``gp.bench``
+Importing guardpolicy does not import torch. ``gp.capture``, ``gp.audit``, ``gp.suggest`` and ``gp.bench``
 run the tools of ``guardpolicy.tools`` (which need torch) on the caller's model.
 """
 
 from __future__ import annotations
 
-from .errors import (Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning, RankMismatchError, StaleGuardError,
-                     StaleGuardWarning)
-from .frames import CompiledFrame, FrameExplanations
-from .policy import Explanation, Policy, RuleRef
-from .registry import (  # noqa: A004 - guardpolicy.filter, as designed
+from ._core import __version__
+from .api.errors import (Diagnostic, PluginError, PolicyError, PolicyRuntimeWarning, RankMismatchError, StaleGuardError,
+                     StaleGuardWarning, StanceRecompileWarning)
+from .runtime.frames import CompiledFrame, FrameExplanations
+from .api.policy import Explanation, Policy, RuleRef
+from .api.registry import (  # noqa: A004 - guardpolicy.filter, as designed
     EXAMPLE_PLUGINS,
     FilterInfo,
     FilterParam,
@@ -25,13 +26,17 @@ from .registry import (  # noqa: A004 - guardpolicy.filter, as designed
     load_plugin,
     plugins,
 )
-from .loading import DATA_DIR, STD_POLICIES, lint, load, load_std, std_policy_path
-from .verify import FailedGuard, Verdict, Violation
-from .dryrun import DryRunEvent, DryRunReport, report as dry_run_report
-from .runtime import CompileStats, compile, explain, stats  # noqa: A004 - guardpolicy.compile, as designed
-from ._tool_api import AuditReport, BenchReport, audit, bench, capture
+from .api.loading import DATA_DIR, STD_POLICIES, lint, load, load_std, std_policy_path
+from .runtime.verify import FailedGuard, Verdict, Violation
+from .runtime.dry_run import DryRunEvent, DryRunReport, report as dry_run_report
+from .runtime.compiled import CompileStats, compile, explain, stats  # noqa: A004 - guardpolicy.compile, as designed
+from .reports import AuditReport, BenchReport, SuggestReport, audit, bench, capture, doctor, suggest
+from . import moved
+
+moved.install()
 
 __all__ = [
+    "__version__",
     "AuditReport",
     "BenchReport",
     "DATA_DIR",
@@ -56,10 +61,13 @@ __all__ = [
     "STD_POLICIES",
     "StaleGuardError",
     "StaleGuardWarning",
+    "StanceRecompileWarning",
+    "SuggestReport",
     "audit",
     "bench",
     "capture",
     "compile",
+    "doctor",
     "dry_run_report",
     "example_plugin_path",
     "explain",
@@ -72,6 +80,7 @@ __all__ = [
     "plugins",
     "stats",
     "std_policy_path",
+    "suggest",
     "Verdict",
     "Violation",
 ]

@@ -10,10 +10,13 @@ from typing import Any, TypedDict
 
 _Literal = bool | int | str
 
+#: The project version (CMakeLists.txt's project(); also `guardpolicy --version`).
+__version__: str
+
 class _DiagnosticRow(TypedDict):
     """One diagnostic, as ``guardpolicy.errors.Diagnostic(**row)`` takes it."""
 
-    severity: str  # "error" or "warning"
+    severity: str  # "error", "warning" or "note"
     code: str  # "GP" + 4 digits
     message: str
     file: str | None
@@ -103,11 +106,18 @@ class CompiledPolicy:
     def source_file(self) -> str:
         """The file the policy was loaded from (``<string>`` for text)."""
     @property
+    def runtime_settings(self) -> dict[str, Any]:
+        """Every runtime line by name (``config``, ``stance``, ``verify``, ``on_violation``,
+        ``on_recompile``, ``dispatch``, ``on_error``) as written, None where absent."""
+    @property
     def stance(self) -> tuple[str, int] | None:
         """``(stance, after_calls)`` from a ``stance`` line, or None."""
     @property
     def verify(self) -> tuple[int, str | None] | None:
         """``(every_calls, on_violation)`` from a ``verify`` line, or None."""
+    @property
+    def on_recompile(self) -> str | None:
+        """The ``on_recompile`` action (default ``recompile``) with a ``stance`` line, else None."""
     @property
     def dispatch(self) -> str | None:
         """The mode of a ``dispatch`` line, or None."""
@@ -153,10 +163,6 @@ def lint(text: str, path: bytes, from_file: bool, data_dir: str) -> list[_Diagno
     """Every diagnostic for a policy file (``from_file``) or text; never raises on author
     mistakes (a missing file is a GP0001 row)."""
 
-def run_cli(args: Sequence[bytes], data_dir: bytes) -> int:
-    """Runs the C++ ``guardpolicy`` command line with ``args`` (without the program name),
-    writing to ``sys.stdout``/``sys.stderr``; returns the exit code (0, 1 or 2)."""
-
 def write_file(path: bytes, data: bytes, inputs: Sequence[bytes]) -> None:
     """Replaces the file ``path`` by ``data`` atomically (a temporary file beside it, then a
     rename), as ``guardpolicy compile`` and ``fmt`` write (core/include/guardpolicy/file_io.h).
@@ -172,6 +178,14 @@ def read_snapshot_file(path: bytes) -> bytes:
     ``OSError`` for a missing or non-regular file, corrupt gzip data, or more than 128 MiB
     stored or inflated (``EFBIG``)."""
 
+def looks_like_artifact(data: bytes, path: str) -> bool:
+    """Whether ``data`` (a file's bytes) is a ``.gpolc`` artifact, cut or whole, rather than
+    policy source: the test the loader makes (``artifact.h``)."""
+
+def schema_lists(data_dir: str) -> dict[str, list[str]]:
+    """The schema's runtime lists (``stances``, ``violation_actions``, ``dispatch_modes``),
+    in schema order."""
+
 def schema_fields() -> list[str]:
     """The schema's fields in schema order, as the binding reads them (its field table is
     generated from ``policies/schema/guard_entry.yaml`` at build time)."""
@@ -179,6 +193,13 @@ def schema_fields() -> list[str]:
 def source_paths(source: object) -> tuple[str, str]:
     """``(path, module_path)`` of a guard's ``orig_guard.originating_source``, as the binding
     reads the fields ``path`` and ``module_path`` (docs/schema.md, "Real names")."""
+
+def entry_rows(entries: Iterable[object], data_dir: str) -> list[dict[str, bool | int | str | list[str]]]:
+    """One row per ``GuardFilterEntry`` of ``entries``: ``{schema field: value}`` in schema
+    order, each field read by the VM's entry extractor exactly as a policy reads it
+    (``bool``, ``int``, ``str``; enum members by name; ``derived_guard_types`` as the list of
+    names the entry gives). The schema is ``data_dir/schema/guard_entry.yaml``. Raises the
+    Python error of a field that cannot be read (``TypeError`` for a wrong attribute type)."""
 
 def keywords() -> list[str]:
     """The language's keywords, from the lexer ANTLR generates from ``grammar/GuardPolicy.g4``."""

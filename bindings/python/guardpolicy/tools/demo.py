@@ -1,103 +1,223 @@
-"""``python -m guardpolicy demo`` (what ``make demo`` runs).
+"""``python -m guardpolicy demo`` (what ``make demo`` runs): one question answered, "what do I
+do for my model?", for three demo models: an MLP with LayerNorm, a small random GPT-2, and a
+HF Llama's greedy decode step on a ``StaticCache`` (``guardpolicy.tools.decode``).
 
-First the answer a user wants, per demo model (``guardpolicy.tools._models.DEMO_MODELS``: an MLP
-with LayerNorm and a small random GPT-2) and backend (``inductor``, what users run, and
-``eager``): per-call median and p90 of eager, ``torch.compile`` with no filter, the
-recommended recipe through ``gp.compile`` (``--recommended``, default
-``policies/examples/serving.gpol``) and the zero-guard floor, with ratios to no filter
-(``guardpolicy.tools.latency``). Then the detailed table of ``python -m guardpolicy bench``
-(eager backend: every standard policy and torch's own function, each also with
-``install_free_tensors``; the stance; guards offered, kept and in the tree).
+Per model, on one backend (``inductor`` by default, what users run):
 
-    python -m guardpolicy demo [--models mlp,gpt2] [--backends inductor,eager] [--recommended FILE]
-                               [--calls 300] [--warmup 20] [--block 10] [--json OUT] [--plot PNG]
+1. ``gp.suggest`` audits the model with every guard dropped and writes the recommendation:
+   the suggested policy with ``verify every 100 calls`` and ``dispatch direct``
+   (``--out DIR``: saved as ``DIR/suggested_MODEL.gpol``);
+2. (both audits on ``--audit-backend``, eager by default: they recompile for every change)
+   the mutation audit of torch's recipe (``skip_guard_on_all_nn_modules`` + free tensors +
+   the ``skip_guard_eval_unsafe`` stance) and of the recommendation (with verify checking
+   the first call, ``frontier.VERIFY_NOTE``): the state changes each still catches, of those
+   that go stale with no guard at all;
+3. one interleaved timing (``guardpolicy.tools.latency``): eager, ``torch.compile`` with no
+   filter, torch's recipe the torch way (``latency.torch_way``) and the recommendation through
+   ``gp.compile``; for the Llama, each call is one step of a real decode loop and tokens/s is
+   shown.
 
-Exit status as ``bench``: 0 when every variant matches eager and every cross-check holds,
-1 otherwise, 2 on bad arguments.
+It prints a table per model, ``DIR/frontier_MODEL.png`` with ``--out`` (latency against
+changes caught), and ends with how to get the same for your own model. The 30-variant table
+of every standard policy is ``python -m guardpolicy bench``.
+
+    python -m guardpolicy demo [--models mlp,gpt2,llama] [--backends inductor] [--calls 200]
+                               [--block 20] [--out DIR] [--json OUT]
+
+Exit status 0, 1 when a variant's output differs from eager's, 2 on bad arguments, 130 on Ctrl-C.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import time
+from typing import Any
 
-from .. import loading
+from .interrupt import interrupted
+from .models import MODEL_NAMES
 
-from . import latency
-from ..errors import PolicyError
-from ._models import DEMO_MODELS, MODEL_NAMES
-from .bench import machine_description  # noqa: F401 - re-exported (bench/bench_e2e.py uses it)
-from .bench import main as bench_main
+#: The models ``make demo`` answers for; ``llama`` is the decode step (``guardpolicy.tools.decode``).
+DEMO = ("mlp", "gpt2", "llama")
+
+TORCH_RECIPE = "torch's recipe (nn modules +ift +stance)"
+RECOMMENDED = "guardpolicy: suggested + verify + direct dispatch"
+
+OWN_MODEL = """For your own model: write my.py with a function that returns the model and its example inputs
+(docs/cli.md, `--model`), then
+    python -m guardpolicy suggest --model my.py -o my.gpol
+and compile with it: gp.compile(model, gp.load("my.gpol"))."""
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m guardpolicy demo",
-        description="Guards kept and per-call latency of the demo models under every filter "
-                    "variant (python -m guardpolicy bench with the demo defaults).",
-    )
-    parser.add_argument("--calls", default="300", help="timed calls per variant (default 300)")
-    parser.add_argument("--warmup", default="20", help="untimed warm-up calls per variant (default 20)")
-    parser.add_argument("--block", default="10", help="consecutive calls per variant per round (default 10)")
-    parser.add_argument("--models", default=",".join(DEMO_MODELS),
-                        help=f"comma-separated, from {','.join(MODEL_NAMES)}")
-    parser.add_argument("--backends", default="inductor,eager",
-                        help="comma-separated backends of the headline table (default inductor,eager)")
-    parser.add_argument("--recommended", default="policies/examples/serving.gpol", metavar="FILE",
-                        help="the recipe of the headline table (default policies/examples/serving.gpol)")
+        description="Per demo model: no filter, torch's recipe and guardpolicy's recommendation for that model "
+                    "(suggest + verify + direct dispatch): per-call latency, tokens/s and the state changes each "
+                    "catches.")
+    parser.add_argument("--calls", default="200", help="timed calls per variant (default 200)")
+    parser.add_argument("--block", default="20", help="consecutive calls per variant per round (default 20)")
+    parser.add_argument("--models", default=",".join(DEMO),
+                        help=f"comma-separated, from {','.join(MODEL_NAMES)} (llama: its decode step)")
+    parser.add_argument("--backends", default="inductor", help="comma-separated (default inductor)")
+    parser.add_argument("--audit-backend", default="eager",
+                        help="the backend of suggest's and the mutation audits (default eager: they recompile for "
+                             "every change, minutes per model on inductor; Dynamo's guards come before the backend)")
+    parser.add_argument("--out", metavar="DIR",
+                        help="write DIR/suggested_MODEL.gpol (the recommendation) and DIR/frontier_MODEL.png")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
-    parser.add_argument("--plot", metavar="PNG", help="also write a bar chart to PNG (matplotlib)")
-    parser.add_argument("--frontier", metavar="DIR",
-                        help="end with the frontier: per model, latency against state changes caught, "
-                             "a table and DIR/frontier_MODEL.png (guardpolicy.tools.frontier)")
-    parser.add_argument("--frontier-backend", default="eager",
-                        help="the backend of the frontier's audits and timing (default eager)")
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = [m for m in models if m not in MODEL_NAMES]
     if not models or unknown:
         parser.error(f"--models: unknown {', '.join(unknown) or '(none given)'}; known: {', '.join(MODEL_NAMES)}")
-    try:
-        recommended = loading.load(args.recommended)
-    except PolicyError as e:
-        print(f"python -m guardpolicy demo: --recommended: {e}", file=sys.stderr)
-        return 2
     backends = [b.strip() for b in args.backends.split(",") if b.strip()]
+    if args.out:
+        try:
+            os.makedirs(args.out, exist_ok=True)  # before the minutes of work, not after
+        except OSError as e:
+            parser.error(f"--out: cannot create {args.out}: {e.strerror or e}")
+    try:
+        calls, block = int(args.calls), int(args.block)
+    except ValueError:
+        parser.error("--calls and --block take whole numbers")
+    try:
+        return _run(args, models, backends, calls, min(block, calls))
+    except KeyboardInterrupt:
+        return interrupted("python -m guardpolicy demo", "the tables above are complete; no file half-written")
+
+
+_PROGRESS = None
+
+
+def _progress(msg: str) -> None:
+    """A phase of the demo: a line on stderr (a bar on a terminal, ``tools/progress.py``)."""
+    global _PROGRESS
+    if _PROGRESS is None:
+        from .progress import Progress
+
+        _PROGRESS = Progress("demo", lines=True)
+    _PROGRESS(msg)
+
+
+def _run(args: argparse.Namespace, models: list[str], backends: list[str], calls: int, block: int) -> int:
     import torch
 
-    torch.set_num_threads(1)  # as the detailed bench (its --threads default): per-call overhead shows
-    print(latency.headline(recommended, models, backends, calls=int(args.calls), block=20,
-                           progress=lambda msg: print(msg, file=sys.stderr, flush=True)), flush=True)
-    print("Details (eager backend): every filter variant, guards and per-call latency\n", flush=True)
-    bench_argv = ["--model", *models, "--calls", args.calls, "--warmup", args.warmup, "--block", args.block]
-    if args.json:
-        bench_argv += ["--json", args.json]
-    if args.plot:
-        bench_argv += ["--plot", args.plot]
-    status = bench_main(bench_argv, prog="python -m guardpolicy demo")
-    if args.frontier:
-        show_frontier(models, args.frontier, args.frontier_backend, int(args.calls))
-    return status
+    from . import frontier, latency
+    from ..api.files import write_file
 
-
-def show_frontier(models: list[str], out_dir: str, backend: str, calls: int) -> None:
-    """Per model: the frontier table on stdout and ``out_dir/frontier_MODEL.png``."""
-    import os
-
-    from . import frontier
-    from ._models import build
-    from .._files import write_file
-
-    print("\nThe frontier: per-call latency against the state changes each filter still catches\n", flush=True)
+    torch.set_num_threads(1)  # per-call overhead shows; one thread as a small serving process
+    t0 = time.perf_counter()
+    results = []
     for name in models:
-        model, inputs = build(name)
-        f = frontier.measure(name, model, inputs, backend=backend, calls=calls,
-                             progress=lambda msg: print(msg, file=sys.stderr, flush=True))
-        print("\n".join(f.table()), flush=True)
-        path = os.path.join(out_dir, f"frontier_{name}.png")
-        write_file(path, frontier.plot(f))
-        print(f"\nwrote {path}\n", flush=True)
-    print(frontier.VERIFY_NOTE)
+        for backend in backends:
+            f, text, eager_us = answer(name, backend, calls, block, args.audit_backend)
+            results.append(f)
+            print("\n".join(table(f, eager_us)) + "\n", flush=True)
+            if args.out:
+                gpol = os.path.join(args.out, f"suggested_{name}.gpol")
+                write_file(gpol, text)
+                png = os.path.join(args.out, f"frontier_{name}.png" if len(backends) == 1
+                                   else f"frontier_{name}_{backend}.png")
+                write_file(png, frontier.plot(f, eager_us))
+                print(f"wrote {gpol} (the recommendation) and {png}\n", flush=True)
+    if args.json:
+        write_file(args.json, frontier.to_json(results) + "\n")
+    print(f"Per-call latency: {latency.stamp(calls, block)}; the state changes from the mutation audits on the "
+          f"{args.audit_backend} backend. Every variant's output equalled eager's before "
+          f"timing, within {latency.TOLERANCE}. {frontier.VERIFY_NOTE} torch's recipe: "
+          "skip_guard_on_all_nn_modules_unsafe, install_free_tensors around the compile, "
+          "set_stance(skip_guard_eval_unsafe=True) around the timed calls; audited as the same policy.")
+    print(f"\n(demo took {time.perf_counter() - t0:.0f} s; every standard policy and torch's own filters, "
+          "30 variants: python -m guardpolicy bench)\n")
+    print(OWN_MODEL)
+    return 0
+
+
+def table(f: Any, eager_us: float) -> list[str]:
+    tokens = any(p.tokens_per_s for p in f.points)
+    lines = [f"{f.model}, {f.backend}:", "",
+             "| variant | median µs | p90 µs | / no filter |" + (" tokens/s |" if tokens else "")
+             + " state changes caught | guards dropped |",
+             "|---|---:|---:|---:|" + ("---:|" if tokens else "") + "---:|---:|",
+             f"| eager | {eager_us:.1f} | | {eager_us / f.points[0].median_us:.2f} |"
+             + (f" {f.eager_tokens_per_s:.0f} |" if tokens else "") + " (no compile) | |"]
+    for p in f.points:
+        name = f"**{p.name}** (recommended)" if p.recommended else p.name
+        lines.append(f"| {name} | {p.median_us:.1f} | {p.p90_us:.1f} | {p.vs_no_filter:.2f} |"
+                     + (f" {p.tokens_per_s:.0f} |" if tokens else "") + f" {p.caught} of {p.total} | {p.dropped} |")
+    missed = [p for p in f.points if p.missed]
+    for p in missed:
+        shown = ", ".join(p.missed[:4]) + (f", and {len(p.missed) - 4} more" if len(p.missed) > 4 else "")
+        lines.append(f"\n{p.name} misses: {shown}")
+    return lines
+
+
+def answer(name: str, backend: str, calls: int, block: int, audit_backend: str = "eager") -> tuple[Any, str, float]:
+    """The frontier of ``name`` timed on ``backend`` (no filter, torch's recipe, the
+    recommendation; audited on ``audit_backend``), the recommended policy's text, and eager's
+    median µs."""
+    import torch
+
+    from . import decode, latency, mutation
+    from .frontier import NO_FILTER, Frontier, Point, dangerous_changes
+    from ..api import loading
+    from .suggest import suggest as suggest_policy
+    from .models import build
+
+    _progress(f"{name}, {backend}: suggest (auditing every guard, {audit_backend} backend)")
+    if name == "llama":
+        model = decode.build_model()
+        args, kwargs = (), decode.Decoder(model, model).kwargs()
+        label = "HF Llama decode step"
+    else:
+        model, args = build(name)
+        kwargs, label = {}, name
+    s = suggest_policy(model, tuple(args), kwargs, backend=audit_backend, name=f"suggested_{name}")
+    text = decode.with_direct(s.source).render()
+    counted = dangerous_changes(s.audit)
+    recipe = latency.Recipe("torch's recipe", "skip_guard_on_all_nn_modules", ift=True, stance=True)
+    audits = {}
+    for what, policy, verify in ((TORCH_RECIPE, loading.load(recipe.policy_source()), None),
+                                 (RECOMMENDED, loading.load(text), 1)):
+        _progress(f"{name}, {backend}: auditing {what}")
+        audits[what] = mutation.audit(model, args, kwargs, policy, label=name, backend=audit_backend, verify=verify)
+    _progress(f"{name}, {backend}: compiling")
+    torch.compiler.reset()
+    eager_tokens = None
+    try:
+        with torch.no_grad():
+            if name == "llama":
+                vs = decode.variants(model, s.source, backend, without_direct=False)
+                _progress(f"{name}, {backend}: timing")
+                latency.run(vs, (), calls, block)
+                rows = decode.rows(vs)
+                eager_tokens = rows[0]["tokens_per_s"]
+            else:
+                vs = [latency.Variant("eager", latency.own_copy(model)), latency.no_filter(model, args, backend),
+                      latency.torch_way(latency.own_class_copy(model), backend, recipe, args)]
+                fn = latency.gp_compile(latency.own_copy(model), loading.load(text), backend=backend)
+                fn(*args)
+                vs.append(latency.Variant(RECOMMENDED, fn))
+                latency.check_outputs(vs, args)
+                _progress(f"{name}, {backend}: timing")
+                latency.run(vs, args, calls, block)
+                rows = latency.summarize(vs)
+    finally:
+        torch.compiler.reset()
+    eager, base, torch_row, ours = rows
+    points = [Point(NO_FILTER, base["median_us"], base["p90_us"], 1.0, len(counted), len(counted), 0, kind="torch",
+                    tokens_per_s=base.get("tokens_per_s"))]
+    for what, row, kind in ((TORCH_RECIPE, torch_row, "torch"), (RECOMMENDED, ours, "guardpolicy")):
+        missed = sorted(counted & dangerous_changes(audits[what]))
+        points.append(Point(what, row["median_us"], row["p90_us"], row["vs_no_filter"], len(counted) - len(missed),
+                            len(counted), audits[what].dropped, missed, kind=kind,
+                            tokens_per_s=row.get("tokens_per_s"), recommended=what == RECOMMENDED))
+    f = Frontier(label, backend if audit_backend == backend else f"{backend} (audited on {audit_backend})", points,
+                 latency.stamp(calls, block))
+    f.eager_tokens_per_s = eager_tokens
+    return f, text, eager["median_us"]
 
 
 if __name__ == "__main__":

@@ -28,10 +28,10 @@ from __future__ import annotations
 import dataclasses
 import io
 import json
-import re
 from typing import Any, Callable
 
-from ..loading import STD_POLICIES, load, load_std
+from ..api.loading import STD_POLICIES, load, load_std
+from ..api.policy_text import PolicyText
 
 NO_FILTER = "no filter"
 
@@ -57,6 +57,12 @@ class Point:
     total: int
     dropped: int  # guards the filter dropped
     missed: list[str] = dataclasses.field(default_factory=list)  # "state: change" not caught
+    kind: str = ""  # "torch" (torch.compile's own settings) or "guardpolicy"; "" : by name
+    tokens_per_s: float | None = None  # decode loops only
+    recommended: bool = False  # the point make demo recommends
+
+    def is_torch(self) -> bool:
+        return self.kind == "torch" if self.kind else (self.name == NO_FILTER or self.name in STD_POLICIES)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -97,11 +103,11 @@ def measure(name: str, model: Any, inputs: tuple, backend: str = "eager", calls:
     from . import latency, mutation, suggest
 
     progress(f"frontier {name}: auditing every guard and writing the suggested policy")
-    s = suggest.suggest(model, inputs, name=f"suggested_{name}", spec=name, backend=backend)
+    s = suggest.suggest(model, inputs, name=f"suggested_{name}", spec=name, backend=backend, verify=None)
     counted = dangerous_changes(s.audit)
     verified = f"{s.name} + verify"
     filters = ([(std, load_std(std)) for std in STD_POLICIES] + [(s.name, load(s.text))]
-               + [(verified, load(with_verify(s.text, s.name, VERIFY_EVERY)))])
+               + [(verified, load(with_verify(s.source, VERIFY_EVERY).render()))])
     audits = {}
     for label, policy in filters:
         progress(f"frontier {name}: auditing {label}")
@@ -121,40 +127,83 @@ def measure(name: str, model: Any, inputs: tuple, backend: str = "eager", calls:
     return Frontier(name, backend, points, latency.stamp(calls, block))
 
 
-def with_verify(text: str, name: str, every: int) -> str:
-    """The policy ``text`` (a suggested policy named ``name``) as ``<name>_verify``, with the
-    line ``verify every <every> calls`` before its ``default`` and its test block renamed
-    to match."""
-    out = re.sub(rf"^((?:unsafe )?policy) {re.escape(name)} \{{", rf"\1 {name}_verify {{", text, count=1, flags=re.M)
-    out = re.sub(rf"^test {re.escape(name)} \{{", f"test {name}_verify {{", out, count=1, flags=re.M)
-    out = re.sub(r"^(  default )", rf"  verify every {every} calls\n\1", out, count=1, flags=re.M)
-    if out.count("verify every") != 1 or f"{name}_verify {{" not in out:
-        raise ValueError(f"with_verify: the suggested policy {name!r} does not have the expected shape")
-    return out
+def with_verify(suggested: PolicyText, every: int) -> PolicyText:
+    """The suggested policy as ``<name>_verify`` (its test block too), with the line
+    ``verify every <every> calls``."""
+    return suggested.with_settings(f"verify every {every} calls", name=f"{suggested.name}_verify")
 
 
-def plot(frontier: Frontier) -> bytes:
-    """The PNG: one point per filter, per-call median (x) against state changes caught (y)."""
+def _clusters(points: list[Point], eager_us: float | None) -> list[list[int]]:
+    """The points' numbers (1-based), grouped where points lie close enough that separate
+    numbers would touch (within 4% of the x range and 5% of the y range of the first of a
+    group): each group gets one label, ``5,6,8``."""
+    width = max([p.median_us for p in points] + [eager_us or 0]) or 1.0
+    height = max(max(p.total for p in points), 1)
+    groups: list[list[int]] = []
+    for i, p in enumerate(points, 1):
+        for g in groups:
+            q = points[g[0] - 1]
+            if abs(q.median_us - p.median_us) < 0.04 * width and abs(q.caught - p.caught) < 0.05 * height:
+                g.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
+def plot(frontier: Frontier, eager_us: float | None = None) -> bytes:
+    """The PNG: one point per filter, per-call median (x, from 0) against state changes
+    caught (y). torch's own settings are circles, guardpolicy's policies diamonds, the
+    recommended point a large star; points are numbered (one label per cluster of nearby
+    points) and named in a legend under the plot, so no label lies on another. ``eager_us``:
+    a dotted vertical line at eager's latency."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for p in frontier.points:
-        suggested = p.name.startswith("suggested")
-        color = "#dd8452" if suggested else ("#333333" if p.name == NO_FILTER else "#4c72b0")
-        ax.scatter([p.median_us], [p.caught], s=90 if suggested else 50, color=color, zorder=3)
-        below = p.name.endswith("+ verify")  # beside the suggested point, at the same height
-        ax.annotate(p.name, (p.median_us, p.caught), textcoords="offset points", xytext=(6, -12 if below else 4),
-                    fontsize=8)
-    total = frontier.points[0].total
+    points = frontier.points
+    n = len(points)
+    fig, (ax, legend_ax) = plt.subplots(2, 1, figsize=(8, 4.6 + 0.22 * n),
+                                        gridspec_kw={"height_ratios": [4.6, 0.22 * n + 0.2]})
+    total = points[0].total
+    handles, labels = [], []
+    for i, p in enumerate(points, 1):
+        torch_side = p.is_torch()
+        marker = "*" if p.recommended else ("o" if torch_side else "D")
+        color = "#dd8452" if not torch_side else "#4c72b0"
+        label = f"{i}. {p.name}: {p.median_us:.0f} µs, {p.caught} of {p.total} caught"
+        if p.tokens_per_s:
+            label += f", {p.tokens_per_s:.0f} tokens/s"
+        if p.recommended:
+            label += "  (recommended)"
+        handles.append(ax.scatter([p.median_us], [p.caught], s=260 if p.recommended else 70, marker=marker,
+                                  color=color, edgecolor="black", linewidth=0.6, zorder=3))
+        labels.append(label)
+    for group in _clusters(points, eager_us):
+        right = max((points[i - 1] for i in group), key=lambda q: q.median_us)  # the label right of them all
+        ax.annotate(",".join(map(str, group)), (right.median_us, right.caught), textcoords="offset points",
+                    xytext=(9, 6), fontsize=9, zorder=4)
+    if eager_us:
+        ax.axvline(eager_us, linestyle=":", color="#777777", linewidth=1)
+        ax.annotate(f"eager {eager_us:.0f} µs", (eager_us, 0.5 * max(total, 1)), rotation=90, fontsize=8,
+                    color="#555555", xytext=(-10, 0), textcoords="offset points", va="center")
     ax.axhline(total, linestyle="--", color="#999999", linewidth=0.8)
-    ax.set_xlabel("µs per call (median)")
-    ax.set_ylabel(f"state changes caught (of {total} that go stale unguarded)")
-    ax.set_ylim(-0.05 * max(total, 1), 1.1 * max(total, 1))
-    ax.set_title(f"{frontier.model}, {frontier.backend} backend: latency against changes caught", fontsize=10)
+    right = max([p.median_us for p in points] + [eager_us or 0])
+    ax.set_xlim(0, 1.12 * right)
+    ax.set_ylim(-0.08 * max(total, 1), 1.15 * max(total, 1))
+    ax.set_xlabel("µs per call (median; left is faster)")
+    ax.set_ylabel(f"state changes caught\n(of {total} that go stale unguarded)")
+    kinds = ["circles: torch's own settings"]
+    if any(not p.is_torch() and not p.recommended for p in points):
+        kinds.append("diamonds: guardpolicy")
+    if any(p.recommended for p in points):
+        kinds.append("star: guardpolicy's recommendation")
+    ax.set_title(f"{frontier.model}, {frontier.backend}: latency against state changes caught\n"
+                 + "; ".join(kinds), fontsize=10)
     ax.grid(True, alpha=0.3)
+    legend_ax.axis("off")
+    legend_ax.legend(handles, labels, loc="upper left", fontsize=8, frameon=False, borderaxespad=0)
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, dpi=100, format="png")

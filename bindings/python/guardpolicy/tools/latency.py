@@ -1,10 +1,6 @@
-"""Per-call latency of ``guardpolicy.compile``: the headline of ``make demo`` and the
-benchmark ``bench/bench_runtime.py`` (``make bench``), both interleaved runs.
+"""Per-call latency of ``guardpolicy.compile`` (``gp.bench``, ``make demo``'s timings and the
+benchmark ``bench/bench_runtime.py``, ``make bench``), interleaved runs on ``tools/timing``.
 
-* ``headline(recommended, models, backends)``: per demo model and backend, ``eager``, ``no filter``
-  (``torch.compile``), the recommended recipe through ``gp.compile``
-  (``policies/examples/serving.gpol``: nn-module guards dropped, free tensors, the stance
-  after warm-up) and the zero-guard floor (every guard dropped, free tensors, the stance).
 * ``pair_variants`` (``measure``): per recipe, ``gp.compile(model, policy)`` (the policy carries
   the recipe's filter, ``config`` and ``stance`` lines) against its twin ``(torch)``:
   ``torch.compile`` with torch's own filter function, the config knob patched around the
@@ -12,8 +8,8 @@ benchmark ``bench/bench_runtime.py`` (``make bench``), both interleaved runs.
   entered once per block of timed calls; plus ``measure_trivial()``: the fixed cost on a trivial
   compiled function (``x + 1``, eager backend) against ``torch.compile``.
 
-Timing: after warm-up, blocks of calls, round-robin over the variants with the first one
-rotating, ``time.perf_counter_ns`` around each call, the GC off; medians and p90 in µs, and
+Timing (``guardpolicy.tools.timing``, the engine the bench command uses too): after warm-up,
+blocks of calls, round-robin over the variants with the first one rotating, ``time.perf_counter_ns`` around each call, the GC off; medians and p90 in µs, and
 ratios of medians within the same run. Each variant gets its own copy of the model's class (a
 new ``forward`` code object), so each has exactly one cache entry, as a user's model does.
 Every variant's output is checked against eager's before timing. The benchmarks build each
@@ -23,25 +19,23 @@ variant differ by a few percent on this machine, however many calls are timed.
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import datetime
-import gc
-import platform
-import statistics
-import time
 import types
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
 
-from .. import loading
-from ._models import build, output_tensor
-from ..policy import Policy
-from ..runtime import compile as gp_compile
+from ..api import loading
+from ..runtime import torch_internals
+from .models import build, output_tensor
+from ..api.policy import Policy
+from ..api.policy_text import PolicyText
+from ..runtime.compiled import compile as gp_compile
+from .compare import TOLERANCE, compare
+from .timing import WARMUP, Variant, block_mean, machine_description, pooled, spread_line, summarize, time_blocks  # noqa: F401 - re-exported
 
-WARMUP = 8  # the stance's quiet calls; timing starts after 3 * WARMUP untimed calls
 
 
 @dataclass
@@ -56,14 +50,10 @@ class Recipe:
 
     def policy_source(self) -> str:
         ident = "".join(c if c.isalnum() else "_" for c in self.name)
-        lines = ["guardpolicy 1", f"unsafe policy p_{ident} {{"]
-        lines.append(f"  use {self.std}" if self.std else "  keep when true")
-        lines.append(f"  default {self.default}")
-        if self.ift:
-            lines.append("  config install_free_tensors = true")
-        if self.stance:
-            lines.append(f"  stance skip_guard_eval_unsafe after {WARMUP} calls")
-        return "\n".join(lines + ["}", ""])
+        settings = (("config install_free_tensors = true",) if self.ift else ()) + (
+            (f"stance skip_guard_eval_unsafe after {WARMUP} calls",) if self.stance else ())
+        return PolicyText(f"p_{ident}", body=(f"use {self.std}" if self.std else "keep when true",),
+                          default=self.default, unsafe=True, settings=settings).render()
 
 
 RECIPES = [
@@ -72,31 +62,6 @@ RECIPES = [
     Recipe("recommended (nn modules +ift +stance)", "skip_guard_on_all_nn_modules", ift=True, stance=True),
     Recipe("zero-guard floor (all +ift +stance)", "skip_all_guards", ift=True, stance=True, default="drop"),
 ]
-
-
-@dataclass
-class Variant:
-    """One timed row: ``fn`` called on the inputs; ``samples`` per call in ns."""
-
-    label: str
-    fn: Callable
-    block_ctx: Callable[[], Any] | None = None  # entered once per timed block
-    twin: str | None = None  # the torch-way variant this one is compared with
-    samples: list[int] = field(default_factory=list)
-    block: int = 0  # timed calls per block (run() sets it): samples[i*block:(i+1)*block] is block i
-    copy_means: list[float] = field(default_factory=list)  # per copy, when pooled (ns)
-
-    def timing_context(self) -> Any:
-        """The context a block of this variant's timed calls runs in (``block_ctx``, or none)."""
-        return self.block_ctx() if self.block_ctx else contextlib.nullcontext()
-
-    def warm_up(self, *inputs: Any, **kwargs: Any) -> None:
-        """The untimed calls before timing: the compile, then enough quiet calls for the
-        stance (and direct dispatch) to switch on."""
-        self.fn(*inputs, **kwargs)
-        with self.timing_context():
-            for _ in range(3 * WARMUP):
-                self.fn(*inputs, **kwargs)
 
 
 def own_class_copy(model: Any) -> Any:
@@ -150,14 +115,14 @@ def policy_variants(model: Any, inputs: tuple, kwargs: dict, policies: list[Poli
 def measure_model(model: Any, inputs: tuple, kwargs: dict, policies: list[Policy], backend: str,
                   calls: int, block: int) -> list[dict]:
     """The summary rows of ``policy_variants`` for one model and backend, under no_grad."""
-    torch._dynamo.reset()
+    torch.compiler.reset()
     try:
         with torch.no_grad():
             variants = policy_variants(model, inputs, kwargs, policies, backend)
             check_outputs(variants, inputs, kwargs)
             run(variants, inputs, calls, block, kwargs)
     finally:
-        torch._dynamo.reset()
+        torch.compiler.reset()
     return summarize(variants)
 
 
@@ -177,7 +142,7 @@ def torch_way(model: Any, backend: str, recipe: Recipe, inputs: tuple) -> Varian
     if recipe.std:
         options["guard_filter_fn"] = getattr(torch.compiler, f"{recipe.std}_unsafe")
     fn = torch.compile(model, backend=backend, options=options or None)
-    with torch._dynamo.config.patch(install_free_tensors=recipe.ift):
+    with torch_internals.config_patch(install_free_tensors=recipe.ift):
         fn(*inputs)  # compiles with the knob, the torch way: set once, around the compile
     return Variant(f"{recipe.name} (torch)", fn, stance_block if recipe.stance else None)
 
@@ -191,31 +156,14 @@ def gp_way(model: Any, backend: str, recipe: Recipe, inputs: tuple) -> Variant:
 
 def pair_variants(model: Any, inputs: tuple, backend: str) -> list[Variant]:
     """eager, no filter, and per recipe its torch-way and gp.compile variants (compiled)."""
-    out = [Variant("eager", copy.deepcopy(model)), _no_filter(model, inputs, backend)]
+    out = [Variant("eager", copy.deepcopy(model)), no_filter(model, inputs, backend)]
     for recipe in RECIPES:
         out.append(torch_way(own_class_copy(model), backend, recipe, inputs))
         out.append(gp_way(own_class_copy(model), backend, recipe, inputs))
     return out
 
 
-def headline_variants(recommended: Policy) -> Callable[[Any, tuple, str], list[Variant]]:
-    """eager, no filter, ``recommended`` and the zero-guard floor, each through
-    ``gp.compile`` (compiled), for ``measure``."""
-
-    def make(model: Any, inputs: tuple, backend: str) -> list[Variant]:
-        out = [Variant("eager", copy.deepcopy(model)), _no_filter(model, inputs, backend)]
-        fn = gp_compile(own_class_copy(model), recommended, backend=backend)
-        fn(*inputs)
-        out.append(Variant(f"recommended: {recommended.name} (gp.compile)", fn))
-        floor = gp_way(own_class_copy(model), backend, RECIPES[-1], inputs)
-        floor.label, floor.twin = "zero-guard floor: skip_all_guards +ift +stance (gp.compile)", None
-        out.append(floor)
-        return out
-
-    return make
-
-
-def _no_filter(model: Any, inputs: tuple, backend: str) -> Variant:
+def no_filter(model: Any, inputs: tuple, backend: str) -> Variant:
     fn = torch.compile(own_class_copy(model), backend=backend)
     fn(*inputs)
     return Variant("no filter", fn)
@@ -248,52 +196,28 @@ def measure(make: Callable[[Any, tuple, str], list[Variant]], models: list[str],
     for name in models:
         model, inputs = build(name)
         for backend in backends:
-            torch._dynamo.reset()
+            torch.compiler.reset()
             progress(f"{name}, {backend}: compiling")
             variants = [v for _ in range(copies) for v in make(model, inputs, backend)]
             check_outputs(variants, inputs)
             progress(f"{name}, {backend}: timing")
             run(variants, inputs, calls // copies, block)
             tables[f"{name}, {backend}"] = summarize(pooled(variants))
-    torch._dynamo.reset()
+    torch.compiler.reset()
     return tables
 
 
-def pooled(variants: list[Variant]) -> list[Variant]:
-    """One variant per label, in first-seen order, holding the samples of all its copies
-    (block by block) and each copy's ``block_mean`` (``copy_means``)."""
-    out: dict[str, Variant] = {}
-    for v in variants:
-        p = out.get(v.label)
-        if p is None:
-            p = out[v.label] = Variant(v.label, v.fn, v.block_ctx, v.twin, [], v.block)
-        p.samples.extend(v.samples)
-        p.copy_means.append(block_mean(v))
-    return list(out.values())
-
-
-def spread_line(rows: list[dict]) -> str:
-    """A sentence on how far the copies of one variant were apart (``measure(copies=)``),
-    the resolution of the run's ratios; empty with one copy."""
-    spreads = [r["copy_spread"] for r in rows if r["copy_spread"] is not None]
-    if not spreads:
-        return ""
-    return (f"Copies of one variant (own model copy, cache entry and compiled code) differed by up to "
-            f"{100 * max(spreads):.1f}% in this run (block means), {100 * statistics.median(spreads):.1f}% "
-            "in the median variant: the resolution of the ratios above.")
-
-
 def measure_trivial(calls: int = 4000, block: int = 200) -> list[dict]:
-    torch._dynamo.reset()
+    torch.compiler.reset()
     variants = trivial_variants()
     run(variants, (torch.ones(4),), calls, block)
-    torch._dynamo.reset()
+    torch.compiler.reset()
     return summarize(variants)
 
 
 def machine() -> str:
-    return (f"{platform.machine()} ({platform.processor() or 'cpu'}), Python {platform.python_version()}, "
-            f"torch {torch.__version__}, {torch.get_num_threads()} torch thread(s)")
+    """``machine_description()`` plus this process's torch threads (a run setting)."""
+    return f"{machine_description()}, {torch.get_num_threads()} torch thread(s)"
 
 
 def stamp(calls: int, block: int, copies: int = 1) -> str:
@@ -303,53 +227,12 @@ def stamp(calls: int, block: int, copies: int = 1) -> str:
 
 
 def run(variants: list[Variant], inputs: tuple, calls: int, block: int, kwargs: dict | None = None) -> None:
+    """Warms up every variant (``Variant.warm_up``), then times ``calls // block`` full blocks
+    per variant (``timing.time_blocks``: interleaved, rotating, GC off)."""
     kwargs = kwargs or {}
     for v in variants:
         v.warm_up(*inputs, **kwargs)
-    rounds = calls // block
-    for v in variants:
-        v.block = block
-    gc.collect()
-    gc.disable()
-    try:
-        for r in range(rounds):
-            shift = r % len(variants)
-            for v in variants[shift:] + variants[:shift]:
-                fn, samples = v.fn, v.samples
-                with v.timing_context():
-                    fn(*inputs, **kwargs)
-                    for _ in range(block):
-                        t0 = time.perf_counter_ns()
-                        fn(*inputs, **kwargs)
-                        samples.append(time.perf_counter_ns() - t0)
-    finally:
-        gc.enable()
-
-
-def block_mean(v: Variant) -> float:
-    """The median over timed blocks of each block's mean (ns): an amortized cost per call that
-    counts every call of a block (the one verified call in a block of 100, say), while a
-    block the machine disturbed weighs no more than any other."""
-    if not v.block:
-        return statistics.fmean(v.samples)
-    blocks = [v.samples[i:i + v.block] for i in range(0, len(v.samples), v.block)]
-    return statistics.median(statistics.fmean(b) for b in blocks if b)
-
-
-def summarize(variants: list[Variant]) -> list[dict]:
-    med = {v.label: statistics.median(v.samples) for v in variants}
-    base = med.get("no filter") or med.get("torch.compile")
-    rows = []
-    for v in variants:
-        s = sorted(v.samples)
-        rows.append({"variant": v.label, "median_us": med[v.label] / 1e3,
-                     "p90_us": s[int(0.9 * (len(s) - 1))] / 1e3,
-                     "block_mean_us": block_mean(v) / 1e3,
-                     "vs_no_filter": med[v.label] / base,
-                     "vs_torch_way": med[v.label] / med[v.twin] if v.twin else None,
-                     "minus_torch_way_us": (med[v.label] - med[v.twin]) / 1e3 if v.twin else None,
-                     "copy_spread": (max(v.copy_means) / min(v.copy_means) - 1) if len(v.copy_means) > 1 else None})
-    return rows
+    time_blocks(variants, inputs, (calls // block) * block, block, kwargs)
 
 
 def check_outputs(variants: list[Variant], inputs: tuple, kwargs: dict | None = None) -> None:
@@ -358,8 +241,8 @@ def check_outputs(variants: list[Variant], inputs: tuple, kwargs: dict | None = 
     ref = output_tensor(variants[0].fn(*inputs, **kwargs))
     for v in variants[1:]:
         out = output_tensor(v.fn(*inputs, **kwargs))
-        if not torch.allclose(out, ref, atol=1e-5, rtol=1e-4):
-            raise SystemExit(f"{v.label}: output differs from eager")
+        if (problem := compare(out, ref)) is not None:
+            raise SystemExit(f"{v.label}: output differs from eager: {problem} ({TOLERANCE})")
 
 
 def table(rows: list[dict], twins: bool = True) -> list[str]:
@@ -372,22 +255,3 @@ def table(rows: list[dict], twins: bool = True) -> list[str]:
             cells += f" {r['vs_torch_way']:.3f} |" if r["vs_torch_way"] is not None else " |"
         lines.append(cells)
     return lines
-
-
-def trivial_table(rows: list[dict]) -> list[str]:
-    lines = ["| variant | median µs | p90 µs | − torch way (µs) |", "|---|---:|---:|---:|"]
-    for r in rows:
-        diff = f"{r['minus_torch_way_us']:+.2f}" if r["minus_torch_way_us"] is not None else ""
-        lines.append(f"| {r['variant']} | {r['median_us']:.2f} | {r['p90_us']:.2f} | {diff} |")
-    return lines
-
-
-def headline(recommended: Policy, models: list[str], backends: list[str], calls: int = 400, block: int = 20,
-             progress: Callable[[str], None] = lambda _: None) -> str:
-    """The answer ``make demo`` leads with, as text: per model and backend, eager, no
-    filter, the ``recommended`` policy and the zero-guard floor through ``gp.compile``."""
-    tables = measure(headline_variants(recommended), models, backends, calls, block, progress)
-    lines = [f"Per-call latency ({stamp(calls, block)}):", ""]
-    for key, rows in tables.items():
-        lines += [f"{key}", *table(rows, twins=False), ""]
-    return "\n".join(lines)

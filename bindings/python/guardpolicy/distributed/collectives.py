@@ -1,0 +1,96 @@
+"""The collectives guardpolicy issues across ranks, each bounded on every rank.
+
+torch's gloo ``monitored_barrier`` bounds the wait on rank 0 only (the other ranks wait for
+rank 0's answer without a deadline), and a blocking collective cannot be interrupted: a rank
+that recompiled alone waited forever, deaf to SIGINT. Here every collective is started
+asynchronously and waited for in short slices (``SLICE_S``) up to a deadline, so that
+
+* every rank gives up after ``timeout_s`` (``Unreached``), whichever rank is missing;
+* SIGINT (``KeyboardInterrupt``) is served between two slices, within ``SLICE_S``;
+* an abandoned collective (timed out or interrupted) cannot hold the process at exit: gloo
+  joins its worker threads when the group is destroyed, which waits until the peers answer
+  or exit, so the group and the work are kept alive to the end of the process
+  (``keep_until_exit``). The group is out of step after that (a later collective could pair
+  with the abandoned one): guardpolicy raises the failed agreement again instead of starting
+  another (``ranks.RankAgreement``).
+
+``gather_objects`` is ``all_gather_object`` made of two such collectives (the sizes, then the
+pickled bytes padded to the largest).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import datetime
+import pickle
+import time
+from typing import Any
+
+#: How long one wait lasts before SIGINT can be served, in seconds.
+SLICE_S = 0.1
+
+
+class Unreached(RuntimeError):
+    """A collective that did not complete within its deadline (not every rank came)."""
+
+
+def keep_until_exit(*objects: Any) -> None:
+    """Keeps ``objects`` alive until the process ends: never destroyed, so exiting does not
+    wait for a collective nobody will answer (see the module docstring)."""
+    for obj in objects:
+        if obj is not None:
+            ctypes.pythonapi.Py_IncRef(ctypes.py_object(obj))
+
+
+def wait(work: Any, timeout_s: float, group: Any = None) -> None:
+    """Waits for ``work`` (an async collective) at most ``timeout_s`` seconds, in slices.
+    Raises ``Unreached`` after the deadline, torch's RuntimeError when the collective failed,
+    ``KeyboardInterrupt`` on SIGINT; the work is abandoned on either of the first and the last
+    (``keep_until_exit``, with ``group``)."""
+    deadline = time.monotonic() + timeout_s
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            try:
+                work.wait(datetime.timedelta(seconds=max(min(SLICE_S, remaining), 0.001)))
+                return
+            except RuntimeError:
+                if work.is_completed():
+                    raise
+                if remaining <= SLICE_S:
+                    raise Unreached(f"no answer within {timeout_s:g} s") from None
+    except (Unreached, KeyboardInterrupt):
+        keep_until_exit(work, _world(group))
+        raise
+
+
+def _world(group: Any) -> Any:
+    if group is not None:
+        return group
+    import torch.distributed as dist
+
+    return dist.group.WORLD
+
+
+def gather_objects(dist: Any, obj: Any, size: int, group: Any, timeout_s: float) -> list:
+    """``obj`` of every rank of ``group`` (``size`` ranks), in group order: one bounded
+    all_gather of the pickled sizes, one of the bytes. Raises as ``wait`` does; the second
+    collective's deadline is what is left of the first's."""
+    import torch
+
+    deadline = time.monotonic() + timeout_s
+    data = pickle.dumps(obj)
+    sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(size)]
+    wait(dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.int64), group=group, async_op=True),
+         timeout_s, group)
+    longest = max(int(s.item()) for s in sizes)
+    mine = torch.zeros(longest, dtype=torch.uint8)
+    mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
+    chunks = [torch.zeros(longest, dtype=torch.uint8) for _ in range(size)]
+    wait(dist.all_gather(chunks, mine, group=group, async_op=True), max(deadline - time.monotonic(), 0.001), group)
+    return [pickle.loads(c[:int(n.item())].numpy().tobytes()) for c, n in zip(chunks, sizes)]
+
+
+def all_reduce_sum(dist: Any, tensor: Any, group: Any, timeout_s: float) -> None:
+    """``tensor`` summed over ``group`` in place, waited for as ``wait`` does."""
+    wait(dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group, async_op=True), timeout_s, group)

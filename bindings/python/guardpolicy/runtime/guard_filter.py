@@ -1,0 +1,95 @@
+"""The two objects ``guardpolicy.compile`` gives torch: the ``guard_filter_fn``
+(``GuardFilter``: the policy's decisions, recorded per compiled frame, checked across ranks,
+indexed for verify and the dry run) and Dynamo's callback with the policy's config lines in
+force (``ScopedConfigCallback``). Both run at compile time only, so they import
+``torch_internals`` (and torch) where they use it: ``import guardpolicy`` imports neither."""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+from . import logs
+from ..api.errors import PolicyRuntimeWarning
+from .dry_run import attribute
+from .frames import FrameExplanations, compiled_frame
+from .logs import log as _log
+from .stats import CompileStats
+from .verify import DroppedIndex, FrameGuards
+
+
+class GuardFilter:
+    """The ``guard_filter_fn`` that ``guardpolicy.compile`` passes: the policy's decisions,
+    and per compiled frame an explanation recorded in ``stats`` (compile time only: it
+    costs a second pass over the entries). Picklable."""
+
+    def __init__(self, stats: CompileStats):
+        self.stats = stats
+
+    def __call__(self, entries) -> list[bool]:
+        from . import torch_internals
+
+        stats = self.stats
+        policy = stats.policy
+        decisions = policy(entries)
+        with warnings.catch_warnings():  # the first pass warned already, if at all
+            warnings.simplefilter("ignore", PolicyRuntimeWarning)
+            explanations = FrameExplanations(policy.explain(entries), compiled_frame())
+        stats.record_compile(explanations)
+        logs.frame_decided(policy.name, explanations, explanations.frame)  # TORCH_LOGS, TORCH_TRACE
+        stats.ranks.after_frame(explanations, stats.calls)  # check_ranks: raises RankMismatchError
+        if stats.verify_every:
+            torch_locals = torch_internals.compiling_frame_locals()
+            index = DroppedIndex.of(entries, explanations, explanations.frame)
+            stats.guards.add(torch_locals["self"], FrameGuards(torch_locals["guard_manager"], index))
+        elif stats.dry_run:
+            return self._dry_run(entries, decisions, explanations)
+        return decisions
+
+    def _dry_run(self, entries, decisions: list[bool], explanations: FrameExplanations) -> list[bool]:
+        """Dry-run: attributes this compile if the policy would have served stale instead,
+        builds the manager the policy would have kept (torch's builder) and keeps all."""
+        from . import torch_internals
+
+        stats = self.stats
+        torch_locals = torch_internals.compiling_frame_locals()
+        event = attribute(stats.guards, torch_locals, explanations.frame, torch_internals, stats.ranks.rank)
+        if event is not None:
+            stats.dry_run_events.append(event)
+            _log.warning("guardpolicy dry-run: %s", event)
+        kept = [entry.orig_guard for entry, keep in zip(entries, decisions) if keep]
+        policy_manager = torch_internals.build_guard_manager(torch_locals["self"], kept, torch_locals, stats.policy)
+        index = DroppedIndex.of(entries, explanations, explanations.frame)
+        stats.guards.add(torch_locals["self"], FrameGuards(None, index, policy_manager))
+        return [True] * len(entries)
+
+
+class ScopedConfigCallback:
+    """Dynamo's callback of one compiled object, run with the policy's config knobs patched
+    and Dynamo's compile lock held (so no other thread compiles under them). Only a cache
+    miss calls it. It carries the wrapped callback's ``_torchdynamo_orig_backend``, which
+    Dynamo's C side reads to pick the cache entries of a backend.
+
+    Before anything compiles, the first call agrees on the policy across ``torch.distributed``
+    ranks (``RankAgreement.before_compile``). A ``RankMismatchError`` raised inside the
+    compile (``check_ranks``), which Dynamo wraps as an ``InternalTorchDynamoError``, comes
+    out as itself."""
+
+    def __init__(self, inner: Callable, stats: CompileStats):
+        self.inner = inner
+        self.stats = stats
+        self._torchdynamo_orig_backend = inner._torchdynamo_orig_backend
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        from . import torch_internals
+
+        ranks = self.stats.ranks
+        with torch_internals.compile_lock():
+            ranks.before_compile(self.stats.policy)
+            try:
+                with torch_internals.dynamo_config().patch(**self.stats.config):
+                    return self.inner(*args, **kwargs)
+            except Exception:
+                if ranks.error is not None:
+                    raise ranks.error from None
+                raise

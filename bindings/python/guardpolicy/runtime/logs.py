@@ -1,0 +1,53 @@
+"""guardpolicy's log, in torch's logging: ``TORCH_LOGS=guardpolicy`` prints one line per
+compiled frame (the policy, kept and dropped counts, the compile id) and
+``TORCH_LOGS=+guardpolicy`` every decision too (the rule's ``file:line`` and the guard's
+code); verify violations, dry-run events, stance recoveries and direct-dispatch fallbacks go to
+the same logger. With ``TORCH_TRACE=DIR`` each compiled frame's decisions are also written to
+torch's structured trace as the artifact ``guardpolicy_decisions`` of that frame's compile id,
+which ``tlparse`` lists beside torch's guard tree.
+
+Nothing here costs a call of the compiled object: it runs when a frame compiles.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+#: The ``guardpolicy`` logger (``logging.getLogger("guardpolicy")``): what TORCH_LOGS names.
+log = logging.getLogger("guardpolicy")
+
+#: The name of the structured-trace artifact of one compiled frame's decisions.
+TRACE_ARTIFACT = "guardpolicy_decisions"
+
+
+def register_with_torch() -> bool:
+    """Makes ``guardpolicy`` a setting of torch's logging (``torch._logging.set_logs
+    (guardpolicy=logging.DEBUG)``); TORCH_LOGS names it either way. Idempotent."""
+    from . import torch_internals
+
+    return torch_internals.register_torch_log("guardpolicy", "guardpolicy")
+
+
+def _decision_row(e: Any) -> dict[str, Any]:
+    return {"guard": e.name, "guard_type": e.guard_type, "decision": e.decision,
+            "rule": str(e.rule) if e.rule else "default", "code": e.code}
+
+
+def frame_decided(policy: str, explanations: list, frame: Any) -> None:
+    """Logs one compiled frame's decisions (``explanations``: ``Explanation`` objects in the
+    order torch offered the guards; ``frame``: its ``CompiledFrame``) and writes them to the
+    structured trace when one is being written."""
+    from . import torch_internals
+
+    if log.isEnabledFor(logging.INFO):
+        kept = sum(1 for e in explanations if e.keep)
+        log.info("policy `%s` on %s: %d guards, %d kept, %d dropped", policy, frame, len(explanations),
+                 kept, len(explanations) - kept)
+    if log.isEnabledFor(logging.DEBUG):
+        for e in explanations:
+            code = "; ".join(e.code.splitlines())
+            log.debug("  %s %s %s by %s%s", e.decision, e.guard_type, e.name or '""',
+                      e.rule if e.rule else "default", f" | {code}" if code else "")
+    torch_internals.trace_artifact(TRACE_ARTIFACT, lambda: {
+        "policy": policy, "frame": str(frame), "guards": [_decision_row(e) for e in explanations]})

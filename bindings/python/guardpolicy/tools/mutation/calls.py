@@ -1,0 +1,142 @@
+"""How the mutation audit calls the model: every call from the same state with the same
+random numbers, and nothing left changed afterwards.
+
+``Session`` holds a ``mutation_state.Snapshot`` of the model, the call's inputs, the guarded
+globals and torch's global module hooks, taken before the audit's first call. Every call runs
+under ``torch.random.fork_rng`` with a fixed seed (and Python's ``random`` likewise), so
+dropout in ``train()`` mode and ``torch.rand*`` in forward give the same numbers each time
+and the caller's generators are left as they were; ``restore()`` puts the state back between
+calls (a KV cache written in place, an embedding renormalised in place by ``max_norm``);
+``check_repeatable`` calls eager twice from the same state and stops the audit when they
+differ; ``finish`` restores, then compares everything with the snapshot and eager's output
+with the first one, and raises ``AuditStateError`` (one line) if anything differs.
+Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from typing import Any, Callable
+
+from ..compare import compare
+from .state import AuditStateError, Snapshot
+
+#: The seed every audited call runs under.
+SEED = 0
+
+__all__ = ["AuditStateError", "NotRepeatableError", "SEED", "Session", "seeded"]
+
+
+class NotRepeatableError(RuntimeError):
+    """Two eager calls of the model from the same state and seed differ."""
+
+
+def seeded(fn: Callable[[], Any]) -> Any:
+    """``fn()`` with torch's CPU generator and Python's ``random`` seeded with ``SEED``; both
+    generators are as they were afterwards."""
+    import torch
+
+    state = random.getstate()
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(SEED)
+        random.seed(SEED)
+        try:
+            return fn()
+        finally:
+            random.setstate(state)
+
+
+_PLAIN = (int, float, bool, str, bytes, complex, type(None))
+
+
+def detached(out: Any) -> Any:
+    """``out`` with every tensor cloned (a returned view of state the audit restores would
+    change under it); an object that is no tensor, number or string (a KV cache object a
+    model returns) becomes the list of copies of the tensors it holds, so that what a call
+    wrote into it is compared too."""
+    import torch
+    from ...runtime.torch_internals import tree_map
+
+    def one(x: Any) -> Any:
+        if isinstance(x, _PLAIN):
+            return x
+        if not isinstance(x, torch.Tensor):
+            return [rec.saved for _, rec in Snapshot([("output", x)]).tensors]
+        with torch.no_grad():
+            c = x.detach().clone()
+        return c.requires_grad_(True) if x.requires_grad and c.is_floating_point() else c
+
+    return tree_map(one, out)
+
+
+class Session:
+    """The audited call (a ``mutation_record.Call``) and the snapshot it is restored to."""
+
+    def __init__(self, call: Any):
+        from ...runtime.torch_internals import global_module_hooks
+
+        self.call = call
+        self.hooks = [(f"torch.nn.modules.module.{name}", d) for name, d in global_module_hooks()]
+        self.state_s = 0.0  # time spent snapshotting and restoring
+        self.constants: tuple = ()  # numbers the model's code compares with (mutation.model_constants)
+        self.restores = 0
+        t0 = time.perf_counter()
+        self.base = Snapshot(self._roots())
+        self.state_s += time.perf_counter() - t0
+
+    def _roots(self) -> list[tuple[str, Any]]:
+        return [("model", self.call.fn), ("args", self.call.args), ("kwargs", self.call.kwargs), *self.hooks]
+
+    def add_globals(self, scope: dict, names: list[str]) -> None:
+        """Records the module globals ``names`` of ``scope`` (what guards on ``G[...]`` read)."""
+        t0 = time.perf_counter()
+        self.base.extend(bindings=[(f"global {n}", scope, n) for n in names])
+        self.state_s += time.perf_counter() - t0
+
+    def run(self, target: Callable) -> Any:
+        """``target`` called on the inputs, seeded; the output detached from the state."""
+        return detached(seeded(lambda: self.call.run(target)))
+
+    def snapshot(self) -> Snapshot:
+        """The state now (with a trial's change made), sharing the base's tensor copies."""
+        t0 = time.perf_counter()
+        snap = Snapshot(self._roots(), base=self.base)
+        self.state_s += time.perf_counter() - t0
+        return snap
+
+    def restore(self, snap: Snapshot | None = None) -> None:
+        t0 = time.perf_counter()
+        (snap or self.base).restore()
+        self.restores += 1
+        self.state_s += time.perf_counter() - t0
+
+    def check_repeatable(self) -> Any:
+        """Eager's output, after checking that two eager calls from the same state agree
+        (``NotRepeatableError`` otherwise)."""
+        first = self.run(self.call.fn)
+        self.restore()
+        second = self.run(self.call.fn)
+        self.restore()
+        problem = compare(second, first)
+        if problem is not None:
+            raise NotRepeatableError(
+                f"two eager calls of the model from the same state and seed differ ({problem}): the audit needs "
+                "a repeatable call; put the model in .eval(), seed what it draws outside torch, or make build() "
+                "return inputs the call does not keep state in")
+        return first
+
+    def finish(self, baseline: Any) -> None:
+        """Restores, then fails (``AuditStateError``, one line) if the model or the inputs
+        still differ from the snapshot, or eager no longer returns ``baseline``."""
+        self.restore()
+        diffs = self.base.differences()
+        if not diffs:
+            problem = compare(self.run(self.call.fn), baseline)
+            self.restore()
+            if problem is not None:
+                diffs = [f"eager's output differs from before the audit ({problem})"]
+        if diffs:
+            self.restore()
+            raise AuditStateError("guardpolicy audit: the audit left the model or its inputs changed (restored "
+                                  "what it recorded): " + "; ".join(diffs))
