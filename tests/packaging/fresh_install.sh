@@ -6,8 +6,9 @@
 #     package's data) and never the checkout's; `guardpolicy lint policies/std/*.gpol` exits
 #     0; `guardpolicy capture` points at `python -m guardpolicy`, whose --help works;
 #   - the README's examples run (tools/docs/docs_test.py README.md);
-#   - the wheel carries the std policies, the schema, the example plugins, the .pyi stubs
-#     and the Pygments lexer entry point.
+#   - the wheel carries the std and example policies, the schema, the example plugins, the
+#     .pyi stubs and the Pygments lexer entry point;
+#   - `python -m guardpolicy demo` runs from a directory that is not the checkout.
 # torch is large, so the new environment sees the project environment's torch through a
 # .pth file appended after its own site-packages (its own guardpolicy comes first).
 #   tests/packaging/fresh_install.sh [PYTHON]   (default: .venv/bin/python)
@@ -34,10 +35,11 @@ here = os.path.dirname(gp.__file__)
 assert here.startswith(os.environ["FRESH_VENV"] + "/"), f"imported another guardpolicy: {here}"
 for name in gp.EXAMPLE_PLUGINS:
     assert os.path.isfile(gp.example_plugin_path(name)), name
-for f in ["_core.pyi", "py.typed", "data/schema/guard_entry.yaml", "data/std/skip_all_guards.gpol"]:
+for f in ["_core.pyi", "py.typed", "data/schema/guard_entry.yaml", "data/std/skip_all_guards.gpol",
+          "data/examples/serving.gpol"]:
     assert os.path.isfile(os.path.join(here, f)), f
 eps = [e.value for e in md.entry_points(group="pygments.lexers") if e.name == "gpol"]
-assert eps == ["guardpolicy.pygments_lexer:GuardPolicyLexer"], eps
+assert eps == ["guardpolicy.tools.pygments_lexer:GuardPolicyLexer"], eps
 print("package ok:", here)
 PY
 
@@ -58,6 +60,14 @@ if "$exe" capture x.py -o x.json 2>"$tmp/err.txt"; then echo "guardpolicy captur
 grep -qF 'run `python -m guardpolicy capture`' "$tmp/err.txt" || { cat "$tmp/err.txt"; exit 1; }
 "$venv_py" -m guardpolicy --help >/dev/null
 "$venv_py" -m guardpolicy capture --help >/dev/null
+
+echo "== a Python tool from a directory that is not the checkout"
+# The demo reads nothing relative to the working directory and writes nothing there
+# (a few calls: this checks that it runs, not what it measures).
+mkdir "$tmp/elsewhere"
+(cd "$tmp/elsewhere" && "$venv_py" -m guardpolicy demo --models mlp --backends eager --calls 4 \
+  --block 2 >"$tmp/demo.txt" 2>"$tmp/demo.err") || { tail -n 20 "$tmp/demo.err"; exit 1; }
+grep -q "suggest --model my.py -o my.gpol" "$tmp/demo.txt" || { cat "$tmp/demo.txt"; exit 1; }
 
 echo "== the README's examples"
 "$venv_py" "$root/tools/docs/docs_test.py" "$root/README.md"

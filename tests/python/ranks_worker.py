@@ -207,7 +207,7 @@ def verify_missing() -> dict:
     """Rank 1 makes one call fewer: rank 0's third verified call waits 3 s at most; the next
     call raises the same error again, with no collective. (Every rank loads the plugin that
     `plugin` left loaded on rank 1, so that the policies agree.)"""
-    if "names" not in {p.name for p in gp.registry.plugins()}:
+    if "names" not in {p.name for p in gp.api.registry.plugins()}:
         gp.load_plugin(gp.example_plugin_path("names"))
     torch.manual_seed(0)
     model = Scaled()
@@ -236,7 +236,7 @@ def verify_differs() -> dict:
 
 def flag_counts() -> dict:
     """``RankGroup.flagged`` with no rank, the last rank and every rank flagging."""
-    from guardpolicy.ranks import RankGroup
+    from guardpolicy.distributed.agreement import RankGroup
 
     group = RankGroup(None, 30.0)
     return {"counts": [group.flagged(False), group.flagged(RANK == WORLD - 1), group.flagged(True)]}

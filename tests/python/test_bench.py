@@ -166,3 +166,19 @@ def test_cookbook_policies_load():
     assert loaded["nn_module_filters.gpol"].config == {"install_free_tensors": True}
     assert loaded["recursive_dict_tags.gpol"].config == {"use_recursive_dict_tags_for_guards": True}
     assert loaded["stance_after_warmup.gpol"].stance == ("skip_guard_eval_unsafe", 10)
+
+
+@pytest.mark.soak
+def test_inductor_on_a_hf_llama_step_matches_eager_on_every_row(tmp_path):
+    """Inductor differs from eager by ~1e-7 on a Llama step: within torch.testing's float32
+    tolerance, so every row is ✓ and the bench exits 0; the report says the tolerance."""
+    out_json = tmp_path / "llama.json"
+    r = _bench("--backend", "inductor", "--model", "llama", "--calls", "3", "--block", "3", "--warmup", "4",
+               "--stance-after", "4", "--guard-iters", "0", "--json", str(out_json), "-q", timeout=1800)
+    assert r.returncode == 0, r.stdout[-4000:] + r.stderr[-2000:]
+    report = json.loads(out_json.read_text(encoding="utf-8"))
+    rows = report["models"]["llama"]
+    compiled = [row for row in rows if row["name"] != "eager"]
+    assert len(compiled) >= 29 and all(row["matches_eager"] and not row["problems"] for row in compiled)
+    assert report["backend"] == "inductor" and "rtol 1.3e-6 atol 1e-5" in report["tolerance"]
+    assert "✗" not in r.stdout and "rtol 1.3e-6 atol 1e-5" in r.stdout

@@ -13,7 +13,7 @@ from guardpolicy._core import CallLayer
 
 class Stats:
     def __init__(self, every):
-        self._calls = 0
+        self.call_count = 0
         self.verify_every = every
 
 
@@ -24,7 +24,7 @@ class Path(CallLayer):
         self.settled = 0
 
     def _sampled(self, call, *args, **kwargs):
-        self.sampled.append((call, args, kwargs, self.stats._calls))
+        self.sampled.append((call, args, kwargs, self.stats.call_count))
 
     def _settle(self):
         self.settled += 1
@@ -42,7 +42,7 @@ def test_counts_every_call_and_samples_every_nth_before_it_runs():
     path = make(3)
     outs = [path(i, key=i) for i in range(1, 8)]
     assert outs == [((i,), {"key": i}) for i in range(1, 8)]
-    assert path.stats._calls == 7
+    assert path.stats.call_count == 7
     assert path.sampled == [(3, (3,), {"key": 3}, 3), (6, (6,), {"key": 6}, 6)]
 
 
@@ -51,14 +51,14 @@ def test_no_verify_never_samples():
         path = make(every)
         for _ in range(5):
             path()
-        assert path.stats._calls == 5 and path.sampled == []
+        assert path.stats.call_count == 5 and path.sampled == []
 
 
 def test_the_count_is_read_from_stats_each_call():
     path = make(10)
-    path.stats._calls = 19  # direct dispatch and verify's recompile move the count themselves
+    path.stats.call_count = 19  # direct dispatch and verify's recompile move the count themselves
     path("x")
-    assert path.stats._calls == 20 and [s[0] for s in path.sampled] == [20]
+    assert path.stats.call_count == 20 and [s[0] for s in path.sampled] == [20]
 
 
 def test_settles_pending_frames_after_the_call_also_when_it_raises():
@@ -89,7 +89,7 @@ def test_a_sampled_call_that_raises_does_not_run_the_call():
     path._sampled = refuse
     with pytest.raises(RuntimeError, match="stale on call 1"):
         path()
-    assert ran == [] and path.stats._calls == 1
+    assert ran == [] and path.stats.call_count == 1
 
 
 def test_bad_construction_and_uninitialised_calls_raise():
@@ -98,7 +98,7 @@ def test_bad_construction_and_uninitialised_calls_raise():
     with pytest.raises(TypeError, match="was not called"):
         CallLayer.__new__(CallLayer)()
     path = make(2)
-    path.stats._calls = "many"
+    path.stats.call_count = "many"
     with pytest.raises(TypeError):
         path()
 

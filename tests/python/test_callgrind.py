@@ -5,6 +5,12 @@ that verifies every call counts more."""
 import sys
 from pathlib import Path
 
+import pytest
+
+#: Instruction counts under valgrind, ~1.5 minutes: `make test` runs it (torch 2.13); the
+#: portability legs do not.
+pytestmark = pytest.mark.soak
+
 BENCH = Path(__file__).resolve().parents[2] / "bench"
 sys.path.insert(0, str(BENCH))
 import callgrind  # noqa: E402

@@ -9,7 +9,6 @@ import json
 import re
 import subprocess
 import sys
-import textwrap
 import warnings
 import weakref
 
@@ -17,7 +16,7 @@ import pytest
 import torch
 
 import guardpolicy as gp
-from guardpolicy.tools.capture import FIELDS, Snapshot, capture, entry_row, entry_rows, recording
+from guardpolicy.tools.capture import FIELDS, Snapshot, capture, entry_rows, recording
 from conftest import MODEL_FACTORIES, MODEL_NAMES, MLP
 
 
@@ -86,7 +85,7 @@ def _literal(v) -> str:
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
-    return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 @pytest.mark.parametrize("model", MODEL_NAMES)
@@ -220,7 +219,7 @@ def test_recording_chains_user_filter_and_restores_compile():
         compiled(torch.ones(3))
         compiled(torch.ones(5, 2))  # no guards kept: no recompile
     assert torch.compile is original
-    assert len(rec.frames) == 1 and calls == [rec.snapshot().entry_count]
+    assert rec.frames == len(rec.frame_rows) == 1 and calls == [rec.snapshot().entry_count]
 
 
 def test_import_does_not_import_torch():

@@ -20,7 +20,7 @@ def test_check_matches_live_decisions_guard_by_guard(tmp_path, mlp_model):
         r = subprocess.run([str(CLI), "check", str(gp.std_policy_path(name)), "--guards", str(path), "--explain"],
                            capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
-        lines = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith("  ")]
+        lines = [ln.split()[0] for ln in r.stdout.splitlines() if ln.startswith("  ") and not ln.lstrip().startswith("|")]
         assert lines == ["keep" if k else "drop" for k in live], name
         kept = sum(live)
         assert f"{len(live)} guards in {len(snapshot.frames)} frames: {kept} kept, {len(live) - kept} dropped" in r.stdout
@@ -83,10 +83,17 @@ def test_check_explain_names_rules_as_python_does(tmp_path, mlp_model):
     r = subprocess.run([str(CLI), "check", str(source), "--guards", str(path), "--explain"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    lines = [ln for ln in r.stdout.splitlines() if ln.startswith("  ")]
-    assert len(lines) == len(explained)
+    guards: list[tuple[str, list[str]]] = []  # (the guard's line, its `| code` lines)
+    for ln in r.stdout.splitlines():
+        if ln.lstrip().startswith("| "):
+            guards[-1][1].append(ln.split("| ", 1)[1])
+        elif ln.startswith("  "):
+            guards.append((ln, []))
+    assert len(guards) == len(explained)
     assert any(e.rule for e in explained) and any(e.rule is None for e in explained)
-    for line, e in zip(lines, explained):
+    for (line, code), e in zip(guards, explained):
         want = str(e.rule) if e.rule else f"default at {source}:7"
         assert line.endswith(" " + want), (line, want)
+        assert "\n".join(code) == e.code, line
+    assert "L['self'].scale == 0.5" in [e.code for e in explained]
     assert str(next(e.rule for e in explained if e.rule)) == f"skip_guard_on_all_nn_modules at {source}:6"

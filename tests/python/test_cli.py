@@ -152,3 +152,36 @@ def test_python_tools_are_named_by_the_executable(tool):
                                 text=True, timeout=120)
     assert via_python.returncode == 0, via_python.stderr
     assert via_python.stdout.startswith(f"usage: python -m guardpolicy {tool}")
+
+
+def test_lint_notes_a_guard_type_of_a_newer_release_and_exits_clean_even_with_werror(tmp_path):
+    """A policy lints the same on every release: CURRENT_STREAM_MATCH (torch 2.15) is a note."""
+    path = tmp_path / "streams.gpol"
+    path.write_text("guardpolicy 1\nunsafe policy p {\n  drop when guard_type == CURRENT_STREAM_MATCH\n}\n")
+    for flags in ([], ["--werror"]):
+        proc = subprocess.run([str(CLI), "lint", *flags, str(path)], capture_output=True, text=True)
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stderr.splitlines()[0] == (
+            f"{path}:3:27: note[GP2020]: torch 2.15 and later produce GuardType `CURRENT_STREAM_MATCH`")
+
+
+def test_version_has_one_source():
+    """`guardpolicy --version`, `python -m guardpolicy --version`, gp.__version__ and the wheel's
+    metadata all read CMakeLists.txt's project() version."""
+    import importlib.metadata
+    import re
+
+    cmake = (Path(__file__).resolve().parents[2] / "CMakeLists.txt").read_text()
+    version = re.search(r"project\(guardpolicy VERSION ([0-9.]+)", cmake).group(1)
+    assert gp.__version__ == version == importlib.metadata.version("guardpolicy")
+    for cmd in ([str(CLI)], [sys.executable, "-m", "guardpolicy"]):
+        proc = subprocess.run([*cmd, "--version"], capture_output=True, text=True)
+        assert (proc.returncode, proc.stdout) == (0, f"guardpolicy {version}\n")
+
+
+@pytest.mark.parametrize("typo, meant", [("lnit", "lint"), ("audti", "audit"), ("doctr", "doctor"),
+                                         ("sugest", "suggest")])
+def test_a_mistyped_subcommand_gets_a_suggestion(typo, meant):
+    proc = subprocess.run([sys.executable, "-m", "guardpolicy", typo], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines()[0] == f"guardpolicy: unknown subcommand `{typo}`: did you mean `{meant}`?"

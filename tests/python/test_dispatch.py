@@ -13,8 +13,8 @@ import pytest
 import torch
 
 import guardpolicy as gp
-from guardpolicy import _torch_private, dispatch
-from guardpolicy.tools._models import build, output_tensor
+from guardpolicy.runtime import torch_internals, dispatch
+from guardpolicy.tools.models import build, output_tensor
 from guardpolicy.tools.latency import own_class_copy
 
 WARMUP = dispatch.DEFAULT_WARMUP
@@ -238,7 +238,7 @@ def test_frame_locals_are_bound_as_the_frame_holds_them():
         bind(1)  # d is required, as for f
     fast = direct(fresh(f))
     x = torch.randn(3)
-    for i in range(WARMUP + 6):
+    for _ in range(WARMUP + 6):
         assert torch.equal(fast(x, 7, 8, 9, d=4, z=0), f(x, 7, 8, 9, d=4, z=0))
     d = gp.stats(fast).dispatch
     assert d.state == "direct" and d.direct_calls >= 4
@@ -305,7 +305,7 @@ def test_a_copy_and_an_unpickled_module_dispatch_directly_too():
 def test_unknown_dispatch_mode_and_missing_torch_internals_fail_at_compile(monkeypatch):
     with pytest.raises(ValueError, match="dispatch='fast': the dispatch modes are 'direct'"):
         gp.compile(fresh(scaled), gp.load_std(NN), backend="eager", dispatch="fast")
-    monkeypatch.setattr(_torch_private, "GlobalStateGuard", None)
+    monkeypatch.setattr(torch_internals, "GlobalStateGuard", None)
     with pytest.raises(RuntimeError, match=r"dispatch='direct'\) needs torch._C._dynamo.guards.GlobalStateGuard"):
         gp.compile(fresh(scaled), gp.load_std(NN), backend="eager", dispatch="direct")
 

@@ -18,8 +18,9 @@ import doc_names  # noqa: E402
 POLICY_FILES = sorted((ROOT / "policies" / "examples").glob("*.gpol")) + sorted((ROOT / "policies" / "std").glob("*.gpol"))
 
 
-#: The builds CI tests (Makefile PY_LEGS and the main venv), each with committed snapshots.
-BUILDS = [doc_names.DOCS_BUILD, "torch2.14-py3.11", "torch2.13-py3.12", "torch2.13-py3.13"]
+#: The builds CI tests (Makefile PY_LEGS and the main venv) and torch 2.15 on Python 3.11 (the
+#: README's `make test-python-leg PYVER=3.11 TORCH=2.15.0`), each with committed snapshots.
+BUILDS = [doc_names.DOCS_BUILD, "torch2.14-py3.11", "torch2.15-py3.11", "torch2.15-py3.12", "torch2.15-py3.13"]
 
 
 @pytest.mark.parametrize("build", BUILDS)
@@ -77,3 +78,13 @@ def test_committed_snapshots_are_current():
     r = subprocess.run([sys.executable, str(ROOT / "tools" / "docs" / "capture_snapshots.py"), "--check"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_every_exported_name_is_in_the_python_apis_table():
+    import re
+
+    import guardpolicy as gp
+
+    text = (ROOT / "docs" / "python.md").read_text(encoding="utf-8")
+    table = "\n".join(line for line in text.splitlines() if line.startswith("| "))
+    assert [n for n in gp.__all__ if not re.search(r"`" + re.escape(n) + r"`", table)] == []

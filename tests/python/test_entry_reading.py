@@ -11,6 +11,7 @@ import warnings
 import pytest
 import torch
 from torch._dynamo.types import GuardFilterEntry
+from torch._guards import GuardSource
 
 import guardpolicy as gp
 
@@ -187,3 +188,98 @@ def test_torch_classes_are_read_when_the_policy_runs():
     finally:
         nn.Parameter = original
     assert p([_guarded(value)]) == [True]
+
+
+# --------------------------------------------------------------------------- snapshot rows
+
+
+def _edge_entry(entry_attrs=None, **guard_attrs):
+    """A GuardFilterEntry over a stand-in guard (every attribute the extractor reads)."""
+    frame = types.SimpleNamespace(filename="model.py", lineno=7, name="forward")
+    guard = dict(source=GuardSource.LOCAL, originating_source=types.SimpleNamespace(), user_stack=[frame],
+                 code_list=["L['x'] == 1", "L['y'] == 2", "L['x'] == 1"])
+    guard.update(guard_attrs)
+    entry = GuardFilterEntry(name="L['x']", has_value=False, value=None, guard_type="EQUALS_MATCH",
+                             derived_guard_types=("TYPE_MATCH", "ID_MATCH"), is_global=False,
+                             orig_guard=types.SimpleNamespace(**guard))
+    if hasattr(entry, "code_parts"):  # torch 2.15: the code as the filter saw it, as torch fills it
+        object.__setattr__(entry, "code_parts", None if guard["code_list"] is None else tuple(guard["code_list"]))
+    for k, v in (entry_attrs or {}).items():
+        object.__setattr__(entry, k, v)
+    return entry
+
+
+def _edge_entries():
+    buffers = types.SimpleNamespace(base=types.SimpleNamespace(), member="_buffers")
+    return {
+        "plain": _edge_entry(),
+        "a buffer value": _edge_entry({"has_value": True, "value": torch.zeros(2)}, originating_source=buffers),
+        "no user stack": _edge_entry(user_stack=None),
+        "frame attributes of other types": _edge_entry(
+            user_stack=[types.SimpleNamespace(filename=1, lineno="7", name=None)]),
+        "no code": _edge_entry(code_list=None),
+        # torch 2.15's entry.code_parts wins over code_list, also when None (no code) or
+        # when a part is empty (skipped: no leading newline)
+        "code_parts None": _edge_entry({"code_parts": None}),
+        "code_parts with an empty part": _edge_entry({"code_parts": ["", "L['z'] == 3"]}),
+        "no derived guard types": _edge_entry({"derived_guard_types": ()}),
+    }
+
+
+def _probe(field, value):
+    """A condition true exactly when `field` reads as `value` (a row value)."""
+    if isinstance(value, bool):
+        return field if value else f"not {field}"
+    if isinstance(value, int):
+        return f"{field} == {value}"
+    if isinstance(value, list):
+        return " and ".join(f"{field} contains {m}" for m in value) or None  # no literal for the empty set
+    if field in ("guard_type", "guard_source"):
+        return f"{field} == {value}"
+    return f'{field} == "' + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+@pytest.mark.parametrize("label", list(_edge_entries()))
+def test_a_snapshot_row_is_what_a_policy_reads_of_the_entry(label):
+    """Each value of ``_core.entry_rows`` (what capture writes) is the value the VM reads of
+    the live entry: a policy dropping when the field equals the row's value drops both the
+    entry and the row."""
+    from guardpolicy.tools.capture import FIELDS, entry_rows
+
+    entry = _edge_entries()[label]
+    (row,) = entry_rows([entry])
+    assert tuple(row) == FIELDS
+    for field, value in row.items():
+        cond = _probe(field, value)
+        if cond is None:
+            continue
+        p = gp.load(f"guardpolicy 1\nunsafe policy probe {{\n  drop when {cond}\n}}\n")
+        assert p([entry]) == [False] and p.evaluate([row]) == [False], (field, value)
+
+
+def test_snapshot_rows_read_code_and_frames_as_the_extractor_does():
+    from guardpolicy.tools.snapshot import entry_rows
+
+    rows = {label: entry_rows([e])[0] for label, e in _edge_entries().items()}
+    assert rows["plain"]["code"] == "L['x'] == 1\nL['y'] == 2"
+    assert rows["code_parts None"]["code"] == ""  # not code_list's
+    assert rows["code_parts with an empty part"]["code"] == "L['z'] == 3"
+    assert rows["plain"]["derived_guard_types"] == ["TYPE_MATCH", "ID_MATCH"]  # the entry's order
+    assert (rows["no user stack"]["user_frame.file"], rows["no user stack"]["user_frame.line"]) == ("", 0)
+    odd = rows["frame attributes of other types"]
+    assert (odd["user_frame.file"], odd["user_frame.line"], odd["user_frame.function"]) == ("", 0, "")
+    buf = rows["a buffer value"]
+    assert buf["value.is_buffer"] and buf["value.type"] == "torch.Tensor" and buf["source.depth"] == 1
+
+
+def test_a_field_the_extractor_cannot_read_fails_the_row_as_it_fails_the_policy():
+    entry = _edge_entry({"name": None})
+    from guardpolicy.tools.snapshot import entry_rows
+
+    with pytest.raises(TypeError):
+        entry_rows([entry])
+    p = gp.load("guardpolicy 1\nunsafe policy p {\n  drop when name == \"None\"\n}\n")
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert p([entry]) == [True]  # an entry error: on_error keep, never the string "None"
+    assert caught

@@ -152,6 +152,57 @@ def test_serving_end_to_end():
             compiled(x)
 
 
+@pytest.mark.usefixtures("config_scale")
+def test_serving_through_compile_is_monitored_by_verify_every_100_calls():
+    """What serving.gpol's doc says it risks: a changed module attribute runs stale between
+    verified calls, and the next 100th call catches it (recompiles, logged) -- never later."""
+    policy = gp.load(EXAMPLES / "serving.gpol")
+    assert policy.verify == (100, "recompile")
+    torch.manual_seed(0)
+    mod = Served()
+    x = torch.randn(3, 4)
+    opt = gp.compile(mod, policy, backend="eager")
+    st = gp.stats(opt)
+    with torch.no_grad():
+        for _ in range(50):
+            opt(x)
+        assert st.stance_active and st.compiles == 1
+        mod.bias = 5.0  # a dropped guard's state changes on call 51
+        stale = [not torch.equal(opt(x), mod(x)) for _ in range(49)]  # calls 51..99
+        assert all(stale) and st.violations == []
+        fresh = opt(x)  # call 100: verified, the bias guard fails, recompiled
+        torch.testing.assert_close(fresh, mod(x))
+    assert st.verified_calls == 1 and len(st.violations) == 1 and st.compiles == 2
+    assert "bias" in str(st.violations[0])
+    assert "changed module attribute" in policy.doc and "submodule of another class" in policy.doc
+
+
+class Activated(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.act = torch.nn.ReLU()
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+
+def test_serving_catches_a_submodule_of_another_class_on_the_next_verified_call():
+    torch.manual_seed(0)
+    mod = Activated()
+    x = torch.randn(3, 4)
+    opt = gp.compile(mod, EXAMPLES / "serving.gpol", backend="eager")
+    st = gp.stats(opt)
+    with torch.no_grad():
+        for _ in range(50):
+            opt(x)
+        mod.act = torch.nn.GELU()
+        assert all(not torch.allclose(opt(x), mod(x)) for _ in range(49))  # calls 51..99: stale
+        torch.testing.assert_close(opt(x), mod(x))  # call 100: verified, recompiled
+    [violation] = st.violations
+    assert [(g.name, g.guard_type) for g in violation.guards] == [("self._modules['act']", "TYPE_MATCH")]
+
+
 # --------------------------------------------------------------------------- drop_config_globals
 
 TOP_K = 2

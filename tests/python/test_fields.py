@@ -58,6 +58,8 @@ REFERENCE = {
     "user_frame.file": lambda e: _frame(e).filename if _frame(e) else "",
     "user_frame.line": lambda e: _frame(e).lineno if _frame(e) else 0,
     "user_frame.function": lambda e: _frame(e).name if _frame(e) else "",
+    "code": lambda e: "\n".join(dict.fromkeys(
+        str(p) for p in (e.code_parts if hasattr(e, "code_parts") else e.orig_guard.code_list or ()))),
 }
 
 MAX_VALUES = 30  # distinct values checked per field and model (spread over the sorted values)
@@ -68,7 +70,7 @@ def literal(v) -> str:
         return "true" if v else "false"
     if isinstance(v, int):
         return str(v)
-    return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + v.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
 
 
 def condition(field: str, v) -> str:

@@ -19,13 +19,13 @@ def fnv1a_64(data: bytes) -> int:
     return h
 
 
-def test_saved_artifact_header_is_format_4_with_the_published_fnv1a_checksum(tmp_path):
+def test_saved_artifact_header_is_format_5_with_the_published_fnv1a_checksum(tmp_path):
     path = tmp_path / "globals.gpolc"
     gp.load_std("skip_guard_on_globals").save(path)
     raw = path.read_bytes()
     magic, version, _schema_hash, size, checksum = struct.unpack("<8sIQQQ", raw[:36])
     assert magic == b"GPOLC\x00\r\n"
-    assert version == 4
+    assert version == 5
     assert size == len(raw) - 36
     assert checksum == fnv1a_64(raw[36:])
 
@@ -39,7 +39,7 @@ def test_an_older_artifact_says_to_recompile(tmp_path):
     with pytest.raises(gp.PolicyError) as info:
         gp.load(path)
     assert [d.code for d in info.value.diagnostics] == ["GP0006"]
-    assert "format version 2 is older than this guardpolicy's 4: recompile it" in str(info.value)
+    assert "format version 2 is older than this guardpolicy's 5: recompile it" in str(info.value)
 
 
 @pytest.mark.parametrize("data", [b"", b"G", b"GPOLC", b"GPOLC\x00\r"])

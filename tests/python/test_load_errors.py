@@ -326,3 +326,16 @@ def test_evaluate_row_of_the_wrong_type_is_a_plain_type_error(condition, row, me
         policy.evaluate([row])
     assert str(info.value) == message
     assert policy.evaluate([{k: None for k in row}]) == [True]  # absent: false, 0, "", no member
+
+
+def test_a_std_policy_name_given_as_a_path_hints_at_load_std(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.chdir(tmp_path)  # no file of that name here
+    with pytest.raises(gp.PolicyError) as info:
+        gp.compile(torch.nn.Linear(2, 2), "skip_guard_on_all_nn_modules", backend="eager")
+    assert str(info.value).splitlines() == [
+        "error[GP0001]: cannot read `skip_guard_on_all_nn_modules`: No such file or directory",
+        "  = help: `skip_guard_on_all_nn_modules` is a standard policy: "
+        "gp.load_std('skip_guard_on_all_nn_modules') loads it"]
+    assert [d.code for d in info.value.diagnostics] == ["GP0001"]

@@ -18,7 +18,7 @@ import torch
 
 import guardpolicy as gp
 from guardpolicy import _core
-from guardpolicy.tools import _models
+from guardpolicy.tools import models as _models
 from guardpolicy.tools.capture import entry_row
 
 _TOKEN = re.compile(r"""\.?(?P<attr>[^.\[\]]+)|\[(?P<key>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\]]*)\]""")
@@ -130,7 +130,7 @@ def test_parameters_buffers_and_modules_read_as_named_star(demo):
 def test_module_path_is_the_nearest_enclosing_named_module(demo):
     name, model, seen = demo
     modules = dict(model.named_modules(remove_duplicate=False))
-    for entry, row, _ in seen:
+    for _entry, row, _ in seen:
         path, module_path = row["path"], row["module_path"]
         if not path or path.startswith(("input:", "closure:", "global:")):
             continue

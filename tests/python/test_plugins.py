@@ -859,7 +859,7 @@ def test_cli_check_with_plugin_matches_live_decisions(tmp_path, mlp_model):
 
     proc = run_cli("check", SHALLOW_GUARDS, "--guards", snap, "--explain", "--plugin", gp.example_plugin_path("names"))
     assert proc.returncode == 0, proc.stderr
-    lines = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith("  ")]
+    lines = [ln.split() for ln in proc.stdout.splitlines() if ln.startswith("  ") and not ln.lstrip().startswith("|")]
     assert [ln[0] for ln in lines] == ["keep" if k else "drop" for k in live]
     assert any(" ".join(ln).endswith(f"names.drop_deep at {SHALLOW_GUARDS}:20") for ln in lines if ln[0] == "drop")
     kept = sum(live)

@@ -1,4 +1,4 @@
-"""The Pygments lexer for .gpol (guardpolicy/pygments_lexer.py) and its entry point.
+"""The Pygments lexer for .gpol (guardpolicy/tools/pygments_lexer.py) and its entry point.
 
 Pygments is a test dependency (pyproject's ``test`` extra, the Makefile's PIP_PACKAGES): the
 import below fails the suite when it is missing rather than skipping it.
@@ -19,11 +19,11 @@ import pytest
 from pygments.lexers import get_lexer_by_name, get_lexer_for_filename
 from pygments.token import Comment, Error, Keyword, Name, Number, Operator, Punctuation, String, Whitespace
 
-from guardpolicy.pygments_lexer import KEYWORDS, GuardPolicyLexer
+from guardpolicy.tools.pygments_lexer import KEYWORDS, GuardPolicyLexer
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS = ROOT / "tests" / "corpus"
-ENTRY_POINT = "guardpolicy.pygments_lexer:GuardPolicyLexer"
+ENTRY_POINT = "guardpolicy.tools.pygments_lexer:GuardPolicyLexer"
 
 #: Corpus files whose text holds characters outside the grammar's tokens (ERROR_CHAR).
 LEXICALLY_BAD = {

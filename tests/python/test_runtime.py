@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import guardpolicy as gp
-from guardpolicy import runtime
+from guardpolicy.runtime import compiled as runtime
 
 SERVING = """guardpolicy 1
 

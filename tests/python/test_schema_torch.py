@@ -29,3 +29,27 @@ def test_guard_source_members_are_this_torchs_in_value_order():
     members = sorted(torch._guards.GuardSource, key=lambda m: m.value)
     assert schema_enum("GuardSource") == [m.name for m in members]
 
+
+
+def _release(version: str) -> tuple[int, int]:
+    return tuple(int(x) for x in version.split("+")[0].split(".")[:2])
+
+
+def test_since_says_which_members_this_torch_produces():
+    """A member with `since` newer than this torch is not produced here, and every member
+    this torch produces that an older supported release lacks has its `since`."""
+    schema = yaml.safe_load((gp.DATA_DIR / "schema" / "guard_entry.yaml").read_text())
+    since = schema["enums"]["GuardType"]["since"]
+    produced = set(torch._dynamo.guards.GUARD_VALUE_DISPATCH)
+    here = _release(torch.__version__)
+    assert {m for m, r in since.items() if _release(r) > here} & produced == set()
+    assert {m for m, r in since.items() if _release(r) <= here} <= produced
+    assert set(since) == {"COW_TENSOR_MATCH", "CURRENT_STREAM_MATCH", "LIST_REVERSEITERATOR_LEN"}
+
+
+def test_a_member_of_a_newer_release_lints_clean_with_a_note_and_a_near_miss_is_an_error():
+    note = gp.lint("guardpolicy 1\nunsafe policy p {\n  drop when guard_type == LIST_REVERSEITERATOR_LEN\n}\n")
+    assert [(d.severity, d.code) for d in note] == [("note", "GP2020")]
+    assert note[0].message == "torch 2.15 and later produce GuardType `LIST_REVERSEITERATOR_LEN`"
+    typo = gp.lint("guardpolicy 1\nunsafe policy p {\n  drop when guard_type == CURRENT_STREAM_MACH\n}\n")
+    assert [(d.severity, d.code, d.help) for d in typo] == [("error", "GP2002", "did you mean `CURRENT_STREAM_MATCH`?")]

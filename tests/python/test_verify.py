@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import guardpolicy as gp
-from guardpolicy import calls
+from guardpolicy.runtime import call_path as calls
 from guardpolicy.tools import audit
 
 NN = gp.load_std("skip_guard_on_all_nn_modules")
@@ -103,7 +103,7 @@ def test_warn_warns_once_per_failed_guard_logs_and_runs_the_stale_code(caplog):
 def test_warn_on_the_direct_path_warns_once_per_guard_and_the_direct_call_goes_on():
     """dispatch="direct" (issue 19): a violation found on the direct path is handled as on
     the normal one; under warn the stale code runs, still directly."""
-    from guardpolicy import dispatch
+    from guardpolicy.runtime import dispatch
 
     model, inputs, opt = _compiled(verify=1, on_violation="warn", dispatch="direct")
     _warm(opt, inputs, dispatch.DEFAULT_WARMUP + 2)  # warm-up, the capturing call, one direct call
@@ -190,17 +190,17 @@ def test_bad_verify_settings_are_refused(kwargs, message):
 
 
 def test_a_torch_without_the_full_guard_set_fails_at_compile(monkeypatch):
-    from guardpolicy import _torch_private
+    from guardpolicy.runtime import torch_internals
 
-    monkeypatch.setattr(_torch_private, "_FAIL_REASON", None)
+    monkeypatch.setattr(torch_internals, "_FAIL_REASON", None)
     with pytest.raises(RuntimeError, match="get_guard_fail_reason_helper.*cannot be kept"):
         gp.compile(torch.nn.Linear(2, 2), NN, backend="eager", verify=1)
 
 
 def test_torch_2_13_builds_the_full_manager_before_the_filter():
-    from guardpolicy import _torch_private
+    from guardpolicy.runtime import torch_internals
 
-    assert _torch_private.missing_for_verify() == []
+    assert torch_internals.missing_for_verify() == []
 
 
 def test_without_verify_no_call_path_is_added():

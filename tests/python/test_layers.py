@@ -1,0 +1,211 @@
+"""The Python package's layers (docs/design.md, "The Python layers"), checked like the C++
+stages (``check_layers``): a module imports only from its own layer or the layers below it,
+and never reads a private attribute that another module of the package defines.
+
+    top          guardpolicy/__init__.py, __main__.py, cli.py, moved.py, reports.py
+    tools        guardpolicy/tools/        (capture, audit, suggest, bench, demo, doctor, ...)
+    runtime      guardpolicy/runtime/      (gp.compile, the per-call path, verify, torch_internals)
+    distributed  guardpolicy/distributed/  (the agreement across ranks)
+    api          guardpolicy/api/          (load, Policy, registry: no torch)
+    _core        the C++ extension
+
+The checks read the source with ``ast``; each has a self-test on a module written to break it.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "bindings" / "python" / "guardpolicy"
+#: Bottom to top; a module's layer is its first package below guardpolicy (or "top").
+LAYERS = ("_core", "api", "distributed", "runtime", "tools", "top")
+
+
+#: torch's own private attributes that some guardpolicy module also defines:
+#: ``_torchdynamo_orig_backend`` (``ScopedConfigCallback`` stands in for torch's compile
+#: callback, so it sets it for torch to read) and ``_stance`` (``eval_frame._stance``, which
+#: the per-call hot paths read through the module ``torch_internals.eval_frame`` hands out,
+#: where a function call per call would cost what the path saves).
+TORCH_MIRRORED = {"_torchdynamo_orig_backend", "_stance"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in LAYERS else "top"
+
+
+def imported_modules(tree: ast.AST, module: str, is_package: bool) -> list[tuple[int, str]]:
+    """(line, absolute module) of every guardpolicy import in ``tree``, functions included;
+    ``from X import name`` counts as ``X.name`` when that is a module of the package."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if a.name.split(".")[0] == "guardpolicy"]
+        elif isinstance(node, ast.ImportFrom):
+            target = import_base(node, module, is_package)
+            if target.split(".")[0] != "guardpolicy":
+                continue
+            for a in node.names:
+                sub = f"{target}.{a.name}"
+                found.append((node.lineno, sub if is_module(sub) else target))
+    return found
+
+
+def import_base(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute module ``from X import ...`` names in ``module``."""
+    if not node.level:
+        return node.module or ""
+    base = module.split(".") if is_package else module.split(".")[:-1]
+    base = base[:len(base) - node.level + 1]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def is_module(name: str) -> bool:
+    path = PACKAGE.parent.joinpath(*name.split("."))
+    return path.with_suffix(".py").exists() or (path / "__init__.py").exists() or name.endswith(("._core", "._cli"))
+
+
+def upward_imports(path: Path, source: str) -> list[str]:
+    module = module_name(path)
+    here = LAYERS.index(layer_of(module))
+    out = []
+    for line, target in imported_modules(ast.parse(source), module, path.name == "__init__.py"):
+        there = layer_of(target)
+        if LAYERS.index(there) > here:
+            out.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {layer_of(module)} imports {target} ({there})")
+    return out
+
+
+def private_definitions(tree: ast.Module) -> set[str]:
+    """The ``_name``s a module defines: ``self._name = ...``, ``__slots__`` entries, and the
+    ``_name`` functions, classes and assignments of its top level and of its classes."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) and \
+                isinstance(node.value, ast.Name) and node.value.id == "self":
+            names.add(node.attr)
+        elif isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__slots__" for t in node.targets):
+            names |= {e.value for e in ast.walk(node.value) if isinstance(e, ast.Constant) and isinstance(e.value, str)}
+    scopes = [tree.body] + [c.body for c in ast.walk(tree) if isinstance(c, ast.ClassDef)]
+    for stmt in (s for body in scopes for s in body):
+        if isinstance(stmt, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(stmt.name)
+        elif isinstance(stmt, (ast.Assign, ast.AnnAssign)):
+            targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+            names |= {t.id for t in targets if isinstance(t, ast.Name)}
+    return {n for n in names if n.startswith("_") and not n.startswith("__")}
+
+
+def root_name(node: ast.expr) -> str | None:
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def foreign_private_reads(sources: dict[Path, str]) -> list[str]:
+    """``obj._name`` (``obj`` not ``self``/``cls``) where ``_name`` is defined by another
+    module of the package and not by this one: a private attribute of another module's object.
+    torch's private names (``torch._guards``) are the torch boundary's concern
+    (test_torch_boundary.py), as is the one torch attribute a guardpolicy callback mirrors."""
+    trees = {path: ast.parse(src) for path, src in sources.items()}
+    defined = {path: private_definitions(tree) for path, tree in trees.items()}
+    out = []
+    for path, tree in trees.items():
+        others = set().union(*(names for p, names in defined.items() if p != path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr in others - defined[path] - TORCH_MIRRORED and \
+                    root_name(node.value) not in ("self", "cls", "torch"):
+                out.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: reads {ast.unparse(node)}")
+    return out
+
+
+def private_imports(path: Path, source: str) -> list[str]:
+    """``from X import _name`` where X is another module of the package (not ``_core`` or
+    ``_cli``, the C++ extensions, whose names are their API): a private name read from
+    another module."""
+    module = module_name(path)
+    out = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        target = import_base(node, module, path.name == "__init__.py")
+        private = [a.name for a in node.names if a.name.startswith("_") and not a.name.startswith("__")
+                   and not is_module(f"{target}.{a.name}")]
+        if private and target.split(".")[0] == "guardpolicy" and target != module:
+            out.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}: imports {', '.join(private)} from {target}")
+    return out
+
+
+def package_sources() -> dict[Path, str]:
+    return {p: p.read_text() for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def test_every_module_has_a_layer():
+    sources = package_sources()
+    assert len(sources) > 40
+    top = sorted(module_name(p) for p in sources if layer_of(module_name(p)) == "top")
+    assert top == ["guardpolicy", "guardpolicy.__main__", "guardpolicy.cli", "guardpolicy.moved", "guardpolicy.reports"]
+
+
+def test_no_module_imports_from_a_layer_above_it():
+    assert [line for path, src in package_sources().items() for line in upward_imports(path, src)] == []
+
+
+def test_an_upward_import_fails_the_check():
+    api_module = PACKAGE / "api" / "policy.py"
+    for source, target in (("from ..runtime import verify\n", "guardpolicy.runtime.verify"),
+                           ("def f():\n    from ..tools.capture import capture\n", "guardpolicy.tools.capture"),
+                           ("import guardpolicy.distributed.agreement\n", "guardpolicy.distributed.agreement")):
+        found = upward_imports(api_module, source)
+        assert len(found) == 1 and target in found[0], (source, found)
+    assert upward_imports(PACKAGE / "runtime" / "verify.py", "from ..api.policy import RuleRef\n") == []
+    assert upward_imports(PACKAGE / "runtime" / "__init__.py", "from .compiled import compile\n") == []
+
+
+def test_the_api_layer_does_not_import_torch():
+    for path in (PACKAGE / "api").glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            assert not any(n.split(".")[0] == "torch" for n in names), (path, node.lineno)
+
+
+def test_no_module_reads_a_private_attribute_another_module_defines():
+    assert foreign_private_reads(package_sources()) == []
+
+
+def test_no_module_imports_a_private_name_from_another():
+    assert [line for path, src in package_sources().items() for line in private_imports(path, src)] == []
+
+
+def test_a_private_import_fails_the_check():
+    reader = PACKAGE / "runtime" / "reader.py"
+    assert private_imports(reader, "from .verify import _match, Violation\n") == [
+        "guardpolicy/runtime/reader.py:1: imports _match from guardpolicy.runtime.verify"]
+    assert private_imports(reader, "from .. import _core\nfrom . import torch_internals as _tp\n") == []
+
+
+def test_a_foreign_private_read_fails_the_check(tmp_path):
+    owner = PACKAGE / "api" / "owner.py"
+    reader = PACKAGE / "runtime" / "reader.py"
+    found = foreign_private_reads({
+        owner: "class Owner:\n    def __init__(self):\n        self._count = 0\n",
+        reader: "def read(o):\n    return o._count + o.count\n",
+    })
+    assert found == ["guardpolicy/runtime/reader.py:2: reads o._count"]
+    assert foreign_private_reads({owner: "class Owner:\n    def __init__(self):\n        self._count = 0\n",
+                                  reader: "def read(self):\n    return self._count\n"}) == []
+
+
+@pytest.mark.parametrize("layer", ["api", "distributed", "runtime", "tools"])
+def test_each_layer_is_a_package_with_a_docstring(layer):
+    init = PACKAGE / layer / "__init__.py"
+    assert ast.get_docstring(ast.parse(init.read_text())), init

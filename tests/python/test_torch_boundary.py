@@ -1,0 +1,84 @@
+"""The torch boundary: torch's private names appear in ``guardpolicy/runtime/torch_internals.py`` only.
+
+Every other module of the package and every script under bench/ reaches torch's private API
+(``torch._dynamo``, ``torch._C``, ``torch._guards``, ``torch._inductor``, ``torch._logging``,
+any dotted ``torch`` name with a ``_private`` part) through that one module, so a new torch
+release is a one-file change. Read with ``ast``: names in docstrings and comments are prose,
+not uses.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import guardpolicy
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "bindings" / "python" / "guardpolicy"
+BOUNDARY = PACKAGE / "runtime" / "torch_internals.py"
+
+
+def _private(dotted: str) -> bool:
+    """Whether a dotted name under ``torch`` has a private part (``torch._dynamo.config``,
+    ``torch.utils._pytree``); dunders (``torch.__version__``) are public."""
+    parts = dotted.split(".")
+    return parts[0] == "torch" and any(p.startswith("_") and not p.startswith("__") for p in parts[1:])
+
+
+def _dotted(node: ast.AST) -> str | None:
+    """``a.b.c`` for an attribute chain rooted at a name, else None."""
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id, *reversed(parts)])
+
+
+def private_torch_names(source: str) -> list[str]:
+    """``"line: name"`` for each private torch name the code imports or reads."""
+    tree = ast.parse(source)
+    for parent in ast.walk(tree):
+        for child in ast.iter_child_nodes(parent):
+            child.parent = parent  # type: ignore[attr-defined]
+    found = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        elif isinstance(node, ast.Attribute) and not isinstance(getattr(node, "parent", None), ast.Attribute):
+            names = [n for n in [_dotted(node)] if n]
+        found += [f"{node.lineno}: {n}" for n in names if _private(n)]
+    return sorted(set(found), key=lambda s: (int(s.split(":")[0]), s))
+
+
+def _files() -> list[Path]:
+    return sorted(p for p in [*PACKAGE.rglob("*.py"), *(ROOT / "bench").glob("*.py")] if p != BOUNDARY)
+
+
+def test_only_the_boundary_module_names_torch_private_api():
+    offenders = {str(p.relative_to(ROOT)): names for p in _files()
+                 if (names := private_torch_names(p.read_text(encoding="utf-8")))}
+    assert offenders == {}
+
+
+def test_the_check_finds_a_private_name_in_each_spelling():
+    code = ("import torch._dynamo\n"
+            "from torch._guards import CompileContext\n"
+            "from torch.utils import _pytree\n"
+            "torch._dynamo.config.patch(x=1)\n"
+            "print(torch.__version__, torch.compiler.reset)\n")
+    assert private_torch_names(code) == [
+        "1: torch._dynamo", "2: torch._guards", "2: torch._guards.CompileContext",
+        "3: torch.utils._pytree", "4: torch._dynamo.config.patch"]
+
+
+def test_the_boundary_module_is_the_packages_and_says_its_releases():
+    from guardpolicy.runtime import torch_internals
+
+    assert Path(torch_internals.__file__).resolve().parent == Path(guardpolicy.__file__).resolve().parent / "runtime"
+    assert "Checked on torch 2.13.0, 2.14.1 and 2.15.0" in " ".join(torch_internals.__doc__.split())

@@ -1,0 +1,80 @@
+"""guardpolicy in torch's logs: TORCH_LOGS=guardpolicy / +guardpolicy, and TORCH_TRACE's
+structured trace as tlparse renders it. Each runs a real compile in a fresh process, since
+torch reads both variables when it is imported."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "policies" / "std" / "skip_guard_on_all_nn_modules.gpol"
+
+SCRIPT = f"""
+import torch, guardpolicy as gp
+model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+opt = gp.compile(model, gp.load({str(POLICY)!r}), backend="eager")
+opt(torch.randn(2, 4))
+frame = gp.explain(opt)[0]
+print("KEPT", sum(e.keep for e in frame), "DROPPED", sum(not e.keep for e in frame))
+"""
+
+
+def _run(env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **env}, cwd=cwd)
+
+
+def _counts(stdout: str) -> tuple[int, int]:
+    m = re.search(r"KEPT (\d+) DROPPED (\d+)", stdout)
+    return int(m.group(1)), int(m.group(2))
+
+
+def test_torch_logs_guardpolicy_prints_one_line_per_compiled_frame(tmp_path):
+    r = _run({"TORCH_LOGS": "guardpolicy"}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    kept, dropped = _counts(r.stdout)
+    lines = [ln for ln in r.stderr.splitlines() if "policy `skip_guard_on_all_nn_modules`" in ln]
+    assert len(lines) == 1, r.stderr
+    assert f": {kept + dropped} guards, {kept} kept, {dropped} dropped" in lines[0]
+    assert re.search(r"\] \[0/0\] policy `skip_guard_on_all_nn_modules` on \w+ at \S+\.py:\d+ \[0/0\]: ", lines[0])
+    assert " by skip_guard_on_all_nn_modules at " not in r.stderr  # the decisions are DEBUG
+
+
+def test_plus_guardpolicy_names_each_rule_file_line_and_the_guards_code(tmp_path):
+    r = _run({"TORCH_LOGS": "+guardpolicy"}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    kept, dropped = _counts(r.stdout)
+    decisions = [ln for ln in r.stderr.splitlines() if re.search(r"\] +(keep|drop) [A-Z_]+ ", ln)]
+    assert len(decisions) == kept + dropped
+    rule = f"by skip_guard_on_all_nn_modules at {POLICY}:6"
+    drops = [ln for ln in decisions if " drop " in ln]
+    assert len(drops) == dropped and all(rule in ln for ln in drops)
+    (length,) = [ln for ln in decisions if " SEQUENCE_LENGTH args by default | " in ln]
+    assert length.endswith("; len(L['args']) == 1")  # what the guard checks, each code part once
+
+
+def test_torch_trace_holds_the_decisions_and_tlparse_lists_them(tmp_path):
+    trace = tmp_path / "trace"
+    r = _run({"TORCH_TRACE": str(trace)}, tmp_path)
+    assert r.returncode == 0, r.stderr
+    kept, dropped = _counts(r.stdout)
+    out = tmp_path / "tl_out"
+    tlparse = shutil.which("tlparse") or str(Path(sys.executable).parent / "tlparse")  # PIP_TOOLS installs it
+    (log,) = trace.glob("*.log")
+    p = subprocess.run([tlparse, str(log), "-o", str(out), "--no-browser", "--overwrite"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    found = sorted(out.rglob("guardpolicy_decisions*.json"))
+    assert [f.parent.name for f in found] == ["-_0_0_0"]  # under the frame's compile id 0/0
+    payload = json.loads(found[0].read_text())
+    assert payload["policy"] == "skip_guard_on_all_nn_modules"
+    assert len(payload["guards"]) == kept + dropped
+    assert sum(g["decision"] == "drop" for g in payload["guards"]) == dropped
+    assert "guardpolicy_decisions" in (out / "index.html").read_text() + "".join(
+        p.read_text() for p in out.rglob("*.html"))
