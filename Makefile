@@ -1,5 +1,5 @@
 # guardpolicy developer entry points. Every target installs what is missing first.
-#   make demo   build, then run the main job (std policies on real models, a table)
+#   make demo   build, then what to do for each demo model (latency, tokens/s, changes caught)
 #   make test   build, then every test (GoogleTest through ctest, pytest, the docs' examples)
 SHELL := /bin/bash
 .DEFAULT_GOAL := test
@@ -12,14 +12,14 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmock-dev \
   libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev pkg-config g++ \
-  default-jre-headless ccache valgrind
+  default-jre-headless ccache valgrind clang-format clang-tidy
 TORCH ?= 2.13.0
-PIP_TOOLS := pybind11 scikit-build-core pytest transformers matplotlib cmake ninja pygments
+PIP_TOOLS := pybind11 scikit-build-core pytest hypothesis tqdm tlparse transformers matplotlib cmake ninja pygments ruff
 PIP_PACKAGES := torch==$(TORCH) $(PIP_TOOLS)
 DEPS_STAMP := $(VENV)/.deps-installed
 
-.PHONY: deps apt-deps build demo test test-cpp test-python test-python-leg test-python-matrix test-cmake-consumer \
-  docs-test bench sanitize-build test-asan test-tsan fuzz clean
+.PHONY: deps apt-deps build demo test test-cpp test-python leg-deps test-python-leg test-python-matrix test-cmake-consumer \
+  docs-test lint lint-python bench sanitize-build test-asan test-tsan fuzz clean
 
 apt-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -45,10 +45,10 @@ build: deps
 	  -Ccmake.define.GUARDPOLICY_INSTALL=ON \
 	  -Ccmake.define.pybind11_DIR=$$($(PY) -m pybind11 --cmakedir)
 
-# The bench with the demo defaults (MLP and GPT-2): a table per model; the chart in build/;
-# then the frontier (latency against state changes caught), build/frontier_MODEL.png.
+# Per demo model (MLP, GPT-2, a HF Llama decode step), Inductor: no filter, torch's recipe and
+# the suggested policy + verify + direct dispatch; build/suggested_MODEL.gpol, build/frontier_MODEL.png.
 demo: build
-	$(PY) -m guardpolicy demo --plot $(BUILD_DIR)/demo.png --frontier $(BUILD_DIR)
+	$(PY) -m guardpolicy demo --out $(BUILD_DIR)
 
 test-cpp: build
 	$(VENV)/bin/ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
@@ -66,6 +66,16 @@ docs-test: build
 
 test: test-cpp test-python test-cmake-consumer docs-test
 
+# ruff on the Python package, clang-tidy on the C++ sources (build/compile_commands.json), and
+# clang-format on the C++ lines changed since the merge base with main (tools/lint/run.sh).
+lint: build lint-python
+	tools/lint/run.sh $(BUILD_DIR) $(VENV)/bin/ruff
+
+# ruff (pyproject.toml [tool.ruff]) on every Python file of the repository: seconds, so CI runs
+# it (.ci/run); clang-tidy, minutes on this machine, is `make lint`'s alone.
+lint-python: $(DEPS_STAMP)
+	$(VENV)/bin/ruff check bindings/python/guardpolicy tests/python bench tools
+
 # Portability legs: the Python suite on another interpreter or torch release (all but the
 # `soak` tests, long real-compile runs that `make test` runs once; see pyproject.toml), e.g.
 #   make test-python-leg PYVER=3.12 TORCH=2.13.0    make test-python-matrix (each leg of PY_LEGS)
@@ -77,7 +87,7 @@ test: test-cpp test-python test-cmake-consumer docs-test
 # tests/packaging/fresh_install.sh does): a new checkout, e.g. CI's, installs nothing again, and
 # the shared environment never holds a guardpolicy of its own. The interpreter: python<PYVER>
 # on PATH, else the newest $(PYENV_ROOT)/versions/<PYVER>.*.
-PY_LEGS ?= 3.11:2.14.1 3.12:2.13.0 3.13:2.13.0
+PY_LEGS ?= 3.11:2.14.1 3.12:2.15.0 3.13:2.15.0
 PYVER ?= 3.11
 GP_CACHE ?= $(HOME)/.cache/guardpolicy
 PYENV_ROOT ?= $(HOME)/.pyenv
@@ -87,7 +97,12 @@ LEG_VENV := .venv-$(LEG)
 LEG_BUILD := build-$(LEG)
 LEG_PY := $(LEG_VENV)/bin/python
 
-test-python-leg: apt-deps
+# This machine's pip site config caps torch at 2.14.1 (the releases on its disk): a leg on a
+# newer torch installs its dependencies with no pip config at all, that one command only.
+LEG_PIP_ENV := $(if $(filter 2.13.% 2.14.%,$(TORCH)),,PIP_CONFIG_FILE=/dev/null)
+
+# The leg's dependencies, once per machine (see above).
+leg-deps: apt-deps
 	@set -e; mkdir -p $(GP_CACHE); exec 9>$(LEG_DEPS).lock; flock 9; \
 	if [ "$$(cat $(LEG_DEPS)/.guardpolicy-deps 2>/dev/null)" != "$(PIP_PACKAGES)" ]; then \
 	  py=$$(command -v python$(PYVER) 2>/dev/null) && $$py -c '' 2>/dev/null \
@@ -95,10 +110,12 @@ test-python-leg: apt-deps
 	  [ -x "$$py" ] || { echo "no Python $(PYVER): no python$(PYVER) on PATH nor in $(PYENV_ROOT)/versions" >&2; exit 1; }; \
 	  echo "== $(LEG): installing $(PIP_PACKAGES) into $(LEG_DEPS)"; \
 	  [ -x $(LEG_DEPS)/bin/python ] || $$py -m venv $(LEG_DEPS); \
-	  $(LEG_DEPS)/bin/python -m pip install -q --disable-pip-version-check $(PIP_PACKAGES) \
+	  $(LEG_PIP_ENV) $(LEG_DEPS)/bin/python -m pip install -q --disable-pip-version-check $(PIP_PACKAGES) \
 	    >$(LEG_DEPS).log 2>&1 || { grep -v '^WARNING: Location' $(LEG_DEPS).log | tail -n 40; exit 1; }; \
 	  echo "$(PIP_PACKAGES)" >$(LEG_DEPS)/.guardpolicy-deps; \
 	fi
+
+test-python-leg: leg-deps
 	@[ -x $(LEG_PY) ] || $(LEG_DEPS)/bin/python -m venv $(LEG_VENV)
 	@$(LEG_DEPS)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])' \
 	  >$$($(LEG_PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/zz_guardpolicy_deps.pth

@@ -32,17 +32,19 @@ from pathlib import Path
 
 import callgrind
 import torch
-from results_section import add_copies, check_blocks, run_parser, write_section
+from results_section import (add_copies, check_blocks, md_head, md_row, met, percall_cells, percall_header, pooled_from,
+                             run_parser, spread_note, write_section)
 
 import guardpolicy as gp
-from guardpolicy import dispatch
+from guardpolicy.runtime import dispatch, torch_internals
 from guardpolicy.tools import latency
-from guardpolicy.tools._models import build
+from guardpolicy.tools.models import build
 
 BEGIN = "<!-- dispatch: begin (bench/bench_dispatch.py writes this section) -->"
 END = "<!-- dispatch: end -->"
-TORCH_WAY = "(b) skip_all_guards + set_stance (torch)"
-#: per policy, the goal for direct dispatch / (b) with inductor (the issue's)
+TORCH_WAY = "skip_all_guards + stance (torch)"
+BASELINE = TORCH_WAY.removesuffix(" (torch)")  # what the ratio columns and targets name
+#: per policy, the goal for direct dispatch / skip_all_guards + stance with inductor (the issue's)
 GOALS = {"skip_guard_on_all_nn_modules": 1.0, "keep_tensor_guards": 0.85}
 
 
@@ -76,7 +78,7 @@ def _floor(model, inputs: tuple, backend: str) -> latency.Variant:
     compiled = torch.compile(mod, backend=backend, options={"guard_filter_fn": torch.compiler.skip_all_guards_unsafe})
     compiled(*inputs)
     forward = type(mod).forward
-    entry = torch._C._dynamo.eval_frame._debug_get_cache_entry_list(forward.__code__)[0]
+    entry = torch_internals.cache_entries_of(forward)[0]
     code = dispatch._entry_function(entry.code, forward)
     return latency.Variant("unchecked floor: the entry's code called by hand", functools.partial(code, mod),
                            twin=TORCH_WAY)
@@ -84,7 +86,7 @@ def _floor(model, inputs: tuple, backend: str) -> latency.Variant:
 
 def variants(verify: int | None):
     def make(model, inputs: tuple, backend: str) -> list[latency.Variant]:
-        return [latency.Variant("eager", copy.deepcopy(model)), latency._no_filter(model, inputs, backend),
+        return [latency.Variant("eager", copy.deepcopy(model)), latency.no_filter(model, inputs, backend),
                 _torch_way(model, inputs, backend),
                 *(_direct(model, inputs, backend, std, verify) for std in GOALS),
                 _floor(model, inputs, backend)]
@@ -103,7 +105,6 @@ def _noop(*args, **kwargs) -> None:
 def parts_row(name: str, std: str) -> str:
     """One row of the ``--parts`` table: a direct-dispatch module of the demo model ``name``
     under ``std`` (eager backend: the compiled code is replaced by ``_noop`` anyway)."""
-    from guardpolicy import _torch_private
 
     model, inputs = build(name)
     with torch.no_grad():
@@ -121,7 +122,7 @@ def parts_row(name: str, std: str) -> str:
             entry.root.check(f_locals)
             cold.append(time.perf_counter_ns() - t0)
         entry.fn = _noop  # what is left is the path itself
-        leaves = len(_torch_private.leaf_sources(entry.manager))
+        leaves = len(torch_internals.leaf_sources(entry.manager))
         noop = _hot_us(lambda: _noop(lead, *inputs))
         check = _hot_us(lambda: entry.root.check(f_locals))
         bind = _hot_us(lambda: target.bind(*inputs) if lead is None else target.bind(lead, *inputs))
@@ -149,51 +150,95 @@ def instruction_rows(verify: int | None, runs: list[tuple[str, str]], calls: int
     return {f"{m}, {b}": row for (m, b), row in counts.items()}
 
 
-def instruction_table(counts: dict[str, dict[str, float]]) -> list[str]:
-    lines = ["| model, backend | variant | instructions per call | / (b) |", "|---|---|---:|---:|"]
-    for key, row in counts.items():
-        base = row[TORCH_WAY]
-        lines += [f"| {key} | {label} | {n:,.0f} | {n / base:.3f} |" for label, n in row.items()]
+def dispatch_table(rows: list[dict], counts: dict[str, float] | None) -> list[str]:
+    """One model and backend's table: the per-call columns against skip_all_guards + stance
+    and, with ``counts`` (its instructions per call by variant), the counts and their ratio."""
+    header = percall_header(BASELINE)
+    if counts:
+        header += ["instructions per call", f"instructions ratio vs {BASELINE} (×)"]
+    lines = md_head(header)
+    for r in rows:
+        cells = percall_cells(r, True)
+        if counts:
+            n = counts.get(r["variant"])
+            cells += [f"{n:,.0f}", f"{n / counts[TORCH_WAY]:.3f}"] if n is not None else ["", ""]
+        lines.append(md_row(cells))
     return lines
 
 
-def _verdicts(ratios: dict[str, list[tuple[str, float]]]) -> list[str]:
-    """``key, policy: ratio (goal, met or not)`` for the inductor runs of ``ratios``
-    (per ``"model, backend"``: (variant label, ratio to (b)))."""
-    out = []
-    for key, rows in ratios.items():
-        if not key.endswith("inductor"):
+def goal_ratios(data: dict) -> dict[str, list[tuple[str, float, float | None]]]:
+    """Per policy of GOALS: (model, wall-clock ratio, instructions ratio or None) of each
+    inductor run, against skip_all_guards + stance."""
+    out: dict[str, list[tuple[str, float, float | None]]] = {std: [] for std in GOALS}
+    for key, rows in data["tables"].items():
+        if not key.endswith(", inductor"):
             continue
-        for label, ratio in rows:
-            for std, goal in GOALS.items():
-                if label.startswith(f"direct: {std}"):
-                    out.append(f"{key}, {std}: {ratio:.2f}x (goal ≤ {goal}x, **{'met' if ratio <= goal else 'not met'}**)")
+        counts = data["instructions"].get(key)
+        for r in rows:
+            for std in GOALS:
+                if r["variant"].startswith(f"direct: {std}"):
+                    counted = counts[r["variant"]] / counts[TORCH_WAY] if counts else None
+                    out[std].append((key.split(", ", 1)[0], r["vs_torch_way"], counted))
     return out
 
 
-def section(text: str, tables: dict, instructions: dict) -> str:
-    clock = _verdicts({key: [(r["variant"], r["vs_torch_way"]) for r in rows if r["vs_torch_way"] is not None]
-                       for key, rows in tables.items()})
-    counted = _verdicts({key: [(label, n / row[TORCH_WAY]) for label, n in row.items()]
-                         for key, row in instructions.items()})
-    return "\n".join([
+def verdict(data: dict) -> str:
+    """The targets' line: per policy, met or not per inductor model, on the wall clock and in
+    instructions (a model meets a goal when both do); the first figures say which is which."""
+    first = True
+
+    def figures(wall: float, counted: float | None) -> str:
+        nonlocal first
+        text = (f"{wall:.2f}× wall clock" + (f", {counted:.2f}× instructions" if counted is not None else "")
+                if first else f"{wall:.2f}×" + (f", {counted:.2f}×" if counted is not None else ""))
+        first = False
+        return text
+
+    parts = []
+    for std, found in goal_ratios(data).items():
+        if not found:
+            continue
+        goal = GOALS[std]
+        groups: dict[str, list[tuple[str, float, float | None]]] = {}
+        for model, wall, counted in found:
+            groups.setdefault(met(wall <= goal and (counted is None or counted <= goal)), []).append(
+                (model, wall, counted))
+        if len(groups) == 1:
+            [(word, rows)] = groups.items()
+            said = f"**{word}** (" + "; ".join(f"{m} {figures(w, c)}" for m, w, c in rows) + ")"
+        else:
+            said = ", ".join(f"**{word}** on {', '.join(m for m, _, _ in rows)} ("
+                             + ("; ".join(f"{m} {figures(w, c)}" for m, w, c in rows) if len(rows) > 1
+                                else figures(rows[0][1], rows[0][2])) + ")"
+                             for word, rows in groups.items())
+        parts.append(f"{std} at most {goal}×: {said}")
+    return f"Targets (inductor, ratio vs {BASELINE}), " + ("; ".join(parts) or "no inductor run") + "."
+
+
+def render(data: dict) -> str:
+    """The dispatch section of RESULTS.md from one run: ``data`` holds date, machine, calls,
+    block, copies, instruction_calls, ``tables`` (per ``"model, backend"``,
+    ``latency.measure``'s rows) and ``instructions`` (per ``"model, backend"``, instructions
+    per call by variant; empty when none were counted)."""
+    counted = bool(data["instructions"])
+    lines = [
         BEGIN,
-        "## Direct dispatch per call (`bench/bench_dispatch.py`)",
+        "## Direct dispatch, per call (`bench/bench_dispatch.py`)",
         "",
-        "`gp.compile(model, policy, dispatch=\"direct\")` after warm-up (the kept guards checked by",
-        "torch's guard manager, then the entry's compiled code called without Dynamo's per-call",
-        "machinery) against (a) `torch.compile` with no filter and (b) `skip_all_guards_unsafe` with",
-        "`set_stance(skip_guard_eval_unsafe=True)` entered once per block of timed calls; the unchecked",
-        "floor is the entry's compiled code called by hand, no guard checked. Each variant has its own",
-        "cache entry, interleaved in one run per model and backend (`guardpolicy.tools.latency`).",
+        f"µs {'and instructions ' if counted else ''}per call of `gp.compile(model, policy, dispatch=\"direct\")` "
+        "(kept guards checked, then the",
+        "compiled code called without Dynamo's per-call machinery) against `torch.compile` with no filter and against",
+        "torch's zero-guard setting (`skip_all_guards_unsafe` + `set_stance(skip_guard_eval_unsafe=True)`), beside the",
+        "unchecked floor (the compiled code called by hand, no guard checked), on the backend each table names.",
+        f"Recorded {data['date']} on {data['machine']};",
+        f"{data['calls']} timed calls per variant{pooled_from(data['copies'])}, interleaved in blocks of "
+        f"{data['block']}" + (f"; instructions:\n{data['instruction_calls']} calls per variant under callgrind."
+                              if counted else "."),
         "",
-        text.rstrip("\n"),
-        "",
-        "Goals (inductor, ratio to (b)): wall clock (medians): " + ("; ".join(clock) or "no inductor run") + ". "
-        "Instructions per call: " + ("; ".join(counted) or "no inductor run counted") + ".",
-        END,
-        "",
-    ])
+    ]
+    for key, rows in data["tables"].items():
+        lines += [f"**{key}**{spread_note(rows)}", "", *dispatch_table(rows, data["instructions"].get(key)), ""]
+    return "\n".join(lines + [verdict(data), "", END, ""])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -219,19 +264,15 @@ def main(argv: list[str] | None = None) -> int:
     progress = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     tables = latency.measure(variants(verify), args.models.split(","), args.backends.split(","),
                              args.calls, args.block, progress, args.copies)
-    lines = [f"Recorded {latency.stamp(args.calls, args.block, args.copies)}.", ""]
-    for key, rows in tables.items():
-        lines += [f"**{key}**", "", *latency.table(rows), "", latency.spread_line(rows), ""]
     runs = [tuple(r.split(":")) for r in args.instructions.split(",") if r]
     progress(f"counting instructions under callgrind: {args.instructions or 'none'}")
     instructions = instruction_rows(verify, runs, args.instruction_calls)
-    if instructions:
-        lines += [f"**instructions per call** (callgrind, bench/callgrind.py: {args.instruction_calls} calls per "
-                  "variant)", "", *instruction_table(instructions), ""]
-    text = "\n".join(lines).replace("/ torch way", "/ (b)")
+    text = render({"date": datetime.date.today().isoformat(), "machine": latency.machine(), "calls": args.calls,
+                   "block": args.block, "copies": args.copies, "instruction_calls": args.instruction_calls,
+                   "tables": tables, "instructions": instructions})
     print(text)
     if args.results:
-        write_section(Path(args.results), BEGIN, END, section(text, tables, instructions))
+        write_section(Path(args.results), BEGIN, END, text)
     return 0
 
 

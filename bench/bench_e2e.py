@@ -38,12 +38,11 @@ import warnings
 from typing import Any, Callable
 
 import torch
-import torch._dynamo
-from torch._guards import GuardSource
 
 import guardpolicy as gp
-from guardpolicy.tools.demo import machine_description
-from guardpolicy.tools._models import build_gpt2, build_mlp
+from guardpolicy.runtime.torch_internals import guard_source_enum
+from guardpolicy.tools.timing import machine_description
+from guardpolicy.tools.models import build_gpt2, build_mlp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RULES30 = os.path.join(HERE, "policies", "rules30.gpol")
@@ -99,11 +98,11 @@ def capture_live(fn, args, kwargs) -> list:
         live.extend(entries)
         return [True] * len(entries)
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     compiled = torch.compile(fn, backend="eager", options={"guard_filter_fn": keep_all})
     with torch.no_grad():
         compiled(*args, **kwargs)
-    torch._dynamo.reset()
+    torch.compiler.reset()
     return live
 
 
@@ -118,6 +117,7 @@ _ID_KINDS = frozenset({"ID_MATCH", "EQUALS_MATCH", "HASATTR"})
 _RE_TORCH_IMPORT = re.compile(r"^G\['__import_torch").search
 _RE_DROPOUT = re.compile(r"_modules\['(dropout|drop|attn_dropout|resid_dropout)'\]").search
 _RE_CONST = re.compile(r"\.(eps|training|scale_grad_by_freq|inplace)$").search
+GuardSource = guard_source_enum()
 _LOCAL = GuardSource.LOCAL
 _LOCAL_UNSPEC = GuardSource.LOCAL_UNSPECIALIZED_NN_MODULE
 _Tensor, _Parameter = torch.Tensor, torch.nn.Parameter
@@ -320,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
 
     results = []
-    header = (f"torch {torch.__version__} | {machine_description()} | python {platform.python_version()} | "
+    header = (f"{machine_description()} | "
               f"{args.samples} interleaved samples per side, ~{args.sample_ms:g} ms each, GC off")
     print(header)
     cols = ["model", "entries", "policy", "reference", "policy ns/call", "ref ns/call",

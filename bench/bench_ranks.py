@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from results_section import add_copies, check_blocks, run_parser, write_section
+from results_section import add_copies, check_blocks, md_head, md_row, met, pooled_from, run_parser, write_section
 
 BEGIN = "<!-- ranks: begin (bench/bench_ranks.py writes this section) -->"
 END = "<!-- ranks: end -->"
@@ -91,9 +91,9 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: in
     import guardpolicy as gp
     from bench_verify import paired_block
     from guardpolicy.tools import latency
-    from guardpolicy.tools._models import build
+    from guardpolicy.tools.models import build
 
-    torch._dynamo.reset()
+    torch.compiler.reset()
     model, inputs = build(model_name)
     policy = gp.load_std(POLICY)
     variants = []  # (name, copy, compiled object): each its own cache entries
@@ -141,7 +141,7 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: in
     pooled = {name: [t for (n, _), ts in times.items() if n == name for t in ts] for name in ("plain", "verify")}
     plain_copies = [median_us(ts, block) for (name, _), ts in times.items() if name == "plain"]
     plain_us, verify_us = median_us(pooled["plain"], block), median_us(pooled["verify"], block)
-    torch._dynamo.reset()
+    torch.compiler.reset()
     return {"model": model_name, "backend": backend, "plain_us": plain_us, "verify_us": verify_us,
             "ratio": verify_us / plain_us, "agreements": agreed,
             **same_objects(paired),
@@ -200,7 +200,7 @@ def worker(args) -> None:
     import torch
     import torch.distributed as dist
 
-    from guardpolicy.ranks import RankGroup
+    from guardpolicy.distributed.agreement import RankGroup
 
     torch.set_num_threads(1)
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -235,82 +235,84 @@ def run_world(world: int, args) -> list[dict]:
     return [json.loads(out.strip().splitlines()[-1]) for out in outs]
 
 
-def table(results: dict[int, list[dict]]) -> list[str]:
-    lines = ["| ranks | model, backend | one agreement (µs) | a byte per rank instead (µs) "
-             "| agreement in a verified call (µs) "
-             "| no verify (µs/call) | verify=100 (µs/call) | ratio | no-verify copies apart "
-             "| same objects: ratio | its 95% interval | on the median call | its 95% interval | unsampled / bypassed | a verified call's extra (µs) "
-             "| ratio in CPU time |",
-             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+def row_cells(on_ranks: list[dict]) -> list[str]:
+    """One model and backend's cells, from that row as each rank measured it: per column the
+    rank with the largest ratio (separately built, same objects' mean, median call)."""
+    worst = max(on_ranks, key=lambda x: x["ratio"])
+    same = max(on_ranks, key=lambda x: x["same_objects_ratio"])
+    median = max(on_ranks, key=lambda x: x["median_ratio"])
+    low, high = median["median_interval"]
+    return [f"{worst['model']}, {worst['backend']}", f"{max(x['in_call_agree_us'] or 0.0 for x in on_ranks):.1f}",
+            f"{worst['plain_us']:.1f}", f"{worst['verify_us']:.1f}", f"{worst['ratio']:.3f}",
+            f"{100 * worst['spread']:.1f}%" if worst["spread"] is not None else "",
+            f"{same['same_objects_ratio']:.3f} ±{same['same_objects_ci']:.3f}",
+            f"{median['median_ratio']:.3f} [{low:.3f}–{high:.3f}]", f"{same['unsampled_ratio']:.3f}",
+            f"{same['verified_extra_us']:.0f}", f"{max(x['cpu_ratio'] for x in on_ranks):.3f}"]
+
+
+ROW_HEADER = ["model, backend", "agreement inside a verified call (µs)", "without verify (µs/call)",
+              f"verify={EVERY} (µs/call)", "ratio, separately built (×)", "builds without verify apart",
+              "same objects: ratio of means (× ± 95%)", "same objects: median call (× [95% interval])",
+              "same objects: unsampled vs bypassed calls (×)", "verified call's extra cost (µs)",
+              "same objects: CPU time ratio (×)"]
+
+
+def tables(results: dict[int, list[dict]]) -> list[str]:
+    """The agreement per rank count (the slowest rank's), then per rank count a table of its
+    models and backends; each followed by a blank line."""
+    lines = md_head(["ranks", "one agreement (µs)", "an all_reduce of a byte per rank instead (µs)"], left=0)
+    lines += [md_row([str(world), f"{max(r['agree_us'] for r in ranks):.1f}",
+                      f"{max(r['per_rank_us'] for r in ranks):.1f}"]) for world, ranks in results.items()]
+    lines.append("")
     for world, ranks in results.items():
-        agree = max(r["agree_us"] for r in ranks)
-        per_rank = max(r["per_rank_us"] for r in ranks)
-        for i, row in enumerate(ranks[0]["rows"]):
-            on_ranks = [r["rows"][i] for r in ranks]  # this row, as each rank measured it
-            worst = max(on_ranks, key=lambda x: x["ratio"])
-            same = max(on_ranks, key=lambda x: x["same_objects_ratio"])
-            median = max(on_ranks, key=lambda x: x["median_ratio"])
-            in_call = max(x["in_call_agree_us"] or 0.0 for x in on_ranks)
-            lines.append(f"| {world} | {row['model']}, {row['backend']} | {agree:.1f} | {per_rank:.1f} | "
-                         f"{in_call:.1f} | {worst['plain_us']:.1f} | {worst['verify_us']:.1f} | {worst['ratio']:.3f} | "
-                         + (f"{100 * worst['spread']:.1f}% |" if worst["spread"] is not None else " |")
-                         + f" {same['same_objects_ratio']:.3f} | ±{same['same_objects_ci']:.3f} | "
-                         f"{median['median_ratio']:.3f} | {median['median_interval'][0]:.3f}–{median['median_interval'][1]:.3f} | "
-                         f"{same['unsampled_ratio']:.3f} | {same['verified_extra_us']:.0f} | "
-                         f"{max(x['cpu_ratio'] for x in on_ranks):.3f} |")
+        lines += [f"**{world} ranks**", "", *md_head(ROW_HEADER)]
+        lines += [md_row(row_cells([r["rows"][i] for r in ranks])) for i in range(len(ranks[0]["rows"]))]
+        lines.append("")
     return lines
 
 
-def section(text: str, results: dict[int, list[dict]]) -> str:
+def verdict(results: dict[int, list[dict]]) -> str:
+    """The target's line: on the same objects the median call, the CPU time and the mean (with
+    its interval), then between separately built objects; each the largest of every rank."""
     rows = [row for ranks in results.values() for r in ranks for row in r["rows"]]  # every rank's
     worst, cpu, median = (max(row[key] for row in rows) for key in ("ratio", "cpu_ratio", "median_ratio"))
     mean = max(rows, key=lambda row: row["same_objects_ratio"])
     median_top = max(row["median_interval"][1] for row in rows)
-    paired, paired_ci = mean["same_objects_ratio"], mean["same_objects_ci"]
-    spread = max(row["spread"] or 0.0 for row in rows)
-    verdict = lambda ratio: "met" if ratio <= RATIO_TARGET else "not met"  # noqa: E731
-    spans = lambda ratio, ci: (f", which holds {RATIO_TARGET}: the mean does not decide"  # noqa: E731
-                               if ratio - ci <= RATIO_TARGET <= ratio + ci else "")
+    paired, ci = mean["same_objects_ratio"], mean["same_objects_ci"]
+    spreads = [row["spread"] for row in rows if row["spread"] is not None]
+    apart = f", builds up to {100 * max(spreads):.1f}% apart" if spreads else ""  # one build: no spread
+    spans = (f", an interval that holds {RATIO_TARGET}: the mean does not decide"
+             if paired - ci <= RATIO_TARGET <= paired + ci else "")
+    return (f"Target: verify={EVERY} at most {RATIO_TARGET}× without it on every rank. Same objects: median call "
+            f"**{met(median <= RATIO_TARGET)}** (largest {median:.3f}, highest interval end {median_top:.3f}), "
+            f"CPU time **{met(cpu <= RATIO_TARGET)}** (largest {cpu:.3f}), mean **{met(paired <= RATIO_TARGET)}** "
+            f"(largest {paired:.3f} ± {ci:.3f}{spans}); separately built objects **{met(worst <= RATIO_TARGET)}** "
+            f"(largest {worst:.3f}{apart}).")
+
+
+def render(data: dict) -> str:
+    """The ranks section of RESULTS.md from one run: ``data`` holds date, machine, calls,
+    block, copies, paired, agreements and ``results`` (per rank count, each rank's JSON
+    line: agree_us, per_rank_us and ``rows``, ``call_ratio``'s dicts)."""
+    worlds = [str(w) for w in data["results"]]
+    ranks = worlds[0] if len(worlds) == 1 else f"{', '.join(worlds[:-1])} and {worlds[-1]}"
+    pooled = pooled_from(data["copies"]).strip()
     return "\n".join([
         BEGIN,
         "## Verify across ranks: the agreement of a verified call (`bench/bench_ranks.py`)",
         "",
-        "Local gloo ranks (processes on this machine), one torch thread each, the demo models with",
-        f"`{POLICY}`. One agreement: one `all_reduce` of one int64 (`RankGroup.flagged`), what",
-        "each verified call adds on many ranks (median of blocks of 50, the slowest rank); beside it",
-        "one of a byte per rank, which gloo splits over the ranks in more rounds; in a",
-        "verified call: `gp.stats(opt).ranks.verify_agreement_us` over the timed calls (waiting",
-        f"for the slowest rank included). The ratio: per call, `verify={EVERY}` against the same policy",
-        "without verify, interleaved blocks of calls, every rank running the same loop (the slowest",
-        "rank's; both variants meet in one collective of their own after every call, as a training step's",
-        "all_reduce does: without it the ranks drift apart and verify's agreement pays for the drift).",
+        f"µs per call of `gp.compile(model, {POLICY}, verify={EVERY})` against the same policy without verify",
+        f"on {ranks} local gloo ranks (one torch thread each; every call followed by one collective, as a training "
+        "step's",
+        "all_reduce), on each rank, the largest rank's ratio, and the cost of the agreement (`RankGroup.flagged`: one "
+        "`all_reduce` of one",
+        f"int64). Recorded {data['date']} on {data['machine']}; {data['calls']} calls per variant",
+        f"{pooled + ' ' if pooled else ''}in blocks of {data['block']}; on the same compiled objects {data['paired']} "
+        f"blocks of {EVERY} calls each way;",
+        f"{data['agreements']} agreements.",
         "",
-        text.rstrip("\n"),
-        "",
-        "Same objects: each rank's verify modules called through their path and with their forward",
-        "set back to torch's compiled callable (what the policy without verify calls), alternating",
-        "call by call, each call timed with the loop's collective after it (a verified call's",
-        "agreement waits for the slowest rank, and that collective then waits as much less). Model,",
-        "cache entry and compiled code are then one, so only verify's cost differs. Its ratio: all",
-        "calls through the path against all bypassed (the mean cost per call over the run, the",
-        "verified calls included), the rank with the largest, and the half-width of its 95% interval",
-        f"(from the spread of blocks of {EVERY} calls each way). On the median call: the same cost",
-        "with the medians of the unsampled calls: the median pair's difference plus a verified call's",
-        f"mean extra spread over {EVERY} calls, over the median bypassed call, and its 95% interval",
-        "(200 resamplings of the blocks). A call delayed by something else (ranks that share 2 cores",
-        "take turns) moves the mean by its whole delay and the median by nothing; the verified calls,",
-        "where verify's cost is, count with their mean. Beside them the unsampled",
-        "calls' total against the bypassed calls' total, and what a verified call costs beyond a",
-        "bypassed call (check, agreement and the wait for the slowest rank). In CPU time: the mean",
-        "ratio in the main thread's CPU time (`time.thread_time_ns`), which counts no waiting for",
-        "other ranks or for a core. Each the largest rank's.",
-        "",
-        f"Target: verify={EVERY} at most {RATIO_TARGET}x no verify on every rank. On the same objects:",
-        f"on the median call **{verdict(median)}** (largest {median:.3f}, the highest upper end of an",
-        f"interval {median_top:.3f}); in CPU time **{verdict(cpu)}**",
-        f"(largest {cpu:.3f}); the mean **{verdict(paired)}** (largest {paired:.3f}, its interval",
-        f"±{paired_ci:.3f}{spans(paired, paired_ci)}). Between separately built objects **{verdict(worst)}**",
-        f"(largest {worst:.3f}, with copies of one variant up to {100 * spread:.1f}% apart).",
+        *tables(data["results"]),
+        verdict(data["results"]),
         END,
         "",
     ])
@@ -324,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--agreements", type=int, default=2000, help="timed agreements per rank")
     ap.add_argument("--paired", type=int, default=300,
                     help=f"blocks of {EVERY} calls each way on the same objects, split among the copies")
-    ap.add_argument("--markdown", help="also write the markdown to this file")
+    ap.add_argument("--markdown", help="also write the section's markdown to this file")
     ap.add_argument("--results", help="the RESULTS.md whose ranks section to write")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # a rank: the file store's path
     args = ap.parse_args(argv)
@@ -332,19 +334,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.worker:
         worker(args)
         return 0
+    from guardpolicy.tools.bench import machine_description
+
     results = {}
     for world in (int(w) for w in args.ranks.split(",")):
         print(f"{world} ranks ...", file=sys.stderr, flush=True)
         results[world] = run_world(world, args)
-    text = "\n".join([f"Recorded {time.strftime('%Y-%m-%d')}, {args.calls} calls per variant (pooled from "
-                      f"{args.copies} copies of it) in blocks of {args.block}; on the same objects {args.paired} "
-                      f"blocks of {EVERY} calls each way; {args.agreements} agreements.", "",
-                      *table(results), ""])
+    text = render({"date": time.strftime("%Y-%m-%d"), "machine": machine_description(), "calls": args.calls,
+                   "block": args.block, "copies": args.copies, "paired": args.paired,
+                   "agreements": args.agreements, "results": results})
     print(text)
     if args.markdown:
         Path(args.markdown).write_text(text, encoding="utf-8")
     if args.results:
-        write_section(Path(args.results), BEGIN, END, section(text, results))
+        write_section(Path(args.results), BEGIN, END, text)
     return 0
 
 

@@ -23,6 +23,7 @@ Usage: bench_verify.py [--models mlp,gpt2] [--backends inductor,eager] [--policy
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
 import statistics
 import sys
@@ -32,13 +33,13 @@ from typing import NamedTuple
 
 import callgrind
 import torch
-from results_section import add_copies, check_blocks, write_section
+from results_section import add_copies, check_blocks, md_head, md_row, met, pooled_from, split_machine, spread_note, write_section
 
 import guardpolicy as gp
-from guardpolicy import verify as gp_verify
-from guardpolicy import _torch_private as tp
+from guardpolicy.runtime import verify as gp_verify
+from guardpolicy.runtime import torch_internals as tp
 from guardpolicy.tools import latency
-from guardpolicy.tools._models import build
+from guardpolicy.tools.models import build
 
 BEGIN = "<!-- verify: begin (bench/bench_verify.py writes this section) -->"
 END = "<!-- verify: end -->"
@@ -55,7 +56,7 @@ def variants(policy_name: str):
         checked = gp.compile(latency.own_class_copy(model), policy, backend=backend, verify=EVERY)
         for fn in (plain, checked):
             fn(*inputs)
-        return [latency.Variant("eager", model), latency._no_filter(model, inputs, backend),
+        return [latency.Variant("eager", model), latency.no_filter(model, inputs, backend),
                 latency.Variant(policy_name, plain),
                 latency.Variant(f"{policy_name}, verify={EVERY}", checked, twin=policy_name)]
 
@@ -74,7 +75,7 @@ def _median_us(fn, n: int) -> float:
 def verified_call_cost(model_name: str, policy_name: str, backend: str, checks: int) -> dict:
     """Per model: the median µs of one verified call's check (``CallPath.verify``), of its
     parts, and of torch's evaluation of the full guard set (the kept-only check beside it)."""
-    torch._dynamo.reset()
+    torch.compiler.reset()
     model, inputs = build(model_name)
     opt = gp.compile(latency.own_class_copy(model), gp.load_std(policy_name), backend=backend, verify=EVERY)
     for _ in range(3):
@@ -94,7 +95,7 @@ def verified_call_cost(model_name: str, policy_name: str, backend: str, checks: 
         "full_check_us": _median_us(lambda: frame.full.check(f_locals), checks),
     }
     assert not gp.stats(opt).violations
-    torch._dynamo.reset()
+    torch.compiler.reset()
     return row
 
 
@@ -107,7 +108,7 @@ def paired_ratio(model_name: str, policy_name: str, backend: str, calls: int, co
     code are then one, so neither where copies lie in memory nor the machine's drift between
     blocks enters the ratio: the median over blocks of EVERY calls of the block's ratio of
     means."""
-    torch._dynamo.reset()
+    torch.compiler.reset()
     model, inputs = build(model_name)
     policy = gp.load_std(policy_name)
     modules = [gp.compile(latency.own_class_copy(model), policy, backend=backend, verify=EVERY) for _ in range(copies)]
@@ -126,7 +127,7 @@ def paired_ratio(model_name: str, policy_name: str, backend: str, calls: int, co
     ratio = statistics.median(b.path / b.bypassed for b in blocks)
     off_us = statistics.median(b.bypassed for b in blocks) / 1e3
     on_us = statistics.median(b.path for b in blocks) / 1e3
-    torch._dynamo.reset()
+    torch.compiler.reset()
     return f"{model_name}, {backend}", off_us, on_us, ratio
 
 
@@ -182,22 +183,6 @@ def paired_block(module, inputs: tuple, first_through_path: bool, after=None) ->
                        tuple(pairs))
 
 
-def paired_table(rows: list[tuple[str, float, float, float]]) -> list[str]:
-    lines = [f"| model, backend | path bypassed µs per call | verify={EVERY} µs per call | ratio (median of block ratios) |",
-             "|---|---:|---:|---:|"]
-    lines += [f"| {key} | {off:.1f} | {on:.1f} | {ratio:.4f} |" for key, off, on, ratio in rows]
-    return lines
-
-
-def cost_table(rows: list[dict]) -> list[str]:
-    lines = ["| model | guards offered / dropped | one verified call µs | of which: bind µs | kept guards µs "
-             "| torch's full guard evaluation µs |", "|---|---:|---:|---:|---:|---:|"]
-    for r in rows:
-        lines.append(f"| {r['model']} | {r['offered']} / {r['dropped']} | {r['verified_call_us']:.1f} | "
-                     f"{r['bind_us']:.1f} | {r['kept_check_us']:.1f} | {r['full_check_us']:.1f} |")
-    return lines
-
-
 def mean_ratios(tables: dict) -> list[tuple[str, float, float, float]]:
     """(model and backend, the policy's amortized µs per call, with verify's, their ratio) per
     table; amortized: ``latency.block_mean``."""
@@ -208,14 +193,6 @@ def mean_ratios(tables: dict) -> list[tuple[str, float, float, float]]:
                 plain = next(p for p in rows if p["variant"] == r["variant"].rsplit(",", 1)[0])
                 out.append((key, plain["block_mean_us"], r["block_mean_us"], r["block_mean_us"] / plain["block_mean_us"]))
     return out
-
-
-def mean_table(tables: dict) -> list[str]:
-    lines = [f"| model, backend | policy µs per call (block means) | verify={EVERY} µs per call (block means) | ratio |",
-             "|---|---:|---:|---:|"]
-    for key, plain, checked, ratio in mean_ratios(tables):
-        lines.append(f"| {key} | {plain:.1f} | {checked:.1f} | {ratio:.3f} |")
-    return lines
 
 
 def instruction_rows(policy_name: str, runs: list[tuple[str, str]], calls: int) -> list[tuple[str, float, float, float]]:
@@ -229,43 +206,87 @@ def instruction_rows(policy_name: str, runs: list[tuple[str, str]], calls: int) 
     return out
 
 
-def instruction_table(rows: list[tuple[str, float, float, float]]) -> list[str]:
-    lines = [f"| model, backend | policy instructions per call | verify={EVERY} instructions per call | ratio |",
-             "|---|---:|---:|---:|"]
-    lines += [f"| {key} | {plain:,.0f} | {checked:,.0f} | {ratio:.4f} |" for key, plain, checked, ratio in rows]
+def model_table(key: str, data: dict) -> list[str]:
+    """One model and backend's table: per measure (rows), eager, no filter, the policy without
+    verify and with it (columns), and verify's ratio to without."""
+    by = {r["variant"]: r for r in data["tables"][key]}
+    cols = [by["eager"], by["no filter"], by[data["policy"]], by[f"{data['policy']}, verify={EVERY}"]]
+    [(_, plain, checked, ratio)] = [m for m in mean_ratios({key: data["tables"][key]})]
+    lines = [*md_head(["measure", "eager", "no filter", "without verify", f"verify={EVERY}",
+                       f"ratio verify={EVERY} vs without (×)"]),
+             md_row(["median (µs/call)", *(f"{r['median_us']:.1f}" for r in cols), f"{cols[3]['vs_torch_way']:.3f}"]),
+             md_row(["p90 (µs/call)", *(f"{r['p90_us']:.1f}" for r in cols), ""]),
+             md_row(["median ratio vs no filter (×)", *(f"{r['vs_no_filter']:.2f}" for r in cols), ""]),
+             md_row(["amortized, separately built objects (µs/call)", "", "", f"{plain:.1f}", f"{checked:.1f}",
+                     f"{ratio:.3f}"])]
+    for k, off, on, paired in data["paired"]:
+        if k == key:
+            lines.append(md_row(["amortized, same compiled objects (µs/call; ratio: median of block ratios)", "", "",
+                                 f"{off:.1f}", f"{on:.1f}", f"{paired:.4f}"]))
+    for k, plain, checked, counted in data["instructions"]:
+        if k == key:
+            lines.append(md_row(["instructions per call", "", "", f"{plain:,.0f}", f"{checked:,.0f}",
+                                 f"{counted:.4f}"]))
     return lines
 
 
-def section(text: str, tables: dict, policy_name: str, instructions: list, paired: list) -> str:
-    worst = max(((key, ratio) for key, _, _, ratio in mean_ratios(tables)), key=lambda t: t[1])
-    spread = max((r["copy_spread"] or 0.0) for rows in tables.values() for r in rows)
-    verdict = lambda ok: "met" if ok else "not met"  # noqa: E731
-    counted = ""
-    if instructions:
-        most = max(instructions, key=lambda r: r[3])
-        counted = (f"instructions per call: **{verdict(most[3] <= RATIO_TARGET)}** (largest {most[3]:.4f}, on "
-                   f"{most[0]}); ")
-    if paired:
-        most = max(paired, key=lambda r: r[3])
-        counted += (f"wall clock on the same compiled objects: **{verdict(most[3] <= RATIO_TARGET)}** (largest "
-                    f"{most[3]:.4f}, on {most[0]}); ")
-    return "\n".join([
-        BEGIN,
-        "## verify: the cost of re-checking dropped guards (`bench/bench_verify.py`)",
-        "",
-        f"`gp.compile(model, {policy_name}, verify={EVERY})` against the same policy without verify,",
-        "interleaved in one run per model and backend; then the cost of one verified call (what a",
-        f"sampled call adds: one in {EVERY}) beside torch's evaluation of every offered guard.",
-        "",
-        text.rstrip("\n"),
-        "",
-        f"Target: verify={EVERY} at most {RATIO_TARGET}x the same policy without it, per call amortized (the "
-        f"verified calls count): {counted}wall clock between separately built objects (median of block means): "
-        f"**{verdict(worst[1] <= RATIO_TARGET)}** (largest {worst[1]:.3f}, on {worst[0]}, where copies of one "
-        f"variant were up to {100 * spread:.1f}% apart).",
-        END,
-        "",
-    ])
+def cost_table(rows: list[dict]) -> list[str]:
+    """One verified call per model: guards offered and dropped, µs of the call, its parts and torch's full check."""
+    lines = md_head(["model", "guards offered / dropped", "one verified call (µs)", "of which: binding (µs)",
+                     "of which: kept guards (µs)", "torch's full guard evaluation (µs)"])
+    for r in rows:
+        lines.append(md_row([r["model"], f"{r['offered']} / {r['dropped']}", f"{r['verified_call_us']:.1f}",
+                             f"{r['bind_us']:.1f}", f"{r['kept_check_us']:.1f}", f"{r['full_check_us']:.1f}"]))
+    return lines
+
+
+def intro(data: dict) -> list[str]:
+    """The lines under the heading: what is measured, when, where, how many calls."""
+    counted = bool(data["instructions"])
+    head, tail = split_machine(data["machine"], 1)  # the line breaks before its last part
+    calls = (f"{data['calls']} timed calls per variant{pooled_from(data['copies'])}, interleaved in blocks of "
+             f"{data['block']};")
+    recorded = f"every offered guard. Recorded {data['date']} on {head}"
+    return [
+        f"µs {'and instructions ' if counted else ''}per call of `gp.compile(model, {data['policy']}, "
+        f"verify={EVERY})` against the same",
+        "policy without verify, on the backend each table names; then one verified call beside torch's evaluation of",
+        *([f"{recorded},", f"{tail}; {calls}"] if tail else [f"{recorded};", calls]),
+        f"on the same compiled objects {data['calls']} calls each way, alternating call by call"
+        + (f"; instructions: {data['instruction_calls']} calls per\nvariant under callgrind." if counted else ".")
+        + " Amortized rows count the verified calls.",
+    ]
+
+
+def verdict(data: dict) -> str:
+    """The target's line: verify's ratio in instructions, on the same compiled objects and
+    between separately built objects, each its largest and where."""
+    said = []
+    for name, rows, digits in (("instructions", data["instructions"], 4), ("same compiled objects", data["paired"], 4),
+                               ("separately built objects", mean_ratios(data["tables"]), 3)):
+        if not rows:
+            continue
+        key, *_, ratio = max(rows, key=lambda r: r[3])
+        spread = ""
+        spreads = [r["copy_spread"] for rs in data["tables"].values() for r in rs if r["copy_spread"] is not None]
+        if name == "separately built objects" and spreads:  # one build: no spread
+            spread = f", builds up to {100 * max(spreads):.1f}% apart"
+        said.append(f"{name} **{met(ratio <= RATIO_TARGET)}** (largest {ratio:.{digits}f}, {key}{spread})")
+    return f"Target: verify={EVERY} at most {RATIO_TARGET}× without it, per call amortized: {'; '.join(said)}."
+
+
+def render(data: dict) -> str:
+    """The verify section of RESULTS.md from one run: ``data`` holds date, machine, policy,
+    calls, block, copies, instruction_calls, ``tables`` (per ``"model, backend"``,
+    ``latency.measure``'s rows), ``paired`` (``paired_ratio``'s tuples), ``instructions``
+    (``instruction_rows``'s tuples; empty when none were counted), ``costs``
+    (``verified_call_cost``'s rows) and cost_backend."""
+    lines = [BEGIN, "## What verify costs, per call (`bench/bench_verify.py`)", "", *intro(data), ""]
+    for key, rows in data["tables"].items():
+        lines += [f"**{key}**{spread_note(rows)}", "", *model_table(key, data), ""]
+    lines += [f"**One verified call** ({data['cost_backend']} backend; the check only, not the call)", "",
+              *cost_table(data["costs"]), "", verdict(data), END, ""]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -298,24 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     runs = [tuple(r.split(":")) for r in args.instructions.split(",") if r]
     progress(f"counting instructions under callgrind: {args.instructions or 'none'}")
     instructions = instruction_rows(args.policy, runs, args.instruction_calls)
-    lines = [f"Recorded {latency.stamp(args.calls, args.block, args.copies)}.", ""]
-    for key, rows in tables.items():
-        lines += [f"**{key}**", "", *latency.table(rows), "", latency.spread_line(rows), ""]
-    lines += [f"**per call, amortized** (the median over blocks of {args.block} calls of each block's mean: the "
-              "verified calls included)", "", *mean_table(tables), ""]
-    lines += [f"**per call, amortized, on the same compiled objects** ({args.copies} verify={EVERY} modules, each "
-              f"called through its path and with its forward set back to torch's compiled callable, alternating call "
-              f"by call; {args.calls} calls each way)", "", *paired_table(paired), ""]
-    if instructions:
-        lines += [f"**per call, instructions** (callgrind, bench/callgrind.py: {args.instruction_calls} calls per "
-                  f"variant, the verified calls included; the same count for two identical loops differs by "
-                  f"about 0.3%)", "", *instruction_table(instructions), ""]
-    lines += [f"**one verified call ({backends[-1]} backend; the check only, not the call)**", "",
-              *cost_table(costs), ""]
-    text = "\n".join(lines)
+    text = render({"date": datetime.date.today().isoformat(), "machine": latency.machine(), "policy": args.policy,
+                   "calls": args.calls, "block": args.block, "copies": args.copies,
+                   "instruction_calls": args.instruction_calls, "tables": tables, "paired": paired,
+                   "instructions": instructions, "costs": costs, "cost_backend": backends[-1]})
     print(text)
     if args.results:
-        write_section(Path(args.results), BEGIN, END, section(text, tables, args.policy, instructions, paired))
+        write_section(Path(args.results), BEGIN, END, text)
     return 0
 
 

@@ -13,7 +13,7 @@ about five times slower than native, not fifty). The child builds the variants o
 each up as the timed runs do (``Variant.warm_up``), turns instrumentation on
 (``callgrind_control -i on``), then per variant, inside its ``block_ctx`` (the stance, say),
 collects ``calls`` calls and dumps them
-(``torch._C._valgrind_toggle`` / ``_valgrind_toggle_and_dump_stats``). The parent reads each
+(``torch_internals.valgrind_toggle`` / ``valgrind_toggle_and_dump_stats``). The parent reads each
 dump's ``totals:`` line. Counts cover everything a call executes in this process (the
 interpreter, torch, guardpolicy), not cache misses or waiting.
 """
@@ -72,8 +72,9 @@ def count_runs(bench: str, factory: str, args: list, runs: list[tuple[str, str]]
 def _child(spec: dict) -> None:
     import torch
 
+    from guardpolicy.runtime import torch_internals
     from guardpolicy.tools import latency
-    from guardpolicy.tools._models import build
+    from guardpolicy.tools.models import build
 
     torch.set_num_threads(1)
     make = getattr(importlib.import_module(spec["bench"]), spec["factory"])(*spec["args"])
@@ -86,10 +87,10 @@ def _child(spec: dict) -> None:
     for v in variants:
         with v.timing_context():
             v.fn(*inputs)  # the first instrumented call, uncounted
-            torch._C._valgrind_toggle()
+            torch_internals.valgrind_toggle()
             for _ in range(spec["calls"]):
                 v.fn(*inputs)
-            torch._C._valgrind_toggle_and_dump_stats()
+            torch_internals.valgrind_toggle_and_dump_stats()
     print(json.dumps([v.label for v in variants]))
 
 

@@ -2,13 +2,13 @@
 C++ benchmark (which replays them through the VM without torch).
 
 Every row is one ``GuardFilterEntry`` as ``guardpolicy.tools.capture.entry_row`` reads it (every
-schema field, plain JSON values, exactly what the C++ extractor would read). Models, all
+schema field, plain JSON values, read by the C++ extractor itself: ``_core.entry_rows``). Models, all
 CPU, random weights, nothing downloaded, each compiled once with ``backend="eager"`` under
 ``torch.no_grad()`` and a recording filter that keeps every guard:
 
 * transformers GPT-2 (``GPT2LMHeadModel``) with n_layer in 1, 2, 4, 6, 8, 12 (width 64);
 * transformers BERT (``BertModel``) from a small ``BertConfig`` with 1, 2, 4 and 6 layers;
-* the demo MLP (``guardpolicy.tools._models.build_mlp``) with depth 2, 4 and 8;
+* the demo MLP (``guardpolicy.tools.models.build_mlp``) with depth 2, 4 and 8;
 * a function reading module-level globals (int, float, dict, tensor, nn.Module).
 
 Format: ``{"torch": version, "schema_version": 1, "models": [{"model", "frames",
@@ -31,7 +31,7 @@ import warnings
 
 import torch
 
-from guardpolicy.tools._models import build_mlp
+from guardpolicy.tools.models import build_mlp
 from guardpolicy.tools.capture import capture, schema_version
 
 MAX_PLAIN_BYTES = 8 * 1000 * 1000

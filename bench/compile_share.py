@@ -7,7 +7,7 @@ the policy takes inside a compile, as a share of that compile. For each model be
 each policy (the six std policies, ``bench/policies/rules30.gpol`` and
 ``bench/policies/paths.gpol``, which reads ``path`` and ``module_path``):
 
-* ``torch._dynamo.reset()``, then ``torch.compile(model, backend="eager",
+* ``torch.compiler.reset()``, then ``torch.compile(model, backend="eager",
   options={"guard_filter_fn": timed(policy)})`` and one call under ``torch.no_grad()``;
 * compile time = the wall time of that first call (Dynamo traces, builds guards, runs the
   filter, compiles); filter time = the time spent inside ``policy(entries)``, summed over
@@ -33,8 +33,6 @@ import argparse
 import datetime
 import gc
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -42,11 +40,11 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-import torch._dynamo
-from results_section import write_section
+from results_section import md_head, md_row, met, write_section
 
 import guardpolicy as gp
-from guardpolicy.tools._models import build_gpt2, build_mlp
+from guardpolicy.tools.models import build_gpt2, build_mlp
+from guardpolicy.tools.timing import machine_description
 
 HERE = Path(__file__).resolve().parent
 RULES30 = HERE / "policies" / "rules30.gpol"
@@ -66,7 +64,7 @@ def build_gpt2_12l() -> tuple[Any, tuple]:
     return GPT2LMHeadModel(config).eval(), (torch.randint(0, 256, (1, 16)),)
 
 
-#: The demo models (guardpolicy.tools._models.DEMO_MODELS) and a 12-layer GPT-2.
+#: The demo models (guardpolicy.tools.models.DEMO_MODELS) and a 12-layer GPT-2.
 MODELS: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "mlp": build_mlp,
     "gpt2": build_gpt2,
@@ -104,7 +102,7 @@ class Timed:
 
 def compile_once(model: Any, inputs: tuple, policy: Callable) -> tuple[int, Timed]:
     """(compile ns, the timed filter) of one fresh compile of ``model``."""
-    torch._dynamo.reset()
+    torch.compiler.reset()
     timed = Timed(policy)
     compiled = torch.compile(model, backend="eager", options={"guard_filter_fn": timed})
     gc.collect()
@@ -112,7 +110,7 @@ def compile_once(model: Any, inputs: tuple, policy: Callable) -> tuple[int, Time
     with torch.no_grad():
         compiled(*inputs)
     total = time.perf_counter_ns() - t0
-    torch._dynamo.reset()
+    torch.compiler.reset()
     return total, timed
 
 
@@ -137,49 +135,63 @@ def measure(repeats: int) -> list[dict]:
     return results
 
 
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    return (f"{cpu}, {os.cpu_count()} CPUs, {platform.system()} {platform.release()}, "
-            f"python {platform.python_version()}, torch {torch.__version__}")
+def model_heading(rows: list[dict]) -> str:
+    """``**mlp** (1 frame, 258 guard entries)``: a model's frames and entries, from its first row."""
+    frames, entries = rows[0]["frames"], rows[0]["entries"]
+    return f"**{rows[0]['model']}** ({frames} frame{'' if frames == 1 else 's'}, {entries} guard entries)"
 
 
-def section(after: dict, before: dict | None) -> str:
+def recorded(after: dict, before: dict | None) -> list[str]:
+    """The intro's last lines: when and where each run was recorded, and which policies the
+    before run lacks."""
+    if before is None:
+        return [f"after: the public C API only. Recorded {after['date']} on {after['machine']}; no before run.", ""]
+    both = before["date"] == after["date"] and before["machine"] == after["machine"]
+    lines = (["after: the public C API only. Both recorded", f"{after['date']} on {after['machine']}."] if both else
+             ["after: the public C API only. Before recorded", f"{before['date']} on {before['machine']}; after recorded "
+              f"{after['date']} on {after['machine']}."])
+    seen = {r["policy"] for r in before["results"]}
+    missing = list(dict.fromkeys(r["policy"] for r in after["results"] if r["policy"] not in seen))
+    if missing:
+        names = " and ".join(f"`{p}`" for p in missing)
+        lines.append(f"`-`: {names} {'was' if len(missing) == 1 else 'were'} not in the before run.")
+    return lines
+
+
+def render(after: dict, before: dict | None = None) -> str:
+    """The compile-share section of RESULTS.md from this run (``after``: date, machine,
+    repeats, results) and an earlier tree's (``before``: the same, and ``tree``; None: not
+    recorded): per model, each policy's compile ms, filter ms and share (%), before and after."""
     prior = {(r["model"], r["policy"]): r for r in (before or {}).get("results", [])}
     worst = max(after["results"], key=lambda r: r["share"])
+    tree = f" ({before['tree']})" if before and before.get("tree") else ""
+    intro = recorded(after, before)
     lines = [
         BEGIN,
         "## Filter share of compile time (`bench/compile_share.py`)",
         "",
-        "`guard_filter_fn` runs once per compiled frame, so a policy's cost is its share of the",
-        "compile: the time inside `policy(entries)` over the wall time of the first call of",
-        "`torch.compile(model, backend=\"eager\")` (median of "
-        f"{after['repeats']} compiles; eager is the cheapest backend, so",
-        "these are upper bounds). \"Before\": the binding with its CPython-internal fast paths",
-        f"({before['tree'] if before else 'not recorded'}); \"after\": the public C API only.",
+        "Time inside `policy(entries)` as a share of the first call of `torch.compile(model, backend=\"eager\")`",
+        f"(median of {after['repeats']} compiles; eager is the cheapest backend, so these are upper bounds). "
+        "Before: the binding",
+        f"with its CPython-internal fast paths{tree}; {intro[0]}",
+        *intro[1:],
         "",
-        f"Before: recorded {before['date']} on {before['machine']}." if before else "Before: not recorded.",
-        f"After: recorded {after['date']} on {after['machine']}.",
-        "",
-        "| model | policy | frames | entries | compile ms before | after | filter ms before | after "
-        "| share before | after |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
-    for r in after["results"]:
-        b = prior.get((r["model"], r["policy"]))
-        b_compile, b_ms, b_share = ((f"{b['compile_ms']:.0f}", f"{b['filter_ms']:.3f}", f"{100 * b['share']:.3f}%")
-                                    if b else ("-", "-", "-"))
-        lines.append(f"| {r['model']} | {r['policy']} | {r['frames']} | {r['entries']} | {b_compile} | "
-                     f"{r['compile_ms']:.0f} | {b_ms} | {r['filter_ms']:.3f} | {b_share} | {100 * r['share']:.3f}% |")
-    ok = worst["share"] <= TARGET
-    was = (f"; before: {100 * max(r['share'] for r in prior.values()):.3f}%" if prior else "")
+    models = list(dict.fromkeys(r["model"] for r in after["results"]))
+    for model in models:
+        rows = [r for r in after["results"] if r["model"] == model]
+        lines += [model_heading(rows), "",
+                  *md_head(["policy", "compile before (ms)", "compile after (ms)", "filter before (ms)",
+                            "filter after (ms)", "share before", "share after"])]
+        for r in rows:
+            b = prior.get((r["model"], r["policy"]))
+            lines.append(md_row([r["policy"], f"{b['compile_ms']:.0f}" if b else "-", f"{r['compile_ms']:.0f}",
+                                 f"{b['filter_ms']:.3f}" if b else "-", f"{r['filter_ms']:.3f}",
+                                 f"{100 * b['share']:.3f}%" if b else "-", f"{100 * r['share']:.3f}%"]))
+        lines.append("")
+    was = f"; before: {100 * max(r['share'] for r in prior.values()):.3f}%" if prior else ""
     lines += [
-        "",
-        f"Target: every share at most {100 * TARGET:.0f}%: **{'met' if ok else 'not met'}** (largest "
+        f"Target: every share at most {100 * TARGET:.0f}%: **{met(worst['share'] <= TARGET)}** (largest "
         f"{100 * worst['share']:.3f}%, {worst['policy']} on {worst['model']}{was}).",
         END,
     ]
@@ -196,13 +208,13 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     if args.repeats < 1:
         ap.error("--repeats must be at least 1")
-    run = {"date": datetime.date.today().isoformat(), "machine": machine(), "repeats": args.repeats,
+    run = {"date": datetime.date.today().isoformat(), "machine": machine_description(), "repeats": args.repeats,
            "tree": args.tree, "results": measure(args.repeats)}
     if args.json:
         Path(args.json).write_text(json.dumps(run, indent=1) + "\n")
     if args.results:
         before = json.loads(Path(args.before).read_text()) if args.before else None
-        write_section(Path(args.results), BEGIN, END, section(run, before))
+        write_section(Path(args.results), BEGIN, END, render(run, before))
         print(f"wrote the compile-share section of {args.results}")
     worst = max(r["share"] for r in run["results"])
     return 0 if worst <= TARGET else 1

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Writes bench/RESULTS.md from one run of both benchmarks (`make bench`).
+"""Writes the first section of bench/RESULTS.md from one run of both benchmarks (`make bench`).
 
 Runs the C++ VM benchmark (build/bench/guardpolicy_vm_bench: ns per entry of the -O1 VM,
 the -O0 VM and the reference AST interpreter over guard entries captured from real models)
 and the end-to-end Python benchmark (bench/bench_e2e.py: a policy's call time on real
 GuardFilterEntry lists against torch's own filter, same entries, same run), then reports
-each as ratios against the baseline measured in the same run, with the machine and date.
+each as ratios against the baseline measured in the same run, with the machine and date,
+and the command-line startup. Only its own marked section is replaced (``render`` gives it
+from the numbers of one run; bench/results_section.py); the other benchmarks' sections stay.
 Usage: make_results.py [--vm-bench PATH] [--out bench/RESULTS.md]
 """
 
@@ -21,6 +23,8 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from results_section import write_section
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -58,21 +62,32 @@ def time_command(cmd: list[str], runs: int) -> tuple[float, float]:
     return statistics.median(walls), statistics.median(cpus)
 
 
-def startup_lines(runs: int = 30) -> list[str]:
+def measure_startup(runs: int = 30) -> dict:
     """The installed `guardpolicy` command (the C++ executable) against `python -m guardpolicy`
-    on the same lint of the std policies."""
+    on the same lint of the std policies: median wall and CPU ms of each."""
     files = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "policies/std").glob("*.gpol"))
     exe = Path(sys.executable).parent / "guardpolicy"
     exe_wall, exe_cpu = time_command([str(exe), "lint", *files], runs)
     py_wall, py_cpu = time_command([sys.executable, "-m", "guardpolicy", "lint", *files], max(5, runs // 3))
+    return {"files": len(files), "runs": runs, "exe_wall": exe_wall, "exe_cpu": exe_cpu,
+            "py_wall": py_wall, "py_cpu": py_cpu}
+
+
+def startup_lines(s: dict) -> list[str]:
     return [
         "## Command-line startup",
         "",
-        f"`guardpolicy lint policies/std/*.gpol` ({len(files)} files), median of {runs} runs: the installed",
-        f"`guardpolicy` (the C++ executable) **{exe_wall:.1f} ms wall, {exe_cpu:.1f} ms CPU**; `python -m",
-        f"guardpolicy lint`, what the command was when it was a Python console script, {py_wall:.0f} ms wall,",
-        f"{py_cpu:.0f} ms CPU ({py_cpu / exe_cpu:.0f}x the CPU). Target: a lint starts and ends within 20 ms:",
-        f"**{met(exe_cpu <= 20)}** by CPU time. Wall time adds the wait for a CPU on this shared VM.",
+        f"Wall and CPU time of `guardpolicy lint policies/std/*.gpol` ({s['files']} files), median of {s['runs']} runs,",
+        "against `python -m guardpolicy lint` (what the command was as a Python console script).",
+        "",
+        "| command | wall (ms/run) | CPU (ms/run) |",
+        "|---|---:|---:|",
+        f"| `guardpolicy` (the installed C++ executable) | {s['exe_wall']:.1f} | {s['exe_cpu']:.1f} |",
+        f"| `python -m guardpolicy` | {s['py_wall']:.0f} | {s['py_cpu']:.0f} |",
+        "",
+        f"Target: a lint starts and ends within 20 ms of CPU: **{met(s['exe_cpu'] <= 20)}** "
+        f"({s['exe_cpu']:.1f} ms; {s['py_cpu'] / s['exe_cpu']:.0f}x less CPU than `python -m`; "
+        "wall time adds the wait for a CPU on this shared VM).",
         "",
     ]
 
@@ -83,7 +98,8 @@ def geomean(xs: list[float]) -> float:
 
 def vm_table(ns: dict[str, float]) -> list[str]:
     policies = [k.split("/", 1)[1] for k in ns if k.startswith("vm_O1/")]
-    lines = ["| policy | -O1 ns/entry | -O0 ns/entry | reference ns/entry | reference / -O1 |",
+    lines = ["| policy | VM, -O1 bytecode (ns/entry) | VM, -O0 bytecode (ns/entry) | "
+             "reference interpreter (ns/entry) | reference vs VM -O1 (× faster) |",
              "|---|---:|---:|---:|---:|"]
     for p in policies:
         o1, o0, ref = ns[f"vm_O1/{p}"], ns[f"vm_O0/{p}"], ns[f"reference/{p}"]
@@ -91,17 +107,71 @@ def vm_table(ns: dict[str, float]) -> list[str]:
     return lines
 
 
-def e2e_table(e2e: dict) -> list[str]:
-    lines = ["| model | entries | policy | policy ns/entry | reference | reference ns/entry | policy / reference |",
-             "|---|---:|---|---:|---|---:|---:|"]
-    for r in e2e["results"]:
-        lines.append(f"| {r['model']} | {r['entries']} | {r['policy']} | {r['policy_ns_per_entry']:.1f} | "
-                     f"`{r['reference']}` | {r['ref_ns_per_entry']:.1f} | {r['ratio']:.2f}x |")
+def e2e_tables(e2e: dict) -> list[str]:
+    """One table per model: each policy's ns per entry against its baseline's, same run."""
+    lines: list[str] = []
+    models = list(dict.fromkeys(r["model"] for r in e2e["results"]))
+    for m in models:
+        rows = [r for r in e2e["results"] if r["model"] == m]
+        lines += [f"**{m}** ({rows[0]['entries']} guard entries)", "",
+                  "| policy | baseline | policy (ns/entry) | baseline (ns/entry) | ratio vs baseline (×) |",
+                  "|---|---|---:|---:|---:|"]
+        for r in rows:
+            lines.append(f"| {r['policy']} | `{r['reference']}` | {r['policy_ns_per_entry']:.1f} | "
+                         f"{r['ref_ns_per_entry']:.1f} | {r['ratio']:.2f}x |")
+        lines.append("")
     return lines
 
 
 def met(ok: bool) -> str:
     return "met" if ok else "not met"
+
+
+BEGIN = "<!-- make-results: begin (bench/make_results.py writes this section) -->"
+END = "<!-- make-results: end -->"
+
+
+def render(ns: dict[str, float], e2e: dict, startup: dict, recorded: str, system: str, cpus: int) -> str:
+    """The make-results section of RESULTS.md (title, VM, end to end, startup) from the
+    numbers of one run; ``recorded`` its date, ``system`` its OS and release."""
+    std = [r["ratio"] for r in e2e["results"] if r["policy"] != "rules30"]
+    r30 = [r["ratio"] for r in e2e["results"] if r["policy"] == "rules30"]
+    machine = e2e["machine"]  # machine_description(): CPU, arch, CPUs, system, Python, torch
+    lines = [
+        BEGIN,
+        "# Benchmark results",
+        "",
+        "Each section: what is measured, one table per model, the verdict on the current targets.",
+        "A ratio compares with a baseline measured in the same run. How the runs are interleaved,",
+        "what medians, p90, ratios and intervals mean, how to run each benchmark and which targets",
+        "are current: [bench/README.md](README.md).",
+        "",
+        f"The sections up to the command-line startup: recorded {recorded} by `make bench` "
+        f"(`bench/make_results.py`) on {machine}, a shared VM (expect ±20% between runs).",
+        "",
+        "## Guard filter VM, per guard entry (`bench/vm_bench.cpp`)",
+        "",
+        "ns per entry of the C++ VM over the 14,520 entries captured from real models",
+        "(`bench/data/entries.json.gz`), against the reference AST interpreter in the same run.",
+        "",
+        *vm_table(ns),
+        "",
+        "Verdict: information only, no current target (a filter runs once per compiled frame: see",
+        "the filter's share of compile time).",
+        "",
+        "## Policy called from Python, per guard entry (`bench/bench_e2e.py`)",
+        "",
+        "ns per entry of `policy(entries)` on live `GuardFilterEntry` lists, against torch's own filter",
+        "(std policies) or a hand-written Python filter with the same decisions (`rules30_python`).",
+        "",
+        *e2e_tables(e2e),
+        f"Verdict: information only, no current target; geometric mean of the ratios: std policies "
+        f"{geomean(std):.2f}x, rules30 {geomean(r30):.2f}x.",
+        "",
+        *startup_lines(startup),
+        END,
+    ]
+    return "\n".join(lines) + "\n"
 
 
 def main(argv: list[str]) -> int:
@@ -111,47 +181,9 @@ def main(argv: list[str]) -> int:
     args = ap.parse_args(argv)
     ns = run_vm(Path(args.vm_bench))
     e2e = run_e2e()
-    std = [r["ratio"] for r in e2e["results"] if r["policy"] != "rules30"]
-    r30 = [r["ratio"] for r in e2e["results"] if r["policy"] == "rules30"]
-    lines = [
-        "# Benchmark results",
-        "",
-        f"Recorded {datetime.date.today().isoformat()} by `make bench` (`bench/make_results.py`) on "
-        f"{e2e['machine']}, {platform.system()} {platform.release()}, python {e2e['python']}, "
-        f"torch {e2e['torch']}; {os.cpu_count()} CPUs, a shared VM (expect ±20% between runs).",
-        "",
-        "## VM (Google Benchmark, `bench/vm_bench.cpp`)",
-        "",
-        "ns per guard entry, median of 3 repetitions, over the 14,520 entries captured from real models",
-        "in `bench/data/entries.json.gz` (GPT-2, BERT, MLP, a function reading globals). The baseline is",
-        "the reference AST interpreter (`tests/cpp/reference_interpreter.h`) in the same run. The",
-        "snapshot loader keeps the rows' strings packed in entry order (`Snapshot::Keep`), as a",
-        "capture holds them.",
-        "",
-        *vm_table(ns),
-        "",
-        f"Targets: the 30-rule policy at most 50 ns per entry: **{ns['vm_O1/rules30']:.0f} ns, "
-        f"{met(ns['vm_O1/rules30'] <= 50)}**; at least 5x faster than the reference: "
-        f"**{ns['reference/rules30'] / ns['vm_O1/rules30']:.1f}x, "
-        f"{met(ns['reference/rules30'] / ns['vm_O1/rules30'] >= 5)}**.",
-        "",
-        "## End to end from Python (`bench/bench_e2e.py`)",
-        "",
-        "A policy called as `guard_filter_fn` on real `GuardFilterEntry` lists, against torch's own",
-        "function (std policies) or a hand-written Python function with identical decisions",
-        "(`rules30`), interleaved in one run; decisions are checked equal before timing.",
-        "",
-        *e2e_table(e2e),
-        "",
-        f"Geometric mean policy/reference: std policies {geomean(std):.2f}x, rules30 {geomean(r30):.2f}x.",
-        "",
-        "For information only: `guard_filter_fn` runs once per compiled frame, not per call, so",
-        "no target applies per entry; what a user pays is the filter's share of compile time",
-        "(`bench/compile_share.py`, its section below).",
-        "",
-        *startup_lines(),
-    ]
-    Path(args.out).write_text("\n".join(lines))
+    text = render(ns, e2e, measure_startup(), datetime.date.today().isoformat(),
+                  f"{platform.system()} {platform.release()}", os.cpu_count() or 0)
+    write_section(Path(args.out), BEGIN, END, text)
     print(f"wrote {args.out}")
     return 0
 
