@@ -246,16 +246,34 @@ SCENARIOS = {f.__name__: f for f in (flag_counts, same, param, policy_name, sett
                                      plugin, verify_recompile, verify_raise, verify_warn, verify_sampled,
                                      verify_direct, verify_differs, dry_run_gathered, missing, verify_missing)}
 OUT_DIR = ""
+SCENARIO = ""  # the scenario running, for the collective trace
+
+
+def trace_collectives() -> None:
+    """Prints each collective this rank starts (scenario, kind, bytes per rank) to stderr, so
+    that a run whose ranks fell out of step shows each rank's sequence in the test's log."""
+    for kind in ("all_gather", "all_reduce"):
+        start = getattr(dist, kind)
+
+        def traced(*args, _start=start, _kind=kind, **kw):
+            tensor = args[1] if _kind == "all_gather" else args[0]
+            print(f"rank {RANK} {SCENARIO}: {_kind} {tensor.numel() * tensor.element_size()} B",
+                  file=sys.stderr, flush=True)
+            return _start(*args, **kw)
+
+        setattr(dist, kind, traced)
 
 
 def main() -> None:
-    global OUT_DIR
+    global OUT_DIR, SCENARIO
     store, out_dir, *names = sys.argv[1:]
     OUT_DIR = out_dir
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=RANK, world_size=WORLD)
+    trace_collectives()
     results = {}
     for name in names:
+        SCENARIO = name
         torch._dynamo.reset()
         try:
             results[name] = {"error": None, **SCENARIOS[name]()}

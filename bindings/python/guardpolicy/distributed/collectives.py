@@ -44,7 +44,8 @@ def keep_until_exit(*objects: Any) -> None:
 
 def wait(work: Any, timeout_s: float, group: Any = None) -> None:
     """Waits for ``work`` (an async collective) at most ``timeout_s`` seconds, in slices.
-    Raises ``Unreached`` after the deadline, torch's RuntimeError when the collective failed,
+    Raises ``Unreached`` after the deadline, torch's RuntimeError when the collective failed
+    (never a slice's own timeout: a collective that ends as a slice times out has ended),
     ``KeyboardInterrupt`` on SIGINT; the work is abandoned on either of the first and the last
     (``keep_until_exit``, with ``group``)."""
     deadline = time.monotonic() + timeout_s
@@ -56,7 +57,11 @@ def wait(work: Any, timeout_s: float, group: Any = None) -> None:
                 return
             except RuntimeError:
                 if work.is_completed():
-                    raise
+                    # It failed, or it ended between the slice's timeout and this check: a
+                    # wait with no timeout raises the collective's own error, or returns. (A
+                    # timeout raised here, on one rank only, left the ranks out of step.)
+                    work.wait()
+                    return
                 if remaining <= SLICE_S:
                     raise Unreached(f"no answer within {timeout_s:g} s") from None
     except (Unreached, KeyboardInterrupt):
