@@ -97,9 +97,11 @@ def plugin() -> dict:
 
 
 def missing() -> dict:
-    """Rank 1 never calls its compiled object: the others' first compile waits 3 s at most."""
+    """Rank 1 never calls its compiled object: the others' first compile waits 3 s at most.
+    Over a group of its own: the default group is out of step on rank 0 (verify_missing)."""
     model = mlp()
-    opt = gp.compile(model, gp.load_std("skip_guard_on_all_nn_modules"), backend="eager", rank_timeout=3)
+    opt = gp.compile(model, gp.load_std("skip_guard_on_all_nn_modules"), backend="eager", rank_timeout=3,
+                     process_group=OWN_GROUP)
     if RANK == 1:
         time.sleep(6)  # alive, but elsewhere (a rank that exits at once fails the others sooner)
         return {"compiles": 0}
@@ -229,6 +231,17 @@ def verify_missing() -> dict:
     return {"error": None, "calls": gp.stats(opt).calls}
 
 
+def after_out_of_step() -> dict:
+    """After verify_missing, another object on the default group: rank 0 abandoned a
+    collective there, so its first compile raises at once, starting no collective (rank 1
+    does not call it)."""
+    if RANK == 1:
+        return {"compiles": 0}
+    model = mlp()
+    return run_model(gp.compile(model, gp.load_std("skip_guard_on_all_nn_modules"), backend="eager",
+                                rank_timeout=600), model)
+
+
 def verify_differs() -> dict:
     """verify on rank 0 only: its first call is verified before it compiles."""
     return verified("recompile", set(), calls=2, verify=1 if RANK == 0 else 0)
@@ -244,9 +257,12 @@ def flag_counts() -> dict:
 
 SCENARIOS = {f.__name__: f for f in (flag_counts, same, param, policy_name, settings, frames_same, frames_differ,
                                      plugin, verify_recompile, verify_raise, verify_warn, verify_sampled,
-                                     verify_direct, verify_differs, dry_run_gathered, missing, verify_missing)}
+                                     verify_direct, verify_differs, dry_run_gathered, missing, verify_missing,
+                                     after_out_of_step)}
 OUT_DIR = ""
 SCENARIO = ""  # the scenario running, for the collective trace
+STARTED: dict[str, int] = {}  # the collectives each scenario started
+OWN_GROUP = None  # a group of every rank besides the default one (made while in step)
 
 
 def trace_collectives() -> None:
@@ -259,17 +275,19 @@ def trace_collectives() -> None:
             tensor = args[1] if _kind == "all_gather" else args[0]
             print(f"rank {RANK} {SCENARIO}: {_kind} {tensor.numel() * tensor.element_size()} B",
                   file=sys.stderr, flush=True)
+            STARTED[SCENARIO] = STARTED.get(SCENARIO, 0) + 1
             return _start(*args, **kw)
 
         setattr(dist, kind, traced)
 
 
 def main() -> None:
-    global OUT_DIR, SCENARIO
+    global OUT_DIR, SCENARIO, OWN_GROUP
     store, out_dir, *names = sys.argv[1:]
     OUT_DIR = out_dir
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=RANK, world_size=WORLD)
+    OWN_GROUP = dist.new_group(list(range(WORLD)))
     trace_collectives()
     results = {}
     for name in names:
@@ -281,6 +299,7 @@ def main() -> None:
             results[name] = {"error": type(e).__name__, "message": str(e), "ranks": list(e.ranks)}
         except Exception as e:  # recorded, so the test shows it
             results[name] = {"error": type(e).__name__, "message": traceback.format_exc()}
+        results[name]["collectives"] = STARTED.get(name, 0)
         with open(os.path.join(out_dir, f"rank{RANK}.json"), "w") as f:
             json.dump(results, f, indent=1)
     dist.destroy_process_group()

@@ -48,6 +48,7 @@ def kept(monkeypatch):
     abandoned = []
     monkeypatch.setattr(collectives, "keep_until_exit", lambda *objects: abandoned.extend(objects))
     monkeypatch.setattr(collectives, "_world", lambda group: "the group")
+    monkeypatch.setattr(collectives, "_out_of_step", set())  # this process's record stays as it was
     return abandoned
 
 
@@ -83,3 +84,59 @@ def test_a_collective_nobody_answers_is_unreached_at_the_deadline_and_abandoned(
     with pytest.raises(collectives.Unreached, match=r"no answer within 0\.25 s"):
         collectives.wait(work, timeout_s=0.25)
     assert kept == [work, "the group"]
+
+
+class FakeDist:
+    """The ``torch.distributed`` calls ``gather_objects`` and ``all_reduce_sum`` make, recorded;
+    each collective nobody answers."""
+
+    class ReduceOp:
+        SUM = "sum"
+
+    def __init__(self):
+        self.started = []
+
+    def all_gather(self, outputs, tensor, group=None, async_op=False):
+        self.started.append(("all_gather", group))
+        return FakeWork(done_after=None)
+
+    def all_reduce(self, tensor, op=None, group=None, async_op=False):
+        self.started.append(("all_reduce", group))
+        return FakeWork(done_after=None)
+
+
+@pytest.fixture
+def out_of_step(monkeypatch, kept):
+    """The record of the groups out of step (fresh), groups named by strings."""
+    monkeypatch.setattr(collectives, "_world", lambda group: group or "WORLD")
+    return collectives._out_of_step
+
+
+def test_a_group_whose_collective_was_abandoned_starts_no_other(out_of_step):
+    import torch
+
+    dist = FakeDist()
+    with pytest.raises(collectives.Unreached):
+        collectives.all_reduce_sum(dist, torch.zeros(1, dtype=torch.int64), "g1", timeout_s=0.2)
+    assert out_of_step == {"g1"} and dist.started == [("all_reduce", "g1")]
+    for start in (lambda: collectives.gather_objects(dist, "obj", 2, "g1", 5.0),
+                  lambda: collectives.all_reduce_sum(dist, torch.zeros(1, dtype=torch.int64), "g1", 5.0)):
+        with pytest.raises(collectives.OutOfStep, match="out of step on this rank"):
+            start()
+    assert dist.started == [("all_reduce", "g1")]  # neither started a collective
+    with pytest.raises(collectives.Unreached):  # another group is in step: it starts, unanswered
+        collectives.gather_objects(dist, "obj", 2, None, timeout_s=0.2)
+    assert dist.started[1:] == [("all_gather", None)] and out_of_step == {"g1", "WORLD"}
+
+
+def test_an_interrupted_collective_leaves_its_group_out_of_step(out_of_step):
+    class Interrupted(FakeWork):
+        def wait(self, timeout=None):
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        collectives.wait(Interrupted(done_after=None), timeout_s=5.0, group="g2")
+    assert out_of_step == {"g2"}
+    with pytest.raises(collectives.OutOfStep):
+        collectives.check_in_step("g2")
+    collectives.check_in_step("g3")  # in step: returns

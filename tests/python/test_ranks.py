@@ -26,7 +26,8 @@ HARD_TIMEOUT_S = 240  # the whole run; a hang fails the test, never the suite
 IN_STEP = ["flag_counts", "same", "param", "policy_name", "settings", "frames_same", "frames_differ",
            "verify_recompile", "verify_raise", "verify_warn", "verify_sampled", "verify_direct", "verify_differs",
            "dry_run_gathered", "plugin"]  # plugin: last, the plugin stays loaded on rank 1
-LAST_ON_2 = ["verify_missing", "missing"]  # they leave the group out of step: last, on 2 ranks only
+# they leave a group out of step on rank 0 (the default group, then their own): last, on 2 ranks only
+LAST_ON_2 = ["verify_missing", "missing", "after_out_of_step"]
 
 
 def run_ranks(tmp_path: Path, world: int, scenarios: list[str]) -> list[dict]:
@@ -73,13 +74,14 @@ def in_step(request, ranks_run) -> tuple[int, list[dict]]:
 def test_a_verified_calls_agreement_counts_the_ranks_that_flagged(in_step):
     world, results = in_step
     for result in results:
-        assert result["flag_counts"] == {"error": None, "counts": [0, 1, world]}
+        assert result["flag_counts"] == {"error": None, "counts": [0, 1, world], "collectives": 3}
 
 
 def test_the_same_policy_compiles_and_runs_on_every_rank(in_step):
     world, results = in_step
     for rank in range(world):
-        assert results[rank]["same"] == {"error": None, "matches_eager": True, "compiles": 1, "group_size": world}
+        assert results[rank]["same"] == {"error": None, "matches_eager": True, "compiles": 1, "group_size": world,
+                                         "collectives": 2}  # the policy's agreement: sizes, then bytes
 
 
 def test_a_parameter_differing_on_one_rank_fails_on_every_rank_naming_it(in_step):
@@ -122,7 +124,7 @@ def test_check_ranks_with_equal_decisions_runs(in_step):
     world, results = in_step
     for rank in range(world):
         assert results[rank]["frames_same"] == {"error": None, "matches_eager": True, "compiles": 1,
-                                                "group_size": world}
+                                                "group_size": world, "collectives": 4}  # policy, frame digest
 
 
 def test_check_ranks_names_the_frame_and_the_first_differing_guard(in_step):
@@ -264,7 +266,7 @@ def test_a_dry_run_report_path_is_written_per_rank_at_exit(in_step):
 
 def test_a_rank_that_never_compiles_fails_the_others_within_rank_timeout(ranks_run):
     results = ranks_run(2)
-    assert results[1]["missing"] == {"error": None, "compiles": 0}
+    assert results[1]["missing"] == {"error": None, "compiles": 0, "collectives": 0}
     got = results[0]["missing"]
     assert got["error"] == "RankMismatchError"
     assert got["message"].startswith("guardpolicy: not every rank reached the agreement on the policy "
@@ -275,13 +277,28 @@ def test_a_rank_that_never_compiles_fails_the_others_within_rank_timeout(ranks_r
 
 def test_a_rank_that_makes_fewer_verified_calls_fails_the_others_within_rank_timeout(ranks_run):
     results = ranks_run(2)
-    assert results[1]["verify_missing"] == {"error": None, "calls": 2}
+    assert results[1]["verify_missing"] == {"error": None, "calls": 2, "collectives": 4}
     got = results[0]["verify_missing"]
     assert got["error"] == "RankMismatchError" and got["raised_again"] is True  # the same error, no collective
     assert got["message"].startswith("guardpolicy: not every rank reached the agreement on verified call 3 "
                                      "within 3 s (rank_timeout), seen from rank 0: a rank did not make this "
                                      "call of the compiled object")
     assert got["calls"] == 4  # the third and fourth calls raised
+    assert got["collectives"] == 5  # the policy's agreement, then verified calls 1 to 3: none for call 4
+
+
+def test_a_rank_out_of_step_starts_no_collective_for_another_object(ranks_run):
+    results = ranks_run(2)
+    # rank 0 abandoned verified call 3's collective on the default group: another compiled
+    # object's agreement there raises at once, where it would pair with that one
+    got = results[0]["after_out_of_step"]
+    assert got["error"] == "RankMismatchError" and got["ranks"] == [0] and got["collectives"] == 0
+    assert got["message"] == ("guardpolicy: no agreement on the policy `skip_guard_on_all_nn_modules` (first "
+                              "compile) started on rank 0: this process group is out of step on this rank: an "
+                              "earlier guardpolicy collective on it timed out or was interrupted here, and a new "
+                              "one could pair with it")
+    assert results[1]["after_out_of_step"] == {"error": None, "compiles": 0, "collectives": 0}
+    assert results[0]["missing"]["collectives"] == 1  # over a group of its own: it started, unanswered
 
 
 # -------------------------------------------------------------------- in one process

@@ -17,7 +17,9 @@ not (a recompile on one rank alone, whichever rank it is), fails with ``RankMism
 within ``rank_timeout`` naming itself and the call instead of hanging in a collective, and
 SIGINT ends a waiting rank within a fraction of a second. Once an agreement has failed, every
 later compile of the object raises the same error with no collective: the ranks are out of
-step, and a new collective could pair with another one.
+step, and a new collective could pair with another one. A rank that abandoned a collective
+(timed out or interrupted) starts none on that group again, for any object: their agreements
+raise ``RankMismatchError`` at once (``collectives.check_in_step``).
 """
 
 from __future__ import annotations
@@ -71,18 +73,26 @@ class RankGroup:
         flags.fill_(1 if flag else 0)
         try:
             collectives.all_reduce_sum(self._dist, flags, self.group, self.timeout_s)
+        except collectives.OutOfStep as e:
+            raise self._not_started(what, e) from None
         except RuntimeError as e:
             raise self._unreached(what, e, _VERIFY_UNREACHED) from None
         return int(flags.item())
 
     def gather(self, obj: Any, what: str) -> list:
         """``obj`` of every rank of the group, in group order, once every rank has arrived.
-        Raises ``RankMismatchError`` when a rank does not arrive within the timeout (gloo)
-        or the collective fails."""
+        Raises ``RankMismatchError`` when a rank does not arrive within the timeout (gloo),
+        the collective fails, or the group is out of step on this rank (no collective starts)."""
         try:
             return collectives.gather_objects(self._dist, obj, self.size, self.group, self.timeout_s)
+        except collectives.OutOfStep as e:
+            raise self._not_started(what, e) from None
         except RuntimeError as e:
             raise self._unreached(what, e) from None
+
+    def _not_started(self, what: str, e: collectives.OutOfStep) -> RankMismatchError:
+        return RankMismatchError(f"guardpolicy: no agreement on {what} started on rank {self.rank}: {e}",
+                                 (self.rank,))
 
     def _unreached(self, what: str, e: BaseException, why: str = "") -> RankMismatchError:
         torch_says = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__

@@ -10,9 +10,12 @@ asynchronously and waited for in short slices (``SLICE_S``) up to a deadline, so
 * an abandoned collective (timed out or interrupted) cannot hold the process at exit: gloo
   joins its worker threads when the group is destroyed, which waits until the peers answer
   or exit, so the group and the work are kept alive to the end of the process
-  (``keep_until_exit``). The group is out of step after that (a later collective could pair
-  with the abandoned one): guardpolicy raises the failed agreement again instead of starting
-  another (``ranks.RankAgreement``).
+  (``keep_until_exit``).
+* the group is out of step after that: a later collective could pair with another rank's
+  earlier one, and gloo aborts the process when their sizes differ ("op.preamble.length <=
+  op.nbytes"). So guardpolicy starts no collective on it again, for any compiled object
+  (``OutOfStep``); the object whose agreement failed raises that error again
+  (``agreement.RankAgreement``).
 
 ``gather_objects`` is ``all_gather_object`` made of two such collectives (the sizes, then the
 pickled bytes padded to the largest).
@@ -34,6 +37,23 @@ class Unreached(RuntimeError):
     """A collective that did not complete within its deadline (not every rank came)."""
 
 
+class OutOfStep(RuntimeError):
+    """A collective not started: this process abandoned one on the same group before."""
+
+
+#: The process groups on which this process abandoned a collective (kept alive to the end of
+#: the process by ``keep_until_exit``, so the objects stay valid keys).
+_out_of_step: set = set()
+
+
+def check_in_step(group: Any) -> None:
+    """Raises ``OutOfStep`` when this process abandoned a collective on ``group`` (None: the
+    default group)."""
+    if _world(group) in _out_of_step:
+        raise OutOfStep("this process group is out of step on this rank: an earlier guardpolicy collective "
+                        "on it timed out or was interrupted here, and a new one could pair with it")
+
+
 def keep_until_exit(*objects: Any) -> None:
     """Keeps ``objects`` alive until the process ends: never destroyed, so exiting does not
     wait for a collective nobody will answer (see the module docstring)."""
@@ -46,8 +66,8 @@ def wait(work: Any, timeout_s: float, group: Any = None) -> None:
     """Waits for ``work`` (an async collective) at most ``timeout_s`` seconds, in slices.
     Raises ``Unreached`` after the deadline, torch's RuntimeError when the collective failed
     (never a slice's own timeout: a collective that ends as a slice times out has ended),
-    ``KeyboardInterrupt`` on SIGINT; the work is abandoned on either of the first and the last
-    (``keep_until_exit``, with ``group``)."""
+    ``KeyboardInterrupt`` on SIGINT; on either of the first and the last the work is abandoned
+    (``keep_until_exit``, with ``group``) and the group is out of step (``check_in_step``)."""
     deadline = time.monotonic() + timeout_s
     try:
         while True:
@@ -65,7 +85,9 @@ def wait(work: Any, timeout_s: float, group: Any = None) -> None:
                 if remaining <= SLICE_S:
                     raise Unreached(f"no answer within {timeout_s:g} s") from None
     except (Unreached, KeyboardInterrupt):
-        keep_until_exit(work, _world(group))
+        world = _world(group)
+        keep_until_exit(work, world)
+        _out_of_step.add(world)
         raise
 
 
@@ -80,9 +102,11 @@ def _world(group: Any) -> Any:
 def gather_objects(dist: Any, obj: Any, size: int, group: Any, timeout_s: float) -> list:
     """``obj`` of every rank of ``group`` (``size`` ranks), in group order: one bounded
     all_gather of the pickled sizes, one of the bytes. Raises as ``wait`` does; the second
-    collective's deadline is what is left of the first's."""
+    collective's deadline is what is left of the first's; ``OutOfStep`` before starting either
+    on a group this process abandoned a collective on."""
     import torch
 
+    check_in_step(group)
     deadline = time.monotonic() + timeout_s
     data = pickle.dumps(obj)
     sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(size)]
@@ -97,5 +121,7 @@ def gather_objects(dist: Any, obj: Any, size: int, group: Any, timeout_s: float)
 
 
 def all_reduce_sum(dist: Any, tensor: Any, group: Any, timeout_s: float) -> None:
-    """``tensor`` summed over ``group`` in place, waited for as ``wait`` does."""
+    """``tensor`` summed over ``group`` in place, waited for as ``wait`` does; ``OutOfStep``
+    as ``gather_objects``."""
+    check_in_step(group)
     wait(dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group, async_op=True), timeout_s, group)
