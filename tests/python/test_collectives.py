@@ -62,15 +62,16 @@ def test_a_collective_that_ends_as_its_slice_times_out_has_ended(kept):
     # the slice's timeout is not the collective's failure: raising it on this rank alone
     # left the ranks out of step (gloo then aborted the process on the next collective)
     work = FakeWork(done_after=2, ends_as_slice_times_out=True)
-    collectives.wait(work, timeout_s=5.0)
+    collectives.wait(work, timeout_s=5.0, group="g")
     assert work.timed_waits == 2 and kept == []
+    collectives.check_in_step("g")  # nothing abandoned: the group stays in step
 
 
 def test_a_failed_collective_raises_its_own_error(kept):
     work = FakeWork(done_after=1, error="Connection closed by peer [127.0.0.1]:29500")
     with pytest.raises(RuntimeError, match="Connection closed by peer"):
         collectives.wait(work, timeout_s=5.0)
-    assert kept == []
+    assert kept == [] and collectives._out_of_step == set()  # it ended: nothing left to pair with
 
 
 def test_a_failure_seen_after_a_timed_out_slice_raises_its_own_error(kept):
