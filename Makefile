@@ -174,11 +174,12 @@ fuzz: sanitize-build
 	  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|INFO: Done)" $(SAN_DIR)/fuzz-$$fz.log; \
 	done
 
-# Both benchmarks in one run, then the filter's share of compile time; writes bench/RESULTS.md.
+# Both benchmarks in one run, then the filter's share of compile time; writes their sections of
+# bench/DETAILS.md (bench/RESULTS.md, the summary, is kept by hand: bench/README.md).
 bench: build
-	$(PY) bench/make_results.py --vm-bench $(BUILD_DIR)/bench/guardpolicy_vm_bench
-	$(PY) bench/compile_share.py --results bench/RESULTS.md --before bench/data/compile_share_before.json
-	$(PY) bench/bench_runtime.py --results bench/RESULTS.md
+	$(PY) bench/make_results.py --vm-bench $(BUILD_DIR)/bench/guardpolicy_vm_bench --out bench/DETAILS.md
+	$(PY) bench/compile_share.py --results bench/DETAILS.md --before bench/data/compile_share_before.json
+	$(PY) bench/bench_runtime.py --results bench/DETAILS.md
 
 clean:
 	rm -rf $(BUILD_DIR) $(SAN_DIR) $(TSAN_DIR) build-py*-torch*

@@ -6,7 +6,7 @@ per block of timed calls), with the unchecked floor beside them: the cache entry
 code called by hand, no guard checked. One interleaved run per model and backend
 (``guardpolicy.tools.latency``: each variant its own cache entry, outputs checked against
 eager's before timing). Prints markdown; ``--results`` writes its section of
-bench/RESULTS.md.
+bench/DETAILS.md.
 
 ``--parts`` prints instead what one direct call costs by part, caches hot (the table of
 docs/dispatch.md "What it costs"): the entry's compiled code replaced by a no-op, the
@@ -15,7 +15,7 @@ locals and the whole call; the rest of the path is the difference. Beside it, th
 the kept-guard check timed right after a forward (eager backend), as each call meets it.
 
 Usage: bench_dispatch.py [--models mlp,gpt2] [--backends inductor,eager] [--calls 400]
-                         [--block 20] [--verify 100] [--results bench/RESULTS.md] [--parts]
+                         [--block 20] [--verify 100] [--results bench/DETAILS.md] [--parts]
 """
 
 from __future__ import annotations
@@ -216,7 +216,7 @@ def verdict(data: dict) -> str:
 
 
 def render(data: dict) -> str:
-    """The dispatch section of RESULTS.md from one run: ``data`` holds date, machine, calls,
+    """The dispatch section of DETAILS.md from one run: ``data`` holds date, machine, calls,
     block, copies, instruction_calls, ``tables`` (per ``"model, backend"``,
     ``latency.measure``'s rows) and ``instructions`` (per ``"model, backend"``, instructions
     per call by variant; empty when none were counted)."""
@@ -245,7 +245,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = run_parser(__doc__)
     add_copies(ap)
     ap.add_argument("--verify", type=int, default=100, help="verify=N for the direct rows (0: off)")
-    ap.add_argument("--results", help="the RESULTS.md whose dispatch section to write")
+    ap.add_argument("--results", help="the DETAILS.md whose dispatch section to write")
     ap.add_argument("--parts", action="store_true", help="print the hot cost of a direct call by part, only")
     ap.add_argument("--instructions", default="mlp:inductor,mlp:eager,gpt2:inductor,gpt2:eager",
                     help="model:backend runs whose instructions per call callgrind counts ('' for none)")

@@ -8,7 +8,7 @@ step per call). ``gp.suggest`` audits it on Inductor (timed), then one interleav
 suggested policy as written (``verify every 100 calls``); the same with ``dispatch direct``;
 torch's zero-guard floor (``skip_all_guards`` + free tensors + the ``skip_guard_eval_unsafe``
 stance). Each timed call first rewinds the cache's write position (``rewound``), in every
-variant alike. Prints a Markdown section for bench/RESULTS.md.
+variant alike. Prints a Markdown section for bench/DETAILS.md.
 
 Usage: bench_llama_suggest.py [--calls 400] [--block 20]
 """

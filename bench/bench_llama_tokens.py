@@ -8,7 +8,7 @@ random weights, a ``StaticCache`` written in place, one token per call of the de
 torch's recipe (``skip_guard_on_all_nn_modules_unsafe`` + ``install_free_tensors`` + the
 ``skip_guard_eval_unsafe`` stance, the torch way), the suggested policy with its ``verify every
 100 calls``, and the same with ``dispatch direct``. Every loop's logits equal eager's over its
-first steps before timing. Prints a Markdown section for bench/RESULTS.md.
+first steps before timing. Prints a Markdown section for bench/DETAILS.md.
 
 Usage: bench_llama_tokens.py [--calls 600] [--block 20]
 """

@@ -4,11 +4,11 @@ agreement of one verified call (``RankGroup.flagged``: one ``all_reduce`` of one
 beside it, one of a byte per rank, for comparison), and the per-call ratio of
 ``gp.compile(..., verify=100)`` against the same policy without verify, every rank running
 the same loop (the sampled calls meet in the agreement).
-Prints markdown; ``--results`` writes its section of bench/RESULTS.md.
+Prints markdown; ``--results`` writes its section of bench/DETAILS.md.
 
 Usage: bench_ranks.py [--ranks 2,4] [--models mlp,gpt2] [--backends inductor,eager]
                       [--calls 4000] [--block 200] [--copies 2] [--paired 300] [--agreements 2000]
-                      [--markdown OUT.md] [--results bench/RESULTS.md]
+                      [--markdown OUT.md] [--results bench/DETAILS.md]
 
 The ranks are processes of this script (``--worker``), each given its RANK and WORLD_SIZE
 and a file store; each prints one JSON line of its medians, and the tables show the slowest
@@ -291,7 +291,7 @@ def verdict(results: dict[int, list[dict]]) -> str:
 
 
 def render(data: dict) -> str:
-    """The ranks section of RESULTS.md from one run: ``data`` holds date, machine, calls,
+    """The ranks section of DETAILS.md from one run: ``data`` holds date, machine, calls,
     block, copies, paired, agreements and ``results`` (per rank count, each rank's JSON
     line: agree_us, per_rank_us and ``rows``, ``call_ratio``'s dicts)."""
     worlds = [str(w) for w in data["results"]]
@@ -327,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--paired", type=int, default=300,
                     help=f"blocks of {EVERY} calls each way on the same objects, split among the copies")
     ap.add_argument("--markdown", help="also write the section's markdown to this file")
-    ap.add_argument("--results", help="the RESULTS.md whose ranks section to write")
+    ap.add_argument("--results", help="the DETAILS.md whose ranks section to write")
     ap.add_argument("--worker", help=argparse.SUPPRESS)  # a rank: the file store's path
     args = ap.parse_args(argv)
     check_blocks(ap, args, EVERY)

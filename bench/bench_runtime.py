@@ -2,14 +2,14 @@
 """Per-call latency of ``guardpolicy.compile`` against the same settings applied the torch
 way, in one interleaved run per model and backend (``guardpolicy.tools.latency`` says how), and
 the fixed cost on a trivial compiled function. Prints markdown; ``make bench`` puts it into
-bench/RESULTS.md.
+bench/DETAILS.md.
 
 Usage: bench_runtime.py [--models mlp,gpt2] [--backends inductor,eager] [--calls 400] [--copies 2]
                         [--block 20] [--markdown OUT.md] [--recovery]
 
 ``--recovery``: instead, the per-call cost of the recommended recipe after the stance recovered
 from a call no cache entry accepted, against before and against the torch way holding the same
-cache entries (``guardpolicy.tools.recovery_latency``), in its own section of RESULTS.md.
+cache entries (``guardpolicy.tools.recovery_latency``), in its own section of DETAILS.md.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def trivial_table(rows: list[dict]) -> list[str]:
 
 
 def render(data: dict) -> str:
-    """The runtime section of RESULTS.md from one run: ``data`` holds date, machine, calls,
+    """The runtime section of DETAILS.md from one run: ``data`` holds date, machine, calls,
     block, copies, ``tables`` (per ``"model, backend"``, ``latency.measure``'s rows),
     ``trivial`` (``latency.measure_trivial``'s rows), trivial_calls and trivial_block."""
     key, variant, ratio = worst_twin_ratio(data["tables"])
@@ -93,7 +93,7 @@ def recovery_verdict(tables: dict[str, list[dict]]) -> str:
 
 
 def render_recovery(data: dict) -> str:
-    """The runtime-recovery section of RESULTS.md from one ``--recovery`` run: ``data`` holds
+    """The runtime-recovery section of DETAILS.md from one ``--recovery`` run: ``data`` holds
     date, machine, calls, block, copies and ``tables`` (``latency.measure``'s rows of
     ``recovery_latency.recovery_variants``)."""
     return "\n".join([
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = run_parser(__doc__)
     add_copies(ap)
     ap.add_argument("--markdown", help="also write the section's markdown to this file")
-    ap.add_argument("--results", help="the RESULTS.md whose runtime section to write")
+    ap.add_argument("--results", help="the DETAILS.md whose runtime section to write")
     ap.add_argument("--recovery", action="store_true",
                     help="measure the per-call cost after the stance recovered instead (see above)")
     args = ap.parse_args(argv)

@@ -7,10 +7,10 @@ backend (every guard dropped, each one's state changed the way it notices) and r
 policy that drops only the harmless guards; then one interleaved run
 (``guardpolicy.tools.latency.measure_model``) times eager, ``torch.compile`` with no filter,
 and ``skip_guard_on_all_nn_modules`` and the suggested policy through ``gp.compile``.
-Prints markdown; ``--results bench/RESULTS.md`` writes its section there.
+Prints markdown; ``--results bench/DETAILS.md`` writes its section there.
 
 Usage: bench_suggest.py [--models mlp,gpt2] [--backends inductor,eager] [--calls 400]
-                        [--block 20] [--results bench/RESULTS.md]
+                        [--block 20] [--results bench/DETAILS.md]
 """
 
 from __future__ import annotations
@@ -56,7 +56,7 @@ def heading(run: dict) -> str:
 
 
 def render(data: dict) -> str:
-    """The suggest section of RESULTS.md from one run: ``data`` holds date, machine, calls,
+    """The suggest section of DETAILS.md from one run: ``data`` holds date, machine, calls,
     block and ``runs`` (``measure``'s dicts, one per model and backend)."""
     head, tail = split_machine(data["machine"], 2)  # the line breaks before its last two parts
     outcomes = ", ".join(data["runs"][0]["counts"]) if data["runs"] else ""
@@ -80,7 +80,7 @@ def render(data: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     ap = run_parser(__doc__)
-    ap.add_argument("--results", help="the RESULTS.md whose suggest section to write")
+    ap.add_argument("--results", help="the DETAILS.md whose suggest section to write")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     progress = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731

@@ -4,7 +4,7 @@ verify (interleaved in one run per model and backend, ``guardpolicy.tools.latenc
 the cost of one verified call (binding the frame locals, the kept guards of the entry torch
 would serve, the full guard manager) beside torch's own evaluation of the full guard set of
 that model (``check`` of the manager with every offered guard). Prints markdown; with
-``--results`` writes its section of bench/RESULTS.md.
+``--results`` writes its section of bench/DETAILS.md.
 
 The ratio that counts is of the amortized cost per call: the median over timed blocks of
 each block's mean (``latency.block_mean``), since a median of single calls never sees the
@@ -17,7 +17,7 @@ each block of timed calls holds one verified call per hundred.
 
 Usage: bench_verify.py [--models mlp,gpt2] [--backends inductor,eager] [--policy NAME]
                        [--calls 2000] [--block 100] [--copies 2] [--checks 2000]
-                       [--results bench/RESULTS.md]
+                       [--results bench/DETAILS.md]
 """
 
 from __future__ import annotations
@@ -276,7 +276,7 @@ def verdict(data: dict) -> str:
 
 
 def render(data: dict) -> str:
-    """The verify section of RESULTS.md from one run: ``data`` holds date, machine, policy,
+    """The verify section of DETAILS.md from one run: ``data`` holds date, machine, policy,
     calls, block, copies, instruction_calls, ``tables`` (per ``"model, backend"``,
     ``latency.measure``'s rows), ``paired`` (``paired_ratio``'s tuples), ``instructions``
     (``instruction_rows``'s tuples; empty when none were counted), ``costs``
@@ -301,7 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--instructions", default="mlp:inductor,mlp:eager,gpt2:inductor,gpt2:eager",
                     help="model:backend runs whose instructions per call callgrind counts ('' for none)")
     ap.add_argument("--instruction-calls", type=int, default=2 * EVERY, help="calls counted per variant")
-    ap.add_argument("--results", help="the RESULTS.md whose verify section to write")
+    ap.add_argument("--results", help="the DETAILS.md whose verify section to write")
     args = ap.parse_args(argv)
     check_blocks(ap, args, EVERY)
     if args.instruction_calls % EVERY:

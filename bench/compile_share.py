@@ -20,7 +20,7 @@ a compile several times longer. One warm-up compile per model runs first (import
 not counted.
 
     .venv/bin/python bench/compile_share.py [--repeats 3] [--json OUT]
-        [--results bench/RESULTS.md --before bench/data/compile_share_before.json]
+        [--results bench/DETAILS.md --before bench/data/compile_share_before.json]
 
 ``--results`` writes (or replaces) the section between the markers below in that file,
 with the numbers of this run ("after") beside those of ``--before`` (a ``--json`` output of
@@ -159,7 +159,7 @@ def recorded(after: dict, before: dict | None) -> list[str]:
 
 
 def render(after: dict, before: dict | None = None) -> str:
-    """The compile-share section of RESULTS.md from this run (``after``: date, machine,
+    """The compile-share section of DETAILS.md from this run (``after``: date, machine,
     repeats, results) and an earlier tree's (``before``: the same, and ``tree``; None: not
     recorded): per model, each policy's compile ms, filter ms and share (%), before and after."""
     prior = {(r["model"], r["policy"]): r for r in (before or {}).get("results", [])}
@@ -203,7 +203,7 @@ def main(argv: list[str]) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json", help="write this run's numbers here")
     ap.add_argument("--tree", default="", help="what tree this run measures (kept in --json)")
-    ap.add_argument("--results", help="the RESULTS.md whose compile-share section to write")
+    ap.add_argument("--results", help="the DETAILS.md whose compile-share section to write")
     ap.add_argument("--before", help="a --json output of the tree to compare with")
     args = ap.parse_args(argv)
     if args.repeats < 1:

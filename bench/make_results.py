@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the first section of bench/RESULTS.md from one run of both benchmarks (`make bench`).
+"""Writes the first section of bench/DETAILS.md from one run of both benchmarks (`make bench`).
 
 Runs the C++ VM benchmark (build/bench/guardpolicy_vm_bench: ns per entry of the -O1 VM,
 the -O0 VM and the reference AST interpreter over guard entries captured from real models)
@@ -8,7 +8,7 @@ GuardFilterEntry lists against torch's own filter, same entries, same run), then
 each as ratios against the baseline measured in the same run, with the machine and date,
 and the command-line startup. Only its own marked section is replaced (``render`` gives it
 from the numbers of one run; bench/results_section.py); the other benchmarks' sections stay.
-Usage: make_results.py [--vm-bench PATH] [--out bench/RESULTS.md]
+Usage: make_results.py [--vm-bench PATH] [--out bench/DETAILS.md]
 """
 
 from __future__ import annotations
@@ -132,19 +132,20 @@ END = "<!-- make-results: end -->"
 
 
 def render(ns: dict[str, float], e2e: dict, startup: dict, recorded: str, system: str, cpus: int) -> str:
-    """The make-results section of RESULTS.md (title, VM, end to end, startup) from the
+    """The make-results section of DETAILS.md (title, VM, end to end, startup) from the
     numbers of one run; ``recorded`` its date, ``system`` its OS and release."""
     std = [r["ratio"] for r in e2e["results"] if r["policy"] != "rules30"]
     r30 = [r["ratio"] for r in e2e["results"] if r["policy"] == "rules30"]
     machine = e2e["machine"]  # machine_description(): CPU, arch, CPUs, system, Python, torch
     lines = [
         BEGIN,
-        "# Benchmark results",
+        "# Benchmark details",
         "",
-        "Each section: what is measured, one table per model, the verdict on the current targets.",
-        "A ratio compares with a baseline measured in the same run. How the runs are interleaved,",
-        "what medians, p90, ratios and intervals mean, how to run each benchmark and which targets",
-        "are current: [bench/README.md](README.md).",
+        "Every table of every benchmark; [bench/RESULTS.md](RESULTS.md) is the summary (one line per",
+        "benchmark: its date, target and verdict). Each section: what is measured, one table per model,",
+        "the verdict on the current targets. A ratio compares with a baseline measured in the same run.",
+        "How the runs are interleaved, what medians, p90, ratios and intervals mean, how to run each",
+        "benchmark and which targets are current: [bench/README.md](README.md).",
         "",
         f"The sections up to the command-line startup: recorded {recorded} by `make bench` "
         f"(`bench/make_results.py`) on {machine}, a shared VM (expect ±20% between runs).",
@@ -177,7 +178,7 @@ def render(ns: dict[str, float], e2e: dict, startup: dict, recorded: str, system
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--vm-bench", default=str(ROOT / "build/bench/guardpolicy_vm_bench"))
-    ap.add_argument("--out", default=str(ROOT / "bench/RESULTS.md"))
+    ap.add_argument("--out", default=str(ROOT / "bench/DETAILS.md"))
     args = ap.parse_args(argv)
     ns = run_vm(Path(args.vm_bench))
     e2e = run_e2e()

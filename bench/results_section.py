@@ -1,8 +1,9 @@
-"""Writes one marked section of bench/RESULTS.md, leaving the rest of the file as it is.
+"""Writes one marked section of a results page, leaving the rest of the file as it is.
 
-Each benchmark script that records into RESULTS.md owns the text between its two markers
-(``<!-- NAME: begin ... -->`` and ``<!-- NAME: end -->``); a file without them gets the
-section appended.
+Each benchmark script that records its tables into bench/DETAILS.md owns the text between its
+two markers there (``<!-- NAME: begin ... -->`` and ``<!-- NAME: end -->``); a file without
+them gets the section appended. bench/RESULTS.md, the summary, is kept by hand except for its
+marked ``zoo`` section at the end.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def add_copies(ap: argparse.ArgumentParser) -> None:
 
 
 # --------------------------------------------------------------------------- rendering
-# The pieces the per-call sections of RESULTS.md share (bench/README.md explains the words).
+# The pieces the per-call sections of DETAILS.md share (bench/README.md explains the words).
 # A row of a per-call table is one of ``guardpolicy.tools.latency.summarize``'s dicts:
 # variant, median_us, p90_us, block_mean_us, vs_no_filter, vs_torch_way (or None),
 # minus_torch_way_us (or None), copy_spread (or None).

@@ -1,7 +1,7 @@
 // vm_bench.cpp: ns per guard entry of the VM (-O1, -O0) and of the reference AST
 // interpreter, for each std policy and a realistic 30-rule policy, over guard entries
 // captured from real models (bench/data/entries.json.gz). Each benchmark evaluates every
-// row once per iteration; the counter `ns_per_entry` is what bench/RESULTS.md reports.
+// row once per iteration; the counter `ns_per_entry` is what bench/DETAILS.md reports.
 #include <benchmark/benchmark.h>
 
 #include <filesystem>

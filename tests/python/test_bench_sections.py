@@ -1,7 +1,8 @@
-"""The sections the bench/ scripts write into bench/RESULTS.md: each script's ``render``, fed
-a small fixed run, gives its section in RESULTS.md's layout (markers, heading, intro line
-with date and machine, unit-labelled columns, one verdict line). No benchmark runs here and
-nothing compiles: only the rendering of numbers."""
+"""The sections the bench/ scripts write into bench/DETAILS.md: each script's ``render``, fed
+a small fixed run, gives its section in DETAILS.md's layout (markers, heading, intro line
+with date and machine, unit-labelled columns, one verdict line); each script's markers are in
+DETAILS.md, and bench/RESULTS.md (the summary, kept by hand) holds only the ``zoo`` markers. No
+benchmark runs here and nothing compiles: only the rendering of numbers."""
 
 import sys
 from pathlib import Path
@@ -14,7 +15,18 @@ import bench_runtime  # noqa: E402
 import bench_suggest  # noqa: E402
 import bench_verify  # noqa: E402
 import compile_share  # noqa: E402
+import make_results  # noqa: E402
 import results_section  # noqa: E402
+
+DETAILS = BENCH / "DETAILS.md"
+RESULTS = BENCH / "RESULTS.md"
+# The marked section at the end of RESULTS.md that bench/bench_zoo.py writes (issue 35).
+ZOO_BEGIN = "<!-- zoo: begin (bench/bench_zoo.py writes this section) -->"
+ZOO_END = "<!-- zoo: end -->"
+MARKERS = [(make_results.BEGIN, make_results.END), (compile_share.BEGIN, compile_share.END),
+           (bench_runtime.BEGIN, bench_runtime.END), (bench_dispatch.BEGIN, bench_dispatch.END),
+           (bench_verify.BEGIN, bench_verify.END), (bench_ranks.BEGIN, bench_ranks.END),
+           (bench_suggest.BEGIN, bench_suggest.END), (bench_runtime.RECOVERY_BEGIN, bench_runtime.RECOVERY_END)]
 
 MACHINE = "Test CPU (x86_64), 2 CPUs, Python 3.11.7, torch 2.13.0+cpu, 1 torch thread"
 PERCALL = "| variant | median (µs/call) | p90 (µs/call) | ratio vs no filter (×) |"
@@ -172,3 +184,41 @@ def test_write_section_keeps_what_follows(tmp_path):
     path.write_text("intro\n<!-- x: begin -->\nold\n<!-- x: end -->\n\n## next\n", encoding="utf-8")
     results_section.write_section(path, "<!-- x: begin -->", "<!-- x: end -->", "<!-- x: begin -->\nnew\n<!-- x: end -->\n")
     assert path.read_text(encoding="utf-8") == "intro\n<!-- x: begin -->\nnew\n<!-- x: end -->\n\n## next\n"
+
+
+def test_make_results_section_opens_details():
+    ns = {"vm_O1/rules30": 95.5, "vm_O0/rules30": 324.3, "reference/rules30": 3111.8}
+    e2e = {"machine": "Test CPU (x86_64), 2 CPUs", "results": [
+        {"model": "mlp", "entries": 258, "policy": p, "reference": "ref", "policy_ns_per_entry": 2.0,
+         "ref_ns_per_entry": 4.0, "ratio": 0.5} for p in ("keep_tensor_guards", "rules30")]}
+    startup = {"files": 6, "runs": 30, "exe_wall": 23.7, "exe_cpu": 8.7, "py_wall": 198.0, "py_cpu": 70.0}
+    text = make_results.render(ns, e2e, startup, "2026-01-02", "Linux 6", 2)
+    lines = lines_of(text, make_results.BEGIN, make_results.END)
+    assert lines[1] == "# Benchmark details"
+    assert "| rules30 | 95.5 | 324.3 | 3111.8 | 32.6x |" in lines
+    assert lines[-3] == ("Target: a lint starts and ends within 20 ms of CPU: **met** (8.7 ms; 8x less CPU than "
+                         "`python -m`; wall time adds the wait for a CPU on this shared VM).")
+    # DETAILS.md opens with the title and intro this render writes (up to the run's date and machine).
+    intro = lines[:next(i for i, line in enumerate(lines) if line.startswith("The sections up to"))]
+    assert "Every table of every benchmark; [bench/RESULTS.md](RESULTS.md) is the summary (one line per" in intro
+    assert DETAILS.read_text(encoding="utf-8").splitlines()[:len(intro)] == intro
+
+
+def test_sections_are_in_details_and_results_holds_the_zoo():
+    details, results = DETAILS.read_text(encoding="utf-8"), RESULTS.read_text(encoding="utf-8")
+    for begin, end in MARKERS:
+        assert details.count(begin) == 1 and details.count(end) == 1, begin
+        assert details.index(begin) < details.index(end)
+        assert begin not in results and end not in results
+    assert results.count(ZOO_BEGIN) == 1 and results.count(ZOO_END) == 1
+    assert results.rstrip("\n").endswith(ZOO_END)
+
+
+def test_write_section_fills_the_zoo_in_place(tmp_path):
+    path = tmp_path / "RESULTS.md"
+    old = RESULTS.read_text(encoding="utf-8")
+    path.write_text(old, encoding="utf-8")
+    results_section.write_section(path, ZOO_BEGIN, ZOO_END, f"{ZOO_BEGIN}\n| model |\n|---|\n| gpt2 |\n{ZOO_END}\n")
+    head = old.split(ZOO_BEGIN)[0]
+    assert path.read_text(encoding="utf-8") == f"{head}{ZOO_BEGIN}\n| model |\n|---|\n| gpt2 |\n{ZOO_END}\n"
+    assert head.rstrip("\n").endswith("## suggest on the model zoo")
