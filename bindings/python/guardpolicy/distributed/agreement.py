@@ -61,7 +61,7 @@ class RankGroup:
         """How many ranks of the group pass ``flag=True``, once every rank has passed its
         own: one ``all_reduce`` (sum) of one int64. One element, not one per rank: gloo
         spreads a tensor over the ranks in chunks, and on 4 local ranks a 4-byte tensor took
-        about 3x as long (bench/RESULTS.md). Which ranks they are is not needed here: when any
+        about 3x as long (bench/DETAILS.md). Which ranks they are is not needed here: when any
         flagged, the ranks gather their violations, each tagged with its rank. Raises
         ``RankMismatchError`` when a rank does not come within the timeout (the wait is
         bounded on every backend: the collective runs asynchronously and is waited for)."""
