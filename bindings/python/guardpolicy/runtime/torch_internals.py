@@ -650,3 +650,11 @@ def tree_map(fn: Any, tree: Any) -> Any:
     from torch.utils import _pytree
 
     return _pytree.tree_map(fn, tree)
+
+
+def dispatch_mode() -> type:
+    """``torch.utils._python_dispatch.TorchDispatchMode``: the base class of a mode that sees
+    every aten op an eager call runs (the mutation audit sizes a trial's call with one)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    return TorchDispatchMode

@@ -81,6 +81,7 @@ class Session:
         self.state_s = 0.0  # time spent snapshotting and restoring
         self.constants: tuple = ()  # numbers the model's code compares with (mutation.model_constants)
         self.restores = 0
+        self.call_bytes = 0  # what the model's own eager call allocates (trial_size.measure)
         t0 = time.perf_counter()
         self.base = Snapshot(self._roots())
         self.state_s += time.perf_counter() - t0
@@ -98,6 +99,14 @@ class Session:
         """``target`` called on the inputs, seeded; the output detached from the state."""
         return detached(seeded(lambda: self.call.run(target)))
 
+    def run_bounded(self, target: Callable) -> Any:
+        """``run(target)`` within one trial's memory bound (``trial_size``: ``TrialTooLarge``
+        before an op that would pass ``trial_size.limit_for(call_bytes)``)."""
+        from . import trial_size
+
+        limit = trial_size.limit_for(self.call_bytes)
+        return detached(seeded(lambda: trial_size.bounded(lambda: self.call.run(target), limit)))
+
     def snapshot(self) -> Snapshot:
         """The state now (with a trial's change made), sharing the base's tensor copies."""
         t0 = time.perf_counter()
@@ -113,8 +122,11 @@ class Session:
 
     def check_repeatable(self) -> Any:
         """Eager's output, after checking that two eager calls from the same state agree
-        (``NotRepeatableError`` otherwise)."""
-        first = self.run(self.call.fn)
+        (``NotRepeatableError`` otherwise); sizes the call (``call_bytes``) on the way."""
+        from . import trial_size
+
+        first, self.call_bytes = seeded(lambda: trial_size.measure(lambda: self.call.run(self.call.fn)))
+        first = detached(first)
         self.restore()
         second = self.run(self.call.fn)
         self.restore()

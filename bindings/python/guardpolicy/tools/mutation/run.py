@@ -42,6 +42,7 @@ from ...api.policy_text import PolicyText
 from ..compare import compare
 from .plan import Mutation, perturb, plan_mutations  # noqa: F401 - perturb: part of the API
 from .calls import AuditStateError, NotRepeatableError, Session  # noqa: F401
+from .trial_size import TrialTooLarge
 from .results import LEGEND, OUTCOMES, GroupResult, MutationAudit, Trial, format_audit  # noqa: F401
 from .record import Call, NotMutable, RecordedFrame, RecordedGuard, GuardRecorder, read  # noqa: F401
 
@@ -187,7 +188,9 @@ def _one_trial(m: Mutation, rec: GuardRecorder, session: Session, compiled: Any)
     try:
         changed = session.snapshot()
         try:
-            ref = session.run(session.call.fn)
+            ref = session.run_bounded(session.call.fn)
+        except TrialTooLarge as e:
+            return Trial(m.what, "not applied", f"too large to try: {e}")
         except Exception as e:  # noqa: BLE001 - eager cannot run it: no valid state to audit
             return Trial(m.what, "not applied", f"eager raised {_short(e)}")
         session.restore(changed)

@@ -5,7 +5,10 @@ guarded globals, torch's global module hooks) and records, per object:
 
 * a tensor (parameter, buffer, KV cache, input): its values (a clone), shape, strides,
   dtype, ``requires_grad`` and version counter; restored in place (``copy_`` under
-  ``no_grad``) when its version counter moved, so the tensor object stays the same one;
+  ``no_grad``) when its version counter moved, so the tensor object stays the same one. A
+  module's buffer is also compared by value: ``BatchNorm`` in ``train()`` updates its running
+  statistics inside ``native_batch_norm`` (and a compiled graph may write a buffer from a
+  kernel) without moving the version counter;
 * an ``nn.Module`` or any object with a ``__dict__`` (a HF config, a cache object): its class
   and its ``__dict__`` items (a module's ``_parameters``, ``_buffers``, ``_modules`` and hook
   dicts are walked as dicts); restored by identity, so a hook a trial or a library installs
@@ -37,24 +40,37 @@ class AuditStateError(RuntimeError):
 
 
 class _Tensor:
-    __slots__ = ("t", "saved", "version", "shape", "stride", "dtype", "requires_grad")
+    __slots__ = ("t", "saved", "version", "shape", "stride", "dtype", "requires_grad", "by_value")
 
-    def __init__(self, t: Any, reuse: "_Tensor | None"):
+    def __init__(self, t: Any, reuse: "_Tensor | None", by_value: bool = False):
         import torch
 
         self.t = t
+        self.by_value = by_value  # a buffer: written without a version bump (module docstring)
         self.version = t._version
         self.shape, self.dtype, self.requires_grad = tuple(t.shape), t.dtype, t.requires_grad
         self.stride = tuple(t.stride()) if t.layout == torch.strided else None
-        if reuse is not None and reuse.version == self.version and reuse.shape == self.shape:
+        if (reuse is not None and reuse.version == self.version and reuse.shape == self.shape
+                and reuse.dtype == self.dtype and not (by_value and reuse.values_differ())):
             self.saved = reuse.saved  # unchanged since the base snapshot: share its copy
         else:
             with torch.no_grad():
                 self.saved = t.detach().clone()
 
+    def values_differ(self) -> bool:
+        """The values differ from the saved copy (same shape and dtype assumed)."""
+        import torch
+
+        with torch.no_grad():
+            return not torch.equal(self.t.detach(), self.saved) and not (
+                self.t.is_floating_point() and bool(torch.isnan(self.t).any()) and
+                bool(((self.t == self.saved) | (self.t.isnan() & self.saved.isnan())).all()))
+
     def changed(self) -> bool:
-        return (self.t._version != self.version or tuple(self.t.shape) != self.shape
-                or self.t.dtype != self.dtype or self.t.requires_grad != self.requires_grad)
+        if (self.t._version != self.version or tuple(self.t.shape) != self.shape
+                or self.t.dtype != self.dtype or self.t.requires_grad != self.requires_grad):
+            return True
+        return self.by_value and self.values_differ()
 
     def restore(self) -> None:
         import torch
@@ -64,7 +80,7 @@ class _Tensor:
             if tuple(t.shape) != self.shape or t.dtype != self.dtype or (
                     self.stride is not None and tuple(t.stride()) != self.stride):
                 t.set_(self.saved.clone())
-            elif t._version != self.version:
+            elif t._version != self.version or self.by_value:
                 t.copy_(self.saved)
         if t.requires_grad != self.requires_grad and t.is_leaf:
             t.requires_grad_(self.requires_grad)
@@ -101,6 +117,7 @@ class Snapshot:
         self.cells: list[tuple[str, Any, Any]] = []            # (path, cell, contents)
         self.bindings: list[tuple[str, dict, str, Any]] = []   # (path, mapping, key, value)
         self._seen: set[int] = set()
+        self._buffers: set[int] = set()  # ids of the modules' buffers (compared by value)
         self.extend(roots, bindings, base)
 
     def extend(self, roots: Iterable[tuple[str, Any]] = (), bindings: Iterable[tuple[str, dict, str]] = (),
@@ -129,7 +146,7 @@ class Snapshot:
                 return
             self._seen.add(id(obj))
             if isinstance(obj, torch.Tensor):
-                self.tensors.append((path, _Tensor(obj, self._base.get(id(obj)))))
+                self.tensors.append((path, _Tensor(obj, self._base.get(id(obj)), id(obj) in self._buffers)))
                 continue
             if isinstance(obj, dict):
                 self.mappings.append((path, obj, list(obj.items())))
@@ -156,6 +173,8 @@ class Snapshot:
                 for k, v in reversed(items):
                     if module and k in _MODULE_DICTS and type(v) is dict and id(v) not in self._seen:
                         self._seen.add(id(v))  # named_modules() spelling: layers.0.attn.weight
+                        if k == "_buffers":
+                            self._buffers.update(id(b) for b in v.values() if isinstance(b, torch.Tensor))
                         self.mappings.append((f"{path}.{k}", v, list(v.items())))
                         stack.extend((_dotted(path, n), x) for n, x in reversed(list(v.items())))
                     else:
