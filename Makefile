@@ -14,7 +14,7 @@ APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmo
   libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev pkg-config g++ \
   default-jre-headless ccache valgrind clang-format clang-tidy
 TORCH ?= 2.13.0
-PIP_TOOLS := pybind11 scikit-build-core pytest hypothesis tqdm tlparse transformers matplotlib cmake ninja pygments ruff
+PIP_TOOLS := pybind11 scikit-build-core pytest hypothesis tqdm tlparse transformers peft matplotlib cmake ninja pygments ruff
 PIP_PACKAGES := torch==$(TORCH) $(PIP_TOOLS)
 DEPS_STAMP := $(VENV)/.deps-installed
 

@@ -99,19 +99,22 @@ class SuggestReport:
 
 def suggest(model: Callable, *args: Any, backend: str = "eager", verify: int | None = 100, name: str = "suggested",
             bench_backends: Iterable[str] = (), calls: int = 200, model_kwargs: dict | None = None,
-            progress: Callable[[str], None] | None = None, **kwargs: Any) -> SuggestReport:
+            progress: Callable[[str], None] | None = None, budget: float | None = None,
+            **kwargs: Any) -> SuggestReport:
     """The policy ``python -m guardpolicy suggest`` writes, for ``model(*args, **kwargs)``:
     the mutation audit of every guard (each guarded value changed to boundary values, both
     directions), a policy that drops only the guards harmless on every value tried, with
     ``verify every N calls`` (``verify=None``: none). ``bench_backends``: time no filter
-    against it there, one torch thread. The options are keyword-only; a model keyword with
+    against it there, one torch thread. ``budget``: seconds after which the audit tries no
+    further change (the states not finished are kept). The options are keyword-only; a model keyword with
     the same name as one goes in ``model_kwargs``. The model and its inputs are left as
     they were (``NotRepeatableError`` when two eager calls differ, ``AuditStateError`` when
     the final check fails; ``ValueError`` when the policy fails its own checks)."""
     from .tools import suggest as _suggest
 
     s = _suggest.suggest(model, tuple(args), {**kwargs, **(model_kwargs or {})}, name=name, backend=backend,
-                         bench_backends=tuple(bench_backends), calls=calls, verify=verify, progress=progress)
+                         bench_backends=tuple(bench_backends), calls=calls, verify=verify, progress=progress,
+                         budget=budget)
     drop = set(s.dropped)
     findings = [{"name": g.name, "guard_type": g.guard_type, "path": g.path, "verdict": grp.verdict(g.guard_type),
                  "values_tried": grp.tried(g.guard_type),

@@ -70,6 +70,20 @@ def detached(out: Any) -> Any:
     return tree_map(one, out)
 
 
+#: Buffers a BatchNorm updates by itself in ``train()``.
+_BATCHNORM_STATS = ("running_mean", "running_var", "num_batches_tracked")
+
+
+def next_step(diffs: list[str]) -> str:
+    """What the user can do about state the audit could not put back (``finish``)."""
+    if any(s in d for d in diffs for s in _BATCHNORM_STATS):
+        return ("Next step: hand the model over in train() (its statistics are then state the model changes), or "
+                "freeze its BatchNorm statistics (track_running_stats=False, or momentum=0.0)")
+    return ("Next step: the model changes this state itself in a way the audit cannot record; hand over a model "
+            "whose calls leave it as it was (.eval(), no in-place caches), or return that state from build() as "
+            "an input")
+
+
 class Session:
     """The audited call (a ``mutation_record.Call``) and the snapshot it is restored to."""
 
@@ -151,4 +165,4 @@ class Session:
         if diffs:
             self.restore()
             raise AuditStateError("guardpolicy audit: the audit left the model or its inputs changed (restored "
-                                  "what it recorded): " + "; ".join(diffs))
+                                  "what it recorded): " + "; ".join(diffs) + ". " + next_step(diffs))

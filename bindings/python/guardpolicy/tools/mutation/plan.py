@@ -201,7 +201,8 @@ def plan_mutations(guards: list[RecordedGuard], value: Any, frame: RecordedFrame
         elif _is_constant(value):
             if t in _VALUE_TYPES:
                 for what, new in _constant_changes(value, g.code, constants):
-                    add(t, what, set_to(new))
+                    if not _kills_the_process(source, frame, new):
+                        add(t, what, set_to(new))
             elif t == "TYPE_MATCH":
                 for new in _retyped_scalar(value):
                     add(t, f"{_scalar_text(value)} -> {_scalar_text(new)} (type "
@@ -221,6 +222,26 @@ def plan_mutations(guards: list[RecordedGuard], value: Any, frame: RecordedFrame
         if len(planned) == before and not any(t in m.guard_types for m in planned.values()):
             reasons.append(f"{t}: no change known for a {type(value).__name__} value")
     return list(planned.values()), list(dict.fromkeys(reasons))
+
+
+#: Module attributes torch's CPU kernels divide by in C++ without a check (torch 2.13-2.15):
+#: a value of 0 or less kills the process with SIGFPE (``nn.MultiheadAttention``'s fast path,
+#: ``torch._native_multi_head_attention``), so no trial sets one.
+POSITIVE_ATTRIBUTES = {"MultiheadAttention": ("num_heads",)}
+
+
+def _kills_the_process(source: Any, frame: RecordedFrame, new: Any) -> bool:
+    import torch
+
+    member = getattr(source, "member", None)
+    if not isinstance(new, (int, float)) or new > 0 or member is None or getattr(source, "base", None) is None:
+        return False
+    try:
+        owner = read(source.base, frame)
+    except Exception:  # noqa: BLE001 - not readable: nothing known against the value
+        return False
+    return any(isinstance(owner, getattr(torch.nn, cls)) and member in attrs
+               for cls, attrs in POSITIVE_ATTRIBUTES.items())
 
 
 def _swap_class(m: Any) -> Callable[[], Callable[[], None]]:

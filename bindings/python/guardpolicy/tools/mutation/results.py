@@ -52,6 +52,7 @@ class GroupResult:
     trials: list[Trial] = dataclasses.field(default_factory=list)
     reasons: list[str] = dataclasses.field(default_factory=list)
     stopped_early: int = 0  # planned changes not tried: every dropped guard was dangerous already
+    cut: int = 0  # planned changes not tried: the audit's --budget was spent (the group is kept)
 
     def tried(self, guard_type: str) -> int:
         """How many values (changes) were applied that a guard of this type notices."""
@@ -62,7 +63,8 @@ class GroupResult:
         return [g for g in self.guards if not g.keep]
 
     def verdict(self, guard_type: str) -> str:
-        return _worst(t.outcome for t in self.trials if guard_type in t.guard_types)
+        worst = _worst(t.outcome for t in self.trials if guard_type in t.guard_types)
+        return "not mutated" if self.cut and worst == "harmless" else worst  # unfinished: never harmless
 
     @property
     def outcome(self) -> str:
@@ -73,7 +75,7 @@ class GroupResult:
                 "guards": [{**g.to_dict(), "verdict": self.verdict(g.guard_type),
                             "values_tried": self.tried(g.guard_type)} for g in self.guards],
                 "trials": [t.to_dict() for t in self.trials], "reasons": self.reasons,
-                "stopped_early": self.stopped_early}
+                "stopped_early": self.stopped_early, "cut_by_budget": self.cut}
 
 
 @dataclasses.dataclass
@@ -94,6 +96,8 @@ class MutationAudit:
     problems: list[str] = dataclasses.field(default_factory=list)
     state_s: float = 0.0  # snapshotting and restoring the caller's state
     restores: int = 0
+    planned: int = 0  # changes planned before the first was tried
+    budget_cut: int = 0  # of them, not tried: the --budget was spent
 
     def guard_counts(self) -> dict[str, int]:
         """Dropped guards per verdict."""
@@ -112,7 +116,8 @@ class MutationAudit:
                 "guards_offered": self.offered, "guards_dropped": self.dropped, "frames": self.frames,
                 "dropped_guards_by_outcome": self.guard_counts(), "compile_s": round(self.compile_s, 3),
                 "audit_s": round(self.audit_s, 3), "recompiles": self.recompiles, "problems": self.problems,
-                "state_s": round(self.state_s, 3), "restores": self.restores,
+                "state_s": round(self.state_s, 3), "restores": self.restores, "changes_planned": self.planned,
+                "changes_cut_by_budget": self.budget_cut,
                 "groups": [g.to_dict() for g in self.groups]}
 
     def to_json(self, indent: int | None = 2) -> str:

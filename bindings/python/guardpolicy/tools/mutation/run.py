@@ -120,28 +120,42 @@ def plan(fn: Any, args: tuple = (), kwargs: dict | None = None) -> tuple[Call, l
     return call, out
 
 
-def _audit_group(group: GroupResult, rec: GuardRecorder, session: Session, compiled: Any) -> None:
-    """Tries every planned change of ``group``, each from the snapshot state; stops early
-    once every dropped guard type of the group is dangerous (no later value can clear it)."""
+def _plan_group(group: GroupResult, rec: GuardRecorder, session: Session) -> list[Mutation]:
+    """Every change planned for ``group`` (from the snapshot state); none, with the reason in
+    ``group.reasons``, for ambient state, relations and values that cannot be read."""
     frame = rec.frames[group.frame]
     first = group.guards[0]
     if not group.name or not first.has_value:
         group.reasons.append(f"ambient state ({', '.join(sorted({g.guard_type for g in group.guards}))}): "
                              f"no value to change")
-        return
+        return []
     if {g.guard_type for g in group.guards} <= _RELATIONAL:
         group.reasons.append("a relation between values (aliasing, duplicate input): not changed")
-        return
+        return []
     try:
         value = read(first.source, frame)
     except Exception as e:  # noqa: BLE001 - reported as the reason
         group.reasons.append(f"cannot read it: {_short(e)}")
-        return
+        return []
     mutations, reasons = plan_mutations(group.guards, value, frame, session.call,
                                         _is_root(group, rec, session.call), session.constants)
     group.reasons.extend(reasons)
+    return mutations
+
+
+def _audit_group(group: GroupResult, mutations: list[Mutation], rec: GuardRecorder, session: Session,
+                 compiled: Any, tick: Callable[[int], None], deadline: float | None = None) -> None:
+    """Tries every planned change of ``group``, each from the snapshot state; stops early
+    once every dropped guard type of the group is dangerous (no later value can clear it), or
+    when ``deadline`` (``time.perf_counter()``) has passed (``group.cut``: kept). ``tick(n)``:
+    ``n`` more planned changes done or skipped."""
     applied_none_value = False
-    for m in mutations:
+    for i, m in enumerate(mutations):
+        if deadline is not None and time.perf_counter() > deadline:
+            group.cut = len(mutations) - i
+            tick(group.cut)
+            return
+        tick(1)
         if applied_none_value and m.what.startswith("None -> "):
             continue  # None -> a value: one candidate that eager runs is enough
         trial = _one_trial(m, rec, session, compiled)
@@ -149,10 +163,11 @@ def _audit_group(group: GroupResult, rec: GuardRecorder, session: Session, compi
         group.trials.append(trial)
         if trial.outcome != "not applied" and m.what.startswith("None -> "):
             applied_none_value = True
-        left = mutations[mutations.index(m) + 1:]
+        left = mutations[i + 1:]
         if group.dropped and all(group.verdict(g.guard_type) == "dangerous" for g in group.dropped) and not any(
                 m2.what.startswith(RESHAPED) for m2 in left):
             group.stopped_early = len(left)
+            tick(len(left))
             return
 
 
@@ -271,13 +286,16 @@ def _guarded_globals(rec: GuardRecorder) -> dict[int, list[str]]:
 
 def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy | str = "skip_all_guards", *,
           label: str = "model", policy_label: str | None = None, backend: str = "eager",
-          verify: int | None = None, progress: Callable[[str], None] | None = None) -> MutationAudit:
+          verify: int | None = None, progress: Callable[[str], None] | None = None,
+          budget: float | None = None) -> MutationAudit:
     """Runs the mutation audit of ``policy`` (a ``Policy``, a std policy name or a file) on
     ``fn(*args, **kwargs)`` (see the module docstring) and returns a ``MutationAudit``.
     ``verify=N``: compiled with ``verify=N, on_violation="recompile"`` (docs/verify.md), so a
     change verify notices on the first call after it (N=1) recompiles and counts as caught;
     the violations the audit's own changes cause are recorded, not logged (the ``guardpolicy``
-    logger is raised to ERROR meanwhile).
+    logger is raised to ERROR meanwhile). ``budget``: seconds from the start (compile included)
+    after which no further change is tried; a group not finished then is kept (``GroupResult.cut``:
+    verdict "not mutated" unless a change already showed it dangerous or caught).
 
     The caller's model and inputs are left as they were: every call runs from a snapshot of
     them under a fixed seed (``mutation_calls``), and the audit ends by checking that state and
@@ -304,7 +322,7 @@ def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy 
                 recompile_limit=1 << 20, accumulated_recompile_limit=1 << 20), torch.no_grad(), \
                 warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _run(result, rec, session, policy, backend, verify, label, progress)
+            _run(result, rec, session, policy, backend, verify, label, progress, budget)
     finally:
         rec.frames = []  # the scopes hold the model's objects: let them go
         try:
@@ -316,7 +334,8 @@ def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy 
 
 
 def _run(result: MutationAudit, rec: GuardRecorder, session: Session, policy: Policy, backend: str,
-         verify: int | None, label: str, progress: Callable[[str], None] | None) -> None:
+         verify: int | None, label: str, progress: Callable[[str], None] | None, budget: float | None) -> None:
+    deadline = None if budget is None else time.perf_counter() + budget
     from ...runtime.compiled import compile as gp_compile
 
     baseline = session.check_repeatable()
@@ -342,10 +361,26 @@ def _run(result: MutationAudit, rec: GuardRecorder, session: Session, policy: Po
     result.groups = _groups(rec)
     compiles = rec.compiles
     t0 = time.perf_counter()
-    for i, group in enumerate(result.groups):
+    plans = [(group, _plan_group(group, rec, session)) for group in result.groups]
+    result.planned = sum(len(m) for _, m in plans)
+    if progress:
+        progress(f"{label} · {result.policy}: {len(plans)} states, {result.planned} changes to try, each one call "
+                 "of eager and one of the compiled model (a change a kept guard catches compiles again)")
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
         if progress:
-            progress(f"{label} · {result.policy} · {i + 1}/{len(result.groups)} {group.name or '<ambient>'}")
-        _audit_group(group, rec, session, compiled)
+            progress(f"{label} · {result.policy} · {done}/{result.planned} {group.name or '<ambient>'}")
+
+    for group, mutations in plans:
+        _audit_group(group, mutations, rec, session, compiled, tick, deadline)
+    cut = [g for g in result.groups if g.cut]
+    if cut:
+        result.budget_cut = sum(g.cut for g in cut)
+        for g in cut:
+            g.reasons.append(f"not finished: the --budget of {budget:g} s was spent ({g.cut} changes not tried)")
     propagate_reshapes(result.groups)
     result.audit_s = time.perf_counter() - t0
     result.recompiles = rec.compiles - compiles

@@ -12,6 +12,7 @@ from collections import defaultdict
 from ...api.files import refuse_bad_outputs, write_file
 from ..model_spec import MODEL_HELP, ModelSpecError
 from ..progress import for_terminal
+from ..timing.machine import peak_rss_mib
 from . import from_run as _from_run
 from .command import DEFAULT_VERIFY, KEPT_HARMLESS, Suggestion, identifier, suggest
 
@@ -33,6 +34,10 @@ def report(s: Suggestion, out_path: str) -> str:
     lines = [f"wrote {out_path}: policy {s.name} drops {len(s.dropped)} of {s.audit.offered} guards "
              f"(audit on the {s.audit.backend} backend: " + ", ".join(f"{o} {n}" for o, n in counts.items()) +
              f"; compile {s.audit.compile_s:.1f} s, mutations {s.audit.audit_s:.1f} s)",
+             f"  {s.audit.planned} changes planned, {s.audit.recompiles + 1} compiles; peak memory "
+             f"{peak_rss_mib():.0f} MiB (this process's maximum resident set)" + (
+                 f"; --budget spent: {s.audit.budget_cut} changes not tried, their states kept"
+                 if s.audit.budget_cut else ""),
              (f"  verify every {s.verify} calls: the dropped guards are re-checked" if s.verify is not None else
               "  --no-verify: nothing re-checks the dropped guards (the policy's doc says so)")]
     for backend in s.bench:
@@ -91,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="a script defining run(compiled, model): your own workload, run under the suggested "
                              "policy in dry-run; or a dry-run report your program wrote (gp.compile(..., "
                              "dry_run=PATH)); a guard whose state changed during the run is never dropped")
+    parser.add_argument("--budget", type=float, metavar="SECONDS",
+                        help="stop trying changes after this many seconds (compile included); every state not "
+                             "finished by then is kept, so the policy is still safe, and its doc says so")
     parser.add_argument("--json", metavar="OUT", help="also write the audit, the decisions and the timings as JSON")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines (shown only on a terminal)")
     args = parser.parse_args(argv)
@@ -99,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     refuse_bad_outputs(parser, [args.output, args.json], [args.model] + ([args.from_run] if args.from_run else []))
     if args.calls < 1:
         parser.error("--calls must be at least 1")
+    if args.budget is not None and not args.budget > 0:
+        parser.error("--budget must be a positive number of seconds")
     if args.verify_every < 1:
         parser.error("--verify-every must be at least 1")
     from .. import model_spec as _model_spec
@@ -123,12 +133,13 @@ def main(argv: list[str] | None = None) -> int:
         changed: set[tuple[str, str]] = set(from_report)
         if workload is not None:
             first = suggest(built.fn, built.args, built.kwargs, name=name, spec=args.model, backend=args.backend,
-                            verify=verify, progress=progress)
+                            verify=verify, progress=progress, budget=args.budget)
             changed |= _from_run.changed_guards(workload, built, first.text, args.backend)
             if progress:
                 progress(f"--from-run: {len(changed)} guards failed during the run; kept")
         s = suggest(built.fn, built.args, built.kwargs, name=name, spec=args.model, backend=args.backend,
-                    bench_backends=backends, calls=args.calls, verify=verify, changed=changed, progress=progress)
+                    bench_backends=backends, calls=args.calls, verify=verify, changed=changed, progress=progress,
+                    budget=args.budget)
     except KeyboardInterrupt:
         print("python -m guardpolicy suggest: interrupted; the model and its inputs were restored", file=sys.stderr)
         return 130

@@ -193,6 +193,9 @@ def render(name: str, spec: str, audit: Any, dropped: list[tuple[str, str]], kep
     doc = (f"For {spec}: drops the {len(dropped)} guards whose state the mutation audit changed to every value "
            f"it tried without effect on the output ({audit.backend} backend, torch {torch_version}, {date}); "
            f"keeps every other guard ({kept_text} guards).")
+    if audit.budget_cut:
+        doc += (f" The audit's --budget ended it early: {audit.budget_cut} of {audit.planned} planned changes were "
+                "not tried, and the guards of every state they belong to are kept.")
     if verify is None and dropped:
         doc += (" WARNING: written with --no-verify: nothing re-checks the dropped guards, so a change the audit "
                 "did not try is served stale.")
@@ -278,18 +281,21 @@ def _timed(fn: Any, args: tuple, kwargs: dict, policy: Any, backends: tuple[str,
 def suggest(fn: Any, args: tuple = (), kwargs: dict | None = None, *, name: str = "suggested", spec: str = "model",
             backend: str = "eager", bench_backends: tuple[str, ...] = (), calls: int = 200, block: int = 20,
             verify: int | None = DEFAULT_VERIFY, changed: set[tuple[str, str]] = frozenset(),
-            progress: Callable[[str], None] | None = None) -> Suggestion:
+            progress: Callable[[str], None] | None = None, budget: float | None = None) -> Suggestion:
     """Audits ``fn(*args, **kwargs)`` with every guard dropped, then renders, loads and
     checks the policy (``ValueError`` listing the problems if it fails its own checks); with
     ``bench_backends``, measures no filter against it per backend, with one torch thread.
     ``verify``: the policy's ``verify every N calls`` (None: no such line); ``changed``:
-    ``(name, guard_type)`` of guards that failed during a real run (never dropped)."""
+    ``(name, guard_type)`` of guards that failed during a real run (never dropped); ``budget``:
+    seconds after which the audit tries no further change (the unfinished states are kept, and
+    the policy's doc says so)."""
     import torch
 
     from .. import mutation
     from ...api.loading import load
 
-    result = mutation.audit(fn, args, kwargs, AUDIT_POLICY, label=spec, backend=backend, progress=progress)
+    result = mutation.audit(fn, args, kwargs, AUDIT_POLICY, label=spec, backend=backend, progress=progress,
+                            budget=budget)
     if result.problems:
         raise ValueError("; ".join(result.problems))
     dropped, kept = decide(result, set(changed))

@@ -32,3 +32,14 @@ def machine_description() -> str:
         torch_version = "torch not installed"
     return (f"{cpu_model()} ({platform.machine()}), {os.cpu_count()} CPUs, {platform.system()} "
             f"{platform.release()}, Python {platform.python_version()}, {torch_version}")
+
+
+def peak_rss_mib() -> float:
+    """This process's peak resident set so far, in MiB (``getrusage``'s ``ru_maxrss``: KiB on
+    Linux, bytes on macOS); 0.0 where ``resource`` does not exist (Windows)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if platform.system() == "Darwin" else peak / 1024
