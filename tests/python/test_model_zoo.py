@@ -60,7 +60,8 @@ def _check_steps(name: str, suggested, backend: str, steps) -> None:
             args, kwargs = change(model, args, kwargs)
             for call in range(3):
                 out, ref = _seeded(opt, *args, **kwargs), _seeded(model, *args, **kwargs)
-                torch.testing.assert_close(out, ref, msg=lambda m: f"{name} {backend} after {what}, call {call}: {m}")
+                where = f"{name} {backend} after {what}, call {call}"
+                torch.testing.assert_close(out, ref, msg=lambda m, where=where: f"{where}: {m}")
     torch.compiler.reset()
 
 
