@@ -658,3 +658,9 @@ def dispatch_mode() -> type:
     from torch.utils._python_dispatch import TorchDispatchMode
 
     return TorchDispatchMode
+
+
+def returns_alias(op: Any) -> bool:
+    """Whether the aten ``op`` returns a view of an input or the input itself (its schema's
+    return has alias info: ``expand``, ``add_``), so its output allocates no new storage."""
+    return any(r.alias_info is not None for r in op._schema.returns)

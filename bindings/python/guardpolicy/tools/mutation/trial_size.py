@@ -4,7 +4,8 @@ A change the audit tries can blow a model's tensors up (a conv's ``padding`` at 
 value, a sequence length doubled twice): eager's call on that state, the compiled call and
 the comparison would then take gigabytes (a ResNet-like net's audit grew past 13 GB). Before
 the eager call of a trial runs, each aten op's outputs are sized on the ``meta`` device
-(shapes and dtypes only, no data, no random numbers drawn) inside a dispatch mode; an op that
+(shapes and dtypes only, no data, no random numbers drawn) inside a dispatch mode (views and
+in-place ops, which allocate nothing, are not counted); an op that
 would take the call's outputs past ``limit`` bytes raises ``TrialTooLarge`` before it runs,
 and the trial is "not applied" with the size in its reason. The limit is ``FACTOR`` times
 what the model's own call allocates (``measure``), and at least ``FLOOR``.
@@ -58,7 +59,7 @@ def _meta(x: Any) -> Any:
 def _sizing_mode(limit: int | None) -> Any:
     """A dispatch mode counting the bytes of every op's outputs (``.total``); with ``limit``,
     raising ``TrialTooLarge`` before an op that would pass it."""
-    from ...runtime.torch_internals import dispatch_mode, tree_map
+    from ...runtime.torch_internals import dispatch_mode, returns_alias, tree_map
 
     class Sizing(dispatch_mode()):
         def __init__(self) -> None:
@@ -67,6 +68,8 @@ def _sizing_mode(limit: int | None) -> Any:
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
             kwargs = kwargs or {}
+            if returns_alias(func):  # a view or an in-place op: no new storage
+                return func(*args, **kwargs)
             if limit is not None:
                 meta_kwargs = tree_map(_meta, kwargs)
                 if "device" in meta_kwargs:  # a factory op (torch.zeros): sized on meta too
