@@ -161,7 +161,7 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
     import torch
 
     from . import decode, latency, mutation
-    from .frontier import NO_FILTER, Frontier, Point, dangerous_changes
+    from .frontier import NO_FILTER, Frontier, Point, dangerous_changes, missed_changes
     from ..api import loading
     from .suggest import suggest as suggest_policy
     from .models import build
@@ -210,7 +210,7 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
     points = [Point(NO_FILTER, base["median_us"], base["p90_us"], 1.0, len(counted), len(counted), 0, kind="torch",
                     tokens_per_s=base.get("tokens_per_s"))]
     for what, row, kind in ((TORCH_RECIPE, torch_row, "torch"), (RECOMMENDED, ours, "guardpolicy")):
-        missed = sorted(counted & dangerous_changes(audits[what]))
+        missed = missed_changes(counted, audits[what])
         points.append(Point(what, row["median_us"], row["p90_us"], row["vs_no_filter"], len(counted) - len(missed),
                             len(counted), audits[what].dropped, missed, kind=kind,
                             tokens_per_s=row.get("tokens_per_s"), recommended=what == RECOMMENDED))
