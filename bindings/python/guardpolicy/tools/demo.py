@@ -35,6 +35,7 @@ import sys
 import time
 from typing import Any
 
+from ..runtime.logs import tool_objects
 from .interrupt import interrupted
 from .models import MODEL_NAMES
 
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error("--calls and --block take whole numbers")
     try:
-        return _run(args, models, backends, calls, min(block, calls))
+        with tool_objects():  # every object the demo compiles is its own: no recovery lines in their names
+            return _run(args, models, backends, calls, min(block, calls))
     except KeyboardInterrupt:
         return interrupted("python -m guardpolicy demo", "the tables above are complete; no file half-written")
 

@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from ..api.loading import STD_POLICIES, load, load_std
 from ..api.policy_text import PolicyText
+from ..runtime.logs import tool_objects
 
 NO_FILTER = "no filter"
 
@@ -129,8 +130,9 @@ def measure(name: str, model: Any, inputs: tuple, backend: str = "eager", calls:
     audits = {}
     for label, policy in filters:
         progress(f"frontier {name}: auditing {label}")
-        audits[label] = mutation.audit(model, inputs, None, policy, label=name, backend=backend,
-                                       verify=1 if label == verified else None)
+        with tool_objects():  # the audit's compiled objects are the tool's own
+            audits[label] = mutation.audit(model, inputs, None, policy, label=name, backend=backend,
+                                           verify=1 if label == verified else None)
     progress(f"frontier {name}: timing")
     rows = latency.measure_model(model, inputs, {}, [p for _, p in filters], backend, calls, block)
     by_variant = {r["variant"]: r for r in rows}
