@@ -45,6 +45,33 @@ TEST(Checker, UnknownFieldWithDidYouMean) {
   EXPECT_EQ(d.items()[0].help, "did you mean `name`?");
 }
 
+// One error per mistake: an enum member beside a misspelt field is not reported as an
+// unknown field too (the field's error type poisons it), on either side of the comparison.
+TEST(Checker, MisspeltFieldBesideAnEnumMemberIsOneError) {
+  for (const std::string cond :
+       {"gaurd_type == TENSOR_MATCH", "TENSOR_MATCH == gaurd_type", "gaurd_type != TENSR_MATCH"}) {
+    SCOPED_TRACE(cond);
+    auto d = LintText("unsafe policy p {\n  drop when " + cond + "\n}\n");
+    ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kUnknownField}) << RenderText(d);
+    EXPECT_EQ(d.items()[0].message, "unknown field `gaurd_type`");
+    EXPECT_EQ(d.items()[0].help, "did you mean `guard_type`?");
+    EXPECT_EQ(d.items()[0].range.ToString(), cond[0] == 'g' ? "test.gpol:3:13" : "test.gpol:3:29");
+  }
+}
+
+// A misspelt field beside an operand with its own error is still reported, and the errors
+// of one condition come in source order whichever operand is resolved first.
+TEST(Checker, ErrorsOfOneConditionComeInSourceOrder) {
+  auto d = LintText("unsafe policy p {\n  drop when nmae == no_such_fn(gaurd)\n}\n");
+  ASSERT_EQ(Codes(d), (std::vector<std::string>{codes::kUnknownField, codes::kUnknownFunction,
+                                                codes::kUnknownField}))
+      << RenderText(d);
+  EXPECT_EQ(d.items()[0].range.ToString(), "test.gpol:3:13");
+  EXPECT_EQ(d.items()[0].help, "did you mean `name`?");
+  EXPECT_EQ(d.items()[1].range.ToString(), "test.gpol:3:21");
+  EXPECT_EQ(d.items()[2].range.ToString(), "test.gpol:3:32");
+}
+
 TEST(Checker, UnknownClosedEnumLiteralIsAnError) {
   auto d = LintText("unsafe policy p {\n  drop when guard_source == LOCALL\n}\n");
   ASSERT_EQ(Codes(d), std::vector<std::string>{codes::kUnknownEnumLiteral});

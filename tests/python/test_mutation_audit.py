@@ -294,7 +294,7 @@ def test_import_guardpolicy_stays_cheap():
 
 
 def test_frontier_suggested_catches_every_change_skip_all_guards_none(tmp_path):
-    from guardpolicy.tools import frontier
+    from guardpolicy.tools import demo, frontier
 
     built = _built(BLOCKS)
     f = frontier.measure("blocks", built.fn, built.args, backend="eager", calls=10, block=5)
@@ -306,10 +306,17 @@ def test_frontier_suggested_catches_every_change_skip_all_guards_none(tmp_path):
     assert points["suggested_blocks"].caught == total and points["suggested_blocks"].dropped > 0
     verified = points["suggested_blocks + verify"]
     assert verified.caught == total and verified.dropped == points["suggested_blocks"].dropped
-    # skip_guard_on_globals lets the global config go stale, and nothing else
+    # skip_guard_on_globals lets the global config go stale, and nothing else; a state is
+    # named by its `path` (global:NAME, named_modules() spelling), not Dynamo's source chain
     missed = points["skip_guard_on_globals"].missed
-    assert missed and all(m.startswith("G[") for m in missed), missed
-    assert any(m.startswith("G['CONFIG']['use_gate']") for m in missed)
+    assert missed and all(m.startswith("global:") for m in missed), missed
+    assert any(m.startswith("global:CONFIG['use_gate']: ") for m in missed)
+    modules = points["skip_guard_on_all_nn_modules"].missed
+    assert any(m.startswith("blocks.0.fc: ") for m in modules), modules
+    assert not [m for m in modules if "_modules[" in m.split(": ", 1)[0]], modules
+    printed = [line for line in demo.table(f, 100.0) if "skip_guard_on_all_nn_modules misses: " in line]
+    assert len(printed) == 1 and "_modules[" not in printed[0].split("misses: ")[1].split(": ")[0], printed
+    assert printed[0].split("misses: ")[1].startswith(modules[0]), printed
     assert all(p.median_us > 0 for p in f.points)
     assert frontier.plot(f)[:8] == b"\x89PNG\r\n\x1a\n"
     assert "| suggested_blocks |" in "\n".join(f.table())

@@ -43,6 +43,9 @@ class Diagnostics {
   void Note(std::string code, SourceRange range, std::string message, std::string help = {});
   void Append(const Diagnostics& other);
   void InsertAt(size_t at, const Diagnostics& other);  // before item `at` (at most size())
+  // Orders the items from `from` on by where they begin (file path, then offset); stable:
+  // items that begin at the same place keep their order.
+  void SortByPosition(size_t from = 0);
 
   bool HasErrors() const;
   bool HasErrorsOrWarnings() const;  // anything but notes (`lint --werror`)

@@ -72,7 +72,11 @@ class PolicyChecker {
 
   void CheckRule(Rule& rule) {
     if (!rule.condition) return;
+    const size_t first = diags_.size();
     const Type t = exprs_.Check(*rule.condition);
+    // Operands are resolved in the order their types need (an enum member after the field
+    // beside it), not always left to right: the findings are reported in source order.
+    diags_.SortByPosition(first);
     if (!t.is_error() && t.kind != TypeKind::kBool) {
       diags_.Error(codes::kConditionNotBool, rule.condition->range,
                    fmt::format("a rule condition must be bool, found {}", schema_.TypeName(t)));

@@ -17,10 +17,14 @@ void ExprChecker::Mismatch(const Expr& e, const std::string& what) {
   diags_.Error(codes::kTypeMismatch, e.range, what);
 }
 
-void ExprChecker::ReportUnknownName(const Expr& e) {
+std::string ExprChecker::ClosestName(const std::string& name) const {
   std::vector<std::string> candidates = schema_.FieldNames();
   for (const Param& p : policy_.params) candidates.push_back(p.name);
-  const std::string best = ClosestMatch(e.path, candidates);
+  return ClosestMatch(name, candidates);
+}
+
+void ExprChecker::ReportUnknownName(const Expr& e) {
+  const std::string best = ClosestName(e.path);
   diags_.Error(codes::kUnknownField, e.range, fmt::format("unknown field `{}`", e.path),
                best.empty() ? "see docs/schema.md for the fields a rule can read"
                             : fmt::format("did you mean `{}`?", best));
@@ -87,8 +91,15 @@ Type ExprChecker::ResolveEnumLiteral(Expr& e, int enum_index) {
 }
 
 // Checks `e` where the other operand has type `other`: bare names and string literals
-// become enum members when `other` is an enum.
+// become enum members when `other` is an enum. An `other` of error type (that operand was
+// reported) poisons a bare name that names no value: it is most likely a member of the enum
+// `other` was meant to be, so it gets the error type without a diagnostic of its own,
+// unless it is a field or parameter name a typo away (`nmae`).
 Type ExprChecker::CheckOperandAgainst(Expr& e, const Type& other) {
+  if (other.is_error() && e.kind == ExprKind::kPath && !TryResolveValue(e)) {
+    if (!IsEnumMemberName(e) && !ClosestName(e.path).empty()) ReportUnknownName(e);
+    return e.type = Type::Error();
+  }
   if (other.kind == TypeKind::kEnum) {
     const bool bare = e.kind == ExprKind::kPath && !TryResolveValue(e);
     const bool str = e.kind == ExprKind::kLiteral && e.literal.kind == Literal::Kind::kString;
@@ -97,13 +108,25 @@ Type ExprChecker::CheckOperandAgainst(Expr& e, const Type& other) {
   return Check(e);
 }
 
+bool ExprChecker::IsEnumMemberName(const Expr& e) const {
+  if (e.kind != ExprKind::kPath) return false;
+  return std::any_of(schema_.enums().begin(), schema_.enums().end(),
+                     [&](const EnumInfo& info) { return info.Find(e.path) >= 0; });
+}
+
 Type ExprChecker::CheckCompare(Expr& e) {
   Expr& lhs = *e.kids[0];
   Expr& rhs = *e.kids[1];
   // Resolve the side that names a value first, so `TENSOR_MATCH == guard_type` works too.
-  const bool lhs_is_value = lhs.kind != ExprKind::kPath || TryResolveValue(lhs).has_value();
+  // When neither does (a misspelt field against an enum member), the left one is the field
+  // unless it is an enum member's name: that side alone is reported (`unknown field`), and
+  // the other, checked against its error type, is not.
+  const auto is_value = [this](Expr& x) {
+    return x.kind != ExprKind::kPath || TryResolveValue(x).has_value();
+  };
+  const bool lhs_first = is_value(lhs) || (!is_value(rhs) && !IsEnumMemberName(lhs));
   Type lt, rt;
-  if (lhs_is_value) {
+  if (lhs_first) {
     lt = Check(lhs);
     rt = CheckOperandAgainst(rhs, lt);
   } else {

@@ -29,12 +29,16 @@ class ExprChecker {
   bool CheckEnumName(std::string_view name, const EnumInfo& info, const SourceRange& where);
   Type ResolveEnumLiteral(Expr& e, int enum_index);
   Type CheckOperandAgainst(Expr& e, const Type& other);
+  // Whether `e` is a bare name that some schema enum has as a member.
+  bool IsEnumMemberName(const Expr& e) const;
   Type CheckCompare(Expr& e);
   Type CheckIn(Expr& e);
   Type CheckStringOp(Expr& e);
   Type CheckBoolOperand(Expr& e);
   Type CheckCall(Expr& e);
   void CheckPattern(const Expr& pattern, BinaryOp op);
+  // The field or parameter name closest to `name` ("" when none is a typo away).
+  std::string ClosestName(const std::string& name) const;
   void ReportUnknownName(const Expr& e);
   void Mismatch(const Expr& e, const std::string& what);
 

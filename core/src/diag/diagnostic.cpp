@@ -2,6 +2,8 @@
 #include "guardpolicy/diagnostic.h"
 
 #include <algorithm>
+#include <string_view>
+#include <utility>
 
 #include "guardpolicy/display_text.h"
 
@@ -38,6 +40,16 @@ void Diagnostics::Append(const Diagnostics& other) { InsertAt(items_.size(), oth
 void Diagnostics::InsertAt(size_t at, const Diagnostics& other) {
   items_.insert(items_.begin() + static_cast<std::ptrdiff_t>(std::min(at, items_.size())), other.items_.begin(),
                 other.items_.end());
+}
+
+void Diagnostics::SortByPosition(size_t from) {
+  const auto where = [](const Diagnostic& d) {
+    return std::make_pair(
+        d.range.file ? std::string_view(d.range.file->path()) : std::string_view(), d.range.begin);
+  };
+  std::stable_sort(items_.begin() + static_cast<std::ptrdiff_t>(std::min(from, items_.size())),
+                   items_.end(),
+                   [&](const Diagnostic& a, const Diagnostic& b) { return where(a) < where(b); });
 }
 
 bool Diagnostics::HasErrors() const {

@@ -7,18 +7,45 @@ torch's structured trace as the artifact ``guardpolicy_decisions`` of that frame
 which ``tlparse`` lists beside torch's guard tree.
 
 Nothing here costs a call of the compiled object: it runs when a frame compiles.
+
+A guardpolicy tool's own compiled objects (the demo's, bench's and the audits' variants,
+made inside ``tool_objects()``) do not log their stance recoveries: the user never made
+them, and the lines would name them by internal names (``p_torch_s_recipe``, the audit's
+wrapped ``forward``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
-from typing import Any
+from typing import Any, Iterator
 
 #: The ``guardpolicy`` logger (``logging.getLogger("guardpolicy")``): what TORCH_LOGS names.
 log = logging.getLogger("guardpolicy")
 
 #: The name of the structured-trace artifact of one compiled frame's decisions.
 TRACE_ARTIFACT = "guardpolicy_decisions"
+
+_TOOL_OBJECTS: contextvars.ContextVar[bool] = contextvars.ContextVar("guardpolicy_tool_objects", default=False)
+
+
+@contextlib.contextmanager
+def tool_objects() -> Iterator[None]:
+    """What ``guardpolicy.compile`` makes inside the block (in this thread or task) is a
+    tool's own object: ``CompileStats.tool_object`` is true, and its stance recoveries are
+    not logged or warned about. Objects compiled outside the block speak as ever, wherever
+    they are called."""
+    token = _TOOL_OBJECTS.set(True)
+    try:
+        yield
+    finally:
+        _TOOL_OBJECTS.reset(token)
+
+
+def making_tool_objects() -> bool:
+    """Whether ``guardpolicy.compile`` runs inside ``tool_objects()`` now."""
+    return _TOOL_OBJECTS.get()
 
 
 def register_with_torch() -> bool:

@@ -9,7 +9,8 @@ the same call runs again with every guard evaluated (so it compiles a new cache 
 once), and the warm-up count starts again: after the stance line's N quiet calls the stance is
 back on. The policy's ``on_recompile`` line says what happens: ``recompile`` (the default),
 ``warn`` (the same, with a ``StanceRecompileWarning``), ``raise`` (torch's RuntimeError, as
-its ``fail_on_recompile`` stance; the path is not installed for it).
+its ``fail_on_recompile`` stance; the path is not installed for it). A tool's own object
+(``logs.tool_objects``) recovers the same way, silently.
 
 A miss inside a later frame of the call (after a graph break: part of the function has run)
 is not retried, since running the first part twice would repeat its side effects: torch's
@@ -51,12 +52,13 @@ def recover(stats: Any, inner: Callable, exc: BaseException, args: tuple, kwargs
         raise exc
     if not before_user_code(exc):
         stats.reset_stance()  # this call raises; the next one evaluates every guard
-        _log.warning("guardpolicy: call %s of %r missed every cache entry after a graph break, once part of it "
-                     "had run: it raises torch's error (running it again would repeat that part); the next "
-                     "call evaluates every guard", stats.calls, stats.policy.name)
+        if not stats.tool_object:  # a tool's own object (logs.tool_objects) does not speak to the user
+            _log.warning("guardpolicy: call %s of %r missed every cache entry after a graph break, once part of "
+                         "it had run: it raises torch's error (running it again would repeat that part); the "
+                         "next call evaluates every guard", stats.calls, stats.policy.name)
         raise exc
     stats.begin_recovery()
-    if stats.on_recompile == "warn":
+    if stats.on_recompile == "warn" and not stats.tool_object:
         warnings.warn(f"guardpolicy: call {stats.calls} of {stats.policy.name!r} after warm-up matched no cache "
                       f"entry; it compiles with every guard and the stance returns after {stats.warmup} quiet calls",
                       StanceRecompileWarning, stacklevel=2)

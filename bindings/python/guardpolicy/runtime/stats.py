@@ -9,7 +9,7 @@ from ..api.policy import Policy
 from ..distributed.agreement import RankAgreement
 from .dry_run import DryRunEvent
 from .frames import FrameExplanations
-from .logs import log as _log
+from .logs import log as _log, making_tool_objects
 from .verify import REGISTRY, Violation
 
 
@@ -32,12 +32,14 @@ class CompileStats:
     call and ``calls`` and ``quiet_calls`` are None. Counts are plain ints updated without a lock:
     calls from several threads at once may be under-counted. Picklable; copied with the
     compiled object. ``ranks``: the agreement across ``torch.distributed`` ranks (a
-    ``RankAgreement``, see guardpolicy.distributed.agreement).
+    ``RankAgreement``, see guardpolicy.distributed.agreement). ``tool_object``: made by one of
+    guardpolicy's tools for itself (inside ``logs.tool_objects()``): its stance recoveries are
+    neither logged nor warned about.
     """
 
     __slots__ = ("policy", "compiles", "explanations", "dispatch", "ranks", "verify_every", "on_violation",
                  "dry_run", "violations", "verified_calls", "unverified_calls", "dry_run_events",
-                 "on_recompile", "recoveries", "_recovering", "_path_counts",
+                 "on_recompile", "recoveries", "_recovering", "_path_counts", "tool_object",
                  "_active", "call_count", "_warmup", "_last_compile_call", "guards", "_stanced",
                  "_leave_bound", "_eval_frame")
 
@@ -65,6 +67,7 @@ class CompileStats:
         self.on_recompile = (getattr(policy, "on_recompile", None) or "recompile") if self._warmup else None
         self.recoveries = 0  # such calls recovered from: compiled with every guard, warm-up again
         self._recovering = False
+        self.tool_object = making_tool_objects()
         self._path_counts = False  # whether the per-call path counts the calls (else ``enter``)
         self.call_count = 0
         self._last_compile_call = 0
@@ -168,7 +171,7 @@ class CompileStats:
         self._recovering = False
 
     def record_compile(self, explanations: FrameExplanations) -> None:
-        if self._recovering:  # once per new cache entry
+        if self._recovering and not self.tool_object:  # once per new cache entry
             _log.warning("guardpolicy: call %d of %r after warm-up matched no cache entry of %s; compiled a new "
                          "one with every guard evaluated (recovery %d); the stance returns after %d quiet calls",
                          self.call_count, self.policy.name, explanations.frame, self.recoveries, self._warmup)
@@ -183,6 +186,7 @@ class CompileStats:
         if "_calls" in state:  # pickled before the count was public
             state["call_count"] = state.pop("_calls")
         self.dispatch = None
+        self.tool_object = False  # pickled before the flag existed
         for name, value in state.items():
             setattr(self, name, value)
         self.guards = REGISTRY

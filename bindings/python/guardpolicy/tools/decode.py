@@ -28,7 +28,6 @@ from typing import Any
 from ..api import loading
 from ..api.policy_text import PolicyText
 from ..runtime import torch_internals
-from ..runtime.compiled import compile as gp_compile
 from . import latency
 from .compare import TOLERANCE, compare
 from .extras import require
@@ -131,8 +130,8 @@ def variants(model: Any, suggested: PolicyText, backend: str = "inductor",
     out.append(latency.Variant(TORCH_RECIPE, loop, latency.stance_block))
     policies = ((SUGGESTED, suggested.render()),) if without_direct else ()
     for label, text in policies + ((DIRECT, with_direct(suggested).render()),):
-        out.append(latency.Variant(label, Decoder(model, gp_compile(latency.own_copy(model), loading.load(text),
-                                                                    backend=backend))))
+        out.append(latency.Variant(label, Decoder(model, latency.gp_compile(latency.own_copy(model),
+                                                                            loading.load(text), backend=backend))))
     ref = out[0].fn.logits()
     for v in out[1:]:
         for i, (got, want) in enumerate(zip(v.fn.logits(), ref)):

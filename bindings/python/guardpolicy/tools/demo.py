@@ -35,6 +35,7 @@ import sys
 import time
 from typing import Any
 
+from ..runtime.logs import tool_objects
 from .interrupt import interrupted
 from .models import MODEL_NAMES
 
@@ -83,7 +84,8 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError:
         parser.error("--calls and --block take whole numbers")
     try:
-        return _run(args, models, backends, calls, min(block, calls))
+        with tool_objects():  # every object the demo compiles is its own: no recovery lines in their names
+            return _run(args, models, backends, calls, min(block, calls))
     except KeyboardInterrupt:
         return interrupted("python -m guardpolicy demo", "the tables above are complete; no file half-written")
 
@@ -161,7 +163,7 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
     import torch
 
     from . import decode, latency, mutation
-    from .frontier import NO_FILTER, Frontier, Point, dangerous_changes
+    from .frontier import NO_FILTER, Frontier, Point, dangerous_changes, missed_changes
     from ..api import loading
     from .suggest import suggest as suggest_policy
     from .models import build
@@ -210,7 +212,7 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
     points = [Point(NO_FILTER, base["median_us"], base["p90_us"], 1.0, len(counted), len(counted), 0, kind="torch",
                     tokens_per_s=base.get("tokens_per_s"))]
     for what, row, kind in ((TORCH_RECIPE, torch_row, "torch"), (RECOMMENDED, ours, "guardpolicy")):
-        missed = sorted(counted & dangerous_changes(audits[what]))
+        missed = missed_changes(counted, audits[what])
         points.append(Point(what, row["median_us"], row["p90_us"], row["vs_no_filter"], len(counted) - len(missed),
                             len(counted), audits[what].dropped, missed, kind=kind,
                             tokens_per_s=row.get("tokens_per_s"), recommended=what == RECOMMENDED))

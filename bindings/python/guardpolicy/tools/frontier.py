@@ -32,6 +32,7 @@ from typing import Any, Callable
 
 from ..api.loading import STD_POLICIES, load, load_std
 from ..api.policy_text import PolicyText
+from ..runtime.logs import tool_objects
 
 NO_FILTER = "no filter"
 
@@ -56,7 +57,7 @@ class Point:
     caught: int
     total: int
     dropped: int  # guards the filter dropped
-    missed: list[str] = dataclasses.field(default_factory=list)  # "state: change" not caught
+    missed: list[str] = dataclasses.field(default_factory=list)  # "state: change" not caught (``missed_changes``)
     kind: str = ""  # "torch" (torch.compile's own settings) or "guardpolicy"; "" : by name
     tokens_per_s: float | None = None  # decode loops only
     recommended: bool = False  # the point make demo recommends
@@ -97,6 +98,24 @@ def dangerous_changes(audit: Any) -> set[str]:
     return {_key(g, t) for g in audit.groups for t in g.trials if t.outcome == "dangerous"}
 
 
+def state_label(group: Any) -> str:
+    """A piece of state as a policy names it: the schema field ``path`` of its guards
+    (named_modules() spelling, ``blocks.0.fc``, ``global:CONFIG['use_gate']``); Dynamo's source
+    name where it has none (a chain through ``type()`` or ``__dict__``, docs/schema.md)."""
+    return next((g.path for g in group.guards if g.path), "") or group.name or "<ambient>"
+
+
+def missed_changes(counted: set[str], audit: Any) -> list[str]:
+    """The changes of ``counted`` (``dangerous_changes`` keys) that ``audit`` found dangerous
+    too, one per key, each as ``"state: change"`` with the state's ``state_label``; sorted."""
+    labels: dict[str, str] = {}
+    for g in audit.groups:
+        for t in g.trials:
+            if t.outcome == "dangerous" and _key(g, t) in counted:
+                labels.setdefault(_key(g, t), f"{state_label(g)}: {t.mutation}")
+    return sorted(labels.values())
+
+
 def measure(name: str, model: Any, inputs: tuple, backend: str = "eager", calls: int = 200, block: int = 20,
             progress: Callable[[str], None] = lambda _: None) -> Frontier:
     """The frontier of one model (see the module docstring)."""
@@ -111,8 +130,9 @@ def measure(name: str, model: Any, inputs: tuple, backend: str = "eager", calls:
     audits = {}
     for label, policy in filters:
         progress(f"frontier {name}: auditing {label}")
-        audits[label] = mutation.audit(model, inputs, None, policy, label=name, backend=backend,
-                                       verify=1 if label == verified else None)
+        with tool_objects():  # the audit's compiled objects are the tool's own
+            audits[label] = mutation.audit(model, inputs, None, policy, label=name, backend=backend,
+                                           verify=1 if label == verified else None)
     progress(f"frontier {name}: timing")
     rows = latency.measure_model(model, inputs, {}, [p for _, p in filters], backend, calls, block)
     by_variant = {r["variant"]: r for r in rows}
@@ -121,7 +141,7 @@ def measure(name: str, model: Any, inputs: tuple, backend: str = "eager", calls:
     points.append(Point(NO_FILTER, base["median_us"], base["p90_us"], 1.0, len(counted), len(counted), 0))
     for label, policy in filters:
         r = by_variant[f"{policy.name} (gp.compile)"]
-        missed = sorted(counted & dangerous_changes(audits[label]))
+        missed = missed_changes(counted, audits[label])
         points.append(Point(label, r["median_us"], r["p90_us"], r["vs_no_filter"], len(counted) - len(missed),
                             len(counted), audits[label].dropped, missed))
     return Frontier(name, backend, points, latency.stamp(calls, block))

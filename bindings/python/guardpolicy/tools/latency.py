@@ -32,10 +32,17 @@ from ..runtime import torch_internals
 from .models import build, output_tensor
 from ..api.policy import Policy
 from ..api.policy_text import PolicyText
-from ..runtime.compiled import compile as gp_compile
+from ..runtime.compiled import compile as _gp_compile
+from ..runtime.logs import tool_objects
 from .compare import TOLERANCE, compare
 from .timing import WARMUP, Variant, block_mean, machine_description, pooled, spread_line, summarize, time_blocks  # noqa: F401 - re-exported
 
+
+def gp_compile(model: Any, policy: Policy | str, **options: Any) -> Any:
+    """``guardpolicy.compile`` for a timed variant: the tool's own object
+    (``logs.tool_objects``), so a stance recovery of it is not logged to the user."""
+    with tool_objects():
+        return _gp_compile(model, policy, **options)
 
 
 @dataclass

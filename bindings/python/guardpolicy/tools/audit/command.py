@@ -14,6 +14,7 @@ from typing import Any
 from ...api.files import refuse_bad_outputs, write_file
 from ...api.loading import STD_POLICIES
 from ...runtime import torch_internals
+from ...runtime.logs import tool_objects
 from ..model_spec import MODEL_HELP, ModelSpecError
 from ..progress import for_terminal
 from .changes import CHANGE_KEYS, CHANGES
@@ -56,7 +57,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--verify: a number of calls >= 1, not {args.verify}")
     if not (args.changes or args.change or args.verify):  # --verify is about the fixed changes' stale cells
         return _main_mutation(parser, args, argv)
-    return _main_changes(parser, args, argv)
+    with tool_objects():  # its own models, compiled by it (logs.tool_objects)
+        return _main_changes(parser, args, argv)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -245,8 +247,9 @@ def _main_mutation(parser: argparse.ArgumentParser, args: argparse.Namespace, ar
             audits = []
             for label, source, policy in policies:
                 try:
-                    result = mutation.audit(built.fn, built.args, built.kwargs, policy, label=spec.label,
-                                            policy_label=label, backend=args.backend, progress=progress)
+                    with tool_objects():  # the audit's compiled objects, not the user's (logs.tool_objects)
+                        result = mutation.audit(built.fn, built.args, built.kwargs, policy, label=spec.label,
+                                                policy_label=label, backend=args.backend, progress=progress)
                 except KeyboardInterrupt:
                     print("python -m guardpolicy audit: interrupted; the model and its inputs were restored",
                           file=sys.stderr)

@@ -97,8 +97,10 @@ def _torch_compile(model, tag: str, guard_filter_fn=None):
 
 def _gp_compile(model, tag: str, policy: Policy):
     from ...runtime.compiled import compile as gp_compile
+    from ...runtime.logs import tool_objects
 
-    return gp_compile(model, policy, backend=tagged_backend(tag))
+    with tool_objects():  # the bench's own object: its stance recoveries are not the user's news
+        return gp_compile(model, policy, backend=tagged_backend(tag))
 
 
 def _config_patch(config: dict[str, Any]) -> Callable[[], Any]:
