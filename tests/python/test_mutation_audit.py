@@ -370,3 +370,14 @@ def test_gp3011_leaves_the_attribute_chains_torch_names_alone():
     no_audit = types.SimpleNamespace(groups=[], guards_with=lambda verdict: [])
     assert suggest.check(text, no_audit, []) == []
     assert suggest.check(text.replace("default keep", "default drop"), no_audit, [])  # any lint counts
+
+
+def test_the_demo_says_how_long_each_model_takes_before_it_starts():
+    from guardpolicy.tools import demo
+
+    line = demo.estimate(["mlp", "gpt2", "llama"], ["inductor"])
+    total = sum(demo.DEMO_SECONDS.values())
+    assert f"about {total / 60:.0f} minutes on a 2-core machine" in line
+    assert "mlp ~20 s, gpt2 ~170 s, llama ~175 s" in line
+    assert "no estimate for decoder" in demo.estimate(["mlp", "decoder"], ["inductor", "eager"])
+    assert "about 40 s" in demo.estimate(["mlp"], ["inductor", "eager"])

@@ -170,7 +170,7 @@ def test_a_failed_final_check_is_one_line_and_restores(monkeypatch):
     monkeypatch.setattr(mutation_state._Tensor, "restore", lambda self: None)
     weight = b.fn.layers[0].weight
 
-    def damage(group, rec, session, compiled):
+    def damage(group, mutations, rec, session, compiled, *rest):
         with torch.no_grad():
             weight.add_(1.0)
 
@@ -178,6 +178,7 @@ def test_a_failed_final_check_is_one_line_and_restores(monkeypatch):
     with pytest.raises(mutation.AuditStateError) as info:
         mutation.audit(b.fn, b.args, None, "skip_all_guards")
     assert "\n" not in str(info.value) and "layers.0.weight: values changed" in str(info.value)
+    assert str(info.value).endswith("or return that state from build() as an input")  # the next step
     monkeypatch.setattr(mutation_state._Tensor, "restore", original)
 
 

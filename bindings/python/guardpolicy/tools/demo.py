@@ -45,6 +45,27 @@ DEMO = ("mlp", "gpt2", "llama")
 TORCH_RECIPE = "torch's recipe (nn modules +ift +stance)"
 RECOMMENDED = "guardpolicy: suggested + verify + direct dispatch"
 
+#: Seconds each demo model takes on one backend with the default 200 calls, as measured by
+#: ``make demo`` on the 2-core machine of bench/RESULTS.md (2026-12-03: 360 s in all), most of it
+#: the mutation audits; printed before each model starts.
+DEMO_SECONDS = {"mlp": 20, "gpt2": 170, "llama": 175}
+
+
+def estimate(models: list[str], backends: list[str]) -> str:
+    """The demo's opening line: how long it takes, per model, on the reference machine."""
+    known = [m for m in models if m in DEMO_SECONDS]
+    total = sum(DEMO_SECONDS[m] for m in known) * len(backends)
+    per = ", ".join(f"{m} ~{DEMO_SECONDS[m]} s" for m in known)
+    unknown = [m for m in models if m not in DEMO_SECONDS]
+    return (f"demo: {len(models)} model(s) on {', '.join(backends)}: about {_minutes(total)} on a 2-core machine "
+            f"({per}{'; no estimate for ' + ', '.join(unknown) if unknown else ''}), most of it the mutation "
+            "audits")
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} minutes"
+
+
 OWN_MODEL = """For your own model: write my.py with a function that returns the model and its example inputs
 (docs/cli.md, `--model`), then
     python -m guardpolicy suggest --model my.py -o my.gpol
@@ -112,8 +133,12 @@ def _run(args: argparse.Namespace, models: list[str], backends: list[str], calls
     torch.set_num_threads(1)  # per-call overhead shows; one thread as a small serving process
     t0 = time.perf_counter()
     results = []
+    print(estimate(models, backends) + "\n", flush=True)
     for name in models:
         for backend in backends:
+            if name in DEMO_SECONDS:
+                print(f"{name}, {backend}: starting, about {_minutes(DEMO_SECONDS[name])} on a 2-core machine",
+                      flush=True)
             f, text, eager_us = answer(name, backend, calls, block, args.audit_backend)
             results.append(f)
             print("\n".join(table(f, eager_us)) + "\n", flush=True)
