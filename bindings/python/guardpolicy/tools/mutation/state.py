@@ -117,7 +117,7 @@ class Snapshot:
         self.cells: list[tuple[str, Any, Any]] = []            # (path, cell, contents)
         self.bindings: list[tuple[str, dict, str, Any]] = []   # (path, mapping, key, value)
         self._seen: set[int] = set()
-        self._buffers: set[int] = set()  # ids of the modules' buffers (compared by value)
+        self._buffer_ids: set[int] = set()  # ids of the modules' buffers (compared by value)
         self.extend(roots, bindings, base)
 
     def extend(self, roots: Iterable[tuple[str, Any]] = (), bindings: Iterable[tuple[str, dict, str]] = (),
@@ -146,7 +146,7 @@ class Snapshot:
                 return
             self._seen.add(id(obj))
             if isinstance(obj, torch.Tensor):
-                self.tensors.append((path, _Tensor(obj, self._base.get(id(obj)), id(obj) in self._buffers)))
+                self.tensors.append((path, _Tensor(obj, self._base.get(id(obj)), id(obj) in self._buffer_ids)))
                 continue
             if isinstance(obj, dict):
                 self.mappings.append((path, obj, list(obj.items())))
@@ -174,7 +174,7 @@ class Snapshot:
                     if module and k in _MODULE_DICTS and type(v) is dict and id(v) not in self._seen:
                         self._seen.add(id(v))  # named_modules() spelling: layers.0.attn.weight
                         if k == "_buffers":
-                            self._buffers.update(id(b) for b in v.values() if isinstance(b, torch.Tensor))
+                            self._buffer_ids.update(id(b) for b in v.values() if isinstance(b, torch.Tensor))
                         self.mappings.append((f"{path}.{k}", v, list(v.items())))
                         stack.extend((_dotted(path, n), x) for n, x in reversed(list(v.items())))
                     else:
