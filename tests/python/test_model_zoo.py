@@ -123,9 +123,10 @@ def test_unet_like_with_scale_passed_per_call(backend, suggested):
     _check_steps("unet_model", suggested, backend, UNET_STEPS)
 
 
-def _adapter(name):
+def _calls(method: str, *margs):
+    """A step that calls ``model.<method>(*margs)`` and leaves the inputs as they are."""
     def change(m, a, k):
-        m.set_adapter(name)
+        getattr(m, method)(*margs)
         return a, k
 
     return change
@@ -133,8 +134,8 @@ def _adapter(name):
 
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_peft_lora_adapters_switched_by_set_adapter(backend, suggested):
-    _check_steps("peft_lora_model", suggested, backend, [("set_adapter('b')", _adapter("b")),
-                                                         ("set_adapter('a')", _adapter("a"))])
+    _check_steps("peft_lora_model", suggested, backend, [("set_adapter('b')", _calls("set_adapter", "b")),
+                                                         ("set_adapter('a')", _calls("set_adapter", "a"))])
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -153,18 +154,10 @@ def test_peft_lora_disable_adapter_returns_the_base_models_output(backend, sugge
     torch.compiler.reset()
 
 
-def _mode(train: bool):
-    def change(m, a, k):
-        m.train(train)
-        return a, k
-
-    return change
-
-
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_batchnorm_dropout_handed_over_in_eval_then_train_and_eval(backend, suggested):
     _check_steps("batchnorm_dropout_model", suggested, backend,
-                 [(".train()", _mode(True)), (".eval()", _mode(False))])
+                 [(".train()", _calls("train")), (".eval()", _calls("eval"))])
 
 
 def test_suggest_on_the_batchnorm_model_in_eval_writes_a_policy_and_leaves_its_statistics(suggested):
