@@ -4,6 +4,8 @@ a small conv net whose ``padding`` at the audit's large value would take gigabyt
 
 from __future__ import annotations
 
+import json
+import re
 from pathlib import Path
 
 import pytest
@@ -137,3 +139,14 @@ def test_ctrl_c_in_suggest_on_the_batchnorm_model_leaves_no_file(monkeypatch, tm
 ])
 def test_every_final_check_failure_names_the_next_step(diffs, step):
     assert step in calls.next_step(diffs)
+
+
+def test_the_audit_cli_reports_its_peak_memory(capsys, tmp_path):
+    from guardpolicy.tools import audit as audit_cli
+
+    report = tmp_path / "audit.json"
+    assert audit_cli.main(["--model", BN_MODEL, "--policy", "skip_all_guards", "--json", str(report)]) == 0
+    out = capsys.readouterr().out
+    peak = json.loads(report.read_text())["peak_rss_mib"]
+    assert 100 < peak < 4096
+    assert re.search(rf"^peak memory {peak:.0f} MiB \(this process's maximum resident set\)$", out, re.M)

@@ -17,6 +17,7 @@ from ...runtime import torch_internals
 from ...runtime.logs import tool_objects
 from ..model_spec import MODEL_HELP, ModelSpecError
 from ..progress import for_terminal
+from ..timing.machine import peak_rss_mib
 from .changes import CHANGE_KEYS, CHANGES
 from .model import MODEL_NAMES
 from .results import LEGEND, VERIFY_LEGEND, PolicyAudit, format_matrix, format_policy_table, soundness_findings
@@ -265,6 +266,8 @@ def _main_mutation(parser: argparse.ArgumentParser, args: argparse.Namespace, ar
                 failed = failed or bool(result.problems)
                 audits.append(result.to_dict())
             report["models"][spec.label] = audits
+    report["peak_rss_mib"] = round(peak_rss_mib(), 1)
+    print(f"\npeak memory {report['peak_rss_mib']:.0f} MiB (this process's maximum resident set)")
     if args.json:
         write_file(args.json, json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     return 1 if failed else 0
