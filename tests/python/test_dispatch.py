@@ -305,7 +305,7 @@ def test_a_copy_and_an_unpickled_module_dispatch_directly_too():
 def test_unknown_dispatch_mode_and_missing_torch_internals_fail_at_compile(monkeypatch):
     with pytest.raises(ValueError, match="dispatch='fast': the dispatch modes are 'direct'"):
         gp.compile(fresh(scaled), gp.load_std(NN), backend="eager", dispatch="fast")
-    monkeypatch.setattr(torch_internals, "GlobalStateGuard", None)
+    monkeypatch.setattr(torch_internals.call_state, "GlobalStateGuard", None)
     with pytest.raises(RuntimeError, match=r"dispatch='direct'\) needs torch._C._dynamo.guards.GlobalStateGuard"):
         gp.compile(fresh(scaled), gp.load_std(NN), backend="eager", dispatch="direct")
 

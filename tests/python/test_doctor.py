@@ -64,7 +64,7 @@ def test_the_command_prints_the_table_and_json():
 
 
 def test_a_torch_without_an_internal_is_named_by_doctor_and_by_compile(monkeypatch):
-    monkeypatch.setattr(torch_internals, "_FAIL_REASON", None)
+    monkeypatch.setattr(torch_internals.guards, "_FAIL_REASON", None)
     verify = {f.name: f for f in gp.doctor().features}["verify"]
     assert verify.missing == ("torch._dynamo.guards.get_guard_fail_reason_helper",)
     with pytest.raises(RuntimeError, match="get_guard_fail_reason_helper.*guardpolicy doctor"):
@@ -76,8 +76,9 @@ def test_a_torch_without_an_internal_is_named_by_doctor_and_by_compile(monkeypat
 def test_a_plain_policy_needs_none_of_the_internals(monkeypatch):
     """A policy as guard_filter_fn is torch's public API: it works without the internals
     verify, dry-run and direct dispatch read."""
-    for name in ("_FAIL_REASON", "_DELETED", "GlobalStateGuard"):
-        monkeypatch.setattr(torch_internals, name, None)
+    for module, name in ((torch_internals.guards, "_FAIL_REASON"), (torch_internals.guards, "_DELETED"),
+                         (torch_internals.call_state, "GlobalStateGuard"), (torch_internals, "GlobalStateGuard")):
+        monkeypatch.setattr(module, name, None)
     model, x = torch.nn.Linear(2, 2), torch.randn(3, 2)
     opt = torch.compile(model, backend="eager", options={"guard_filter_fn": gp.load_std("skip_guard_on_all_nn_modules")})
     torch.testing.assert_close(opt(x), model(x))

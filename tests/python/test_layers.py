@@ -1,6 +1,7 @@
 """The Python package's layers (docs/design.md, "The Python layers"), checked like the C++
 stages (``check_layers``): a module imports only from its own layer or the layers below it,
-and never reads a private attribute that another module of the package defines.
+no module imports itself through a circle of imports (within a layer too), and no module
+reads a private attribute that another module of the package defines.
 
     top          guardpolicy/__init__.py, __main__.py, cli.py, moved.py, reports.py
     tools        guardpolicy/tools/        (capture, audit, suggest, bench, demo, doctor, ...)
@@ -82,6 +83,47 @@ def upward_imports(path: Path, source: str) -> list[str]:
         if LAYERS.index(there) > here:
             out.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {layer_of(module)} imports {target} ({there})")
     return out
+
+
+def import_graph(sources: dict[Path, str]) -> dict[str, dict[str, str]]:
+    """Per module of ``sources``, the package's modules it imports, each with the ``file:line``
+    of its first import: every import in the source, in functions and under ``if
+    TYPE_CHECKING:`` too (a module a function or an annotation needs is a dependency all the
+    same). The packages above a module, which Python imports before it, are not counted."""
+    graph: dict[str, dict[str, str]] = {}
+    for path, source in sources.items():
+        module = module_name(path)
+        edges = graph.setdefault(module, {})
+        for line, target in imported_modules(ast.parse(source), module, path.name == "__init__.py"):
+            if target != module:
+                edges.setdefault(target, f"{path.relative_to(PACKAGE.parent)}:{line}")
+    return graph
+
+
+def import_circles(graph: dict[str, dict[str, str]]) -> list[str]:
+    """One shortest circle per group of modules that import one another (through any chain),
+    as ``a -> b (where a imports it) -> ... -> a``."""
+    circles, seen = [], set()
+    for start in sorted(graph):
+        if start in seen:
+            continue
+        came_from: dict[str, str] = {}
+        queue = [start]
+        while queue and start not in came_from:
+            module = queue.pop(0)
+            for target in sorted(graph.get(module, {})):
+                if target not in came_from:
+                    came_from[target] = module
+                    queue.append(target)
+        if start not in came_from:
+            continue
+        path = [start]
+        while len(path) == 1 or path[-1] != start:
+            path.append(came_from[path[-1]])
+        path.reverse()
+        seen |= set(path)
+        circles.append(" -> ".join([start] + [f"{b} ({graph[a][b]})" for a, b in zip(path, path[1:])]))
+    return circles
 
 
 def private_definitions(tree: ast.Module) -> set[str]:
@@ -168,6 +210,24 @@ def test_an_upward_import_fails_the_check():
         assert len(found) == 1 and target in found[0], (source, found)
     assert upward_imports(PACKAGE / "runtime" / "verify.py", "from ..api.policy import RuleRef\n") == []
     assert upward_imports(PACKAGE / "runtime" / "__init__.py", "from .compiled import compile\n") == []
+
+
+def test_no_import_circle():
+    assert import_circles(import_graph(package_sources())) == []
+
+
+def test_an_import_circle_fails_the_check():
+    a, b, c = (PACKAGE / "runtime" / f"{name}.py" for name in "abc")
+    circle = {a: "from .b import B\n",
+              b: "def f():\n    from .c import C\n",
+              c: "from typing import TYPE_CHECKING\n\nif TYPE_CHECKING:\n    from .a import A\n"}
+    assert import_circles(import_graph(circle)) == [
+        "guardpolicy.runtime.a -> guardpolicy.runtime.b (guardpolicy/runtime/a.py:1)"
+        " -> guardpolicy.runtime.c (guardpolicy/runtime/b.py:2) -> guardpolicy.runtime.a (guardpolicy/runtime/c.py:4)"]
+    assert import_circles(import_graph({**circle, c: "from typing import TYPE_CHECKING\n"})) == []
+    # a package's own __init__ importing its modules is no circle
+    assert import_circles(import_graph({PACKAGE / "runtime" / "__init__.py": "from .a import A\n",
+                                        a: "from .b import B\n", b: ""})) == []
 
 
 def test_the_api_layer_does_not_import_torch():

@@ -192,7 +192,7 @@ def test_bad_verify_settings_are_refused(kwargs, message):
 def test_a_torch_without_the_full_guard_set_fails_at_compile(monkeypatch):
     from guardpolicy.runtime import torch_internals
 
-    monkeypatch.setattr(torch_internals, "_FAIL_REASON", None)
+    monkeypatch.setattr(torch_internals.guards, "_FAIL_REASON", None)
     with pytest.raises(RuntimeError, match="get_guard_fail_reason_helper.*cannot be kept"):
         gp.compile(torch.nn.Linear(2, 2), NN, backend="eager", verify=1)
 

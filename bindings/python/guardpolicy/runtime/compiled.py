@@ -44,7 +44,7 @@ from .call_path import CallPath
 from .dry_run import report_at_exit
 from .frames import FrameExplanations
 from .guard_filter import GuardFilter, ScopedConfigCallback
-from .stats import CompileStats
+from .stats import ATTR, CompileStats, stats
 from ..api.data import schema_list
 from ..api.loading import load
 from ..api.policy import Policy
@@ -52,7 +52,6 @@ from ..distributed.verdicts import VerdictAgreement
 from ..distributed.agreement import DEFAULT_TIMEOUT_S, RankAgreement, check_group
 
 _INDUCTOR = "inductor"
-_ATTR = "_guardpolicy"  # where a compiled object keeps its CompileStats
 
 
 def _install(ctx: Any, stats: CompileStats) -> None:
@@ -167,16 +166,6 @@ def _function_with_dispatch(compiled: Callable, fn: Callable, stats_: CompileSta
     direct_dispatch._torchdynamo_inline = getattr(compiled, "_torchdynamo_inline", fn)
     direct_dispatch._torchdynamo_orig_callable = getattr(compiled, "_torchdynamo_orig_callable", fn)
     return direct_dispatch
-
-
-def stats(compiled: Any) -> CompileStats:
-    """guardpolicy's state of what ``guardpolicy.compile`` returned (calls, compiles,
-    stance, explanations). Raises TypeError for anything else."""
-    found = getattr(compiled, "__dict__", {}).get(_ATTR)
-    if not isinstance(found, CompileStats):
-        raise TypeError(f"guardpolicy.stats() takes what guardpolicy.compile returned, "
-                        f"not {type(compiled).__name__}")
-    return found
 
 
 def explain(compiled: Any) -> list[FrameExplanations]:
@@ -349,7 +338,7 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
         wrapped = _through_path(wrapped, _call_path(wrapped, stats_, function=model_or_fn))
     if stats_.dispatch is not None:
         wrapped = _function_with_dispatch(wrapped, model_or_fn, stats_)
-    setattr(wrapped, _ATTR, stats_)
+    setattr(wrapped, ATTR, stats_)
     return wrapped
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from ..distributed.fingerprint import ranks_text
 from .frames import CompiledFrame
 from .logs import log  # the one guardpolicy logger (TORCH_LOGS=guardpolicy)
+from .stats import stats as stats_of
 from .verify import FailedGuard
 
 
@@ -129,9 +130,7 @@ def report(compiled: Any, gather: bool = True) -> DryRunReport:
     ranks' frames and events, rank 0's included; ``gather=False``: this rank's only, no
     collective. Raises TypeError for anything else, ValueError when it was not compiled
     with dry_run, ``RankMismatchError`` when a rank does not come."""
-    from .compiled import stats
-
-    st = stats(compiled)
+    st = stats_of(compiled)
     if not st.dry_run:
         raise ValueError("guardpolicy.dry_run_report(): this object was compiled without dry_run")
     group = st.ranks.report_group()

@@ -1,5 +1,5 @@
-"""``CompileStats``: guardpolicy's state of one compiled object (``guardpolicy.stats(compiled)``),
-and the per-call hook that sets the stance after warm-up (``CompileStats.enter``)."""
+"""``CompileStats``: guardpolicy's state of one compiled object (``guardpolicy.stats(compiled)``,
+``stats``), and the per-call hook that sets the stance after warm-up (``CompileStats.enter``)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,6 @@ from typing import Any, Callable
 
 from ..api.policy import Policy
 from ..distributed.agreement import RankAgreement
-from .dry_run import DryRunEvent
 from .frames import FrameExplanations
 from .logs import log as _log, making_tool_objects
 from .verify import REGISTRY, Violation
@@ -59,7 +58,7 @@ class CompileStats:
         self.violations: list[Violation] = []
         self.verified_calls = 0
         self.unverified_calls = 0
-        self.dry_run_events: list[DryRunEvent] = []
+        self.dry_run_events: list[Any] = []  # dry_run.DryRunEvent objects
         self.guards = REGISTRY
         self._active = False
         self._warmup = policy.stance_warmup
@@ -201,3 +200,18 @@ class CompileStats:
         calls = f"{self.call_count} calls, " if self.needs_call_hook else ""
         return (f"<guardpolicy.CompileStats {self.policy.name!r}: {calls}{self.compiles} compiles, "
                 f"stance {'on' if self.stance_active else 'off'}>")
+
+
+#: Where a compiled object keeps its ``CompileStats`` (an attribute of a ``GuardPolicyModule``
+#: or of the function ``guardpolicy.compile`` returns).
+ATTR = "_guardpolicy"
+
+
+def stats(compiled: Any) -> CompileStats:
+    """guardpolicy's state of what ``guardpolicy.compile`` returned (calls, compiles,
+    stance, explanations). Raises TypeError for anything else."""
+    found = getattr(compiled, "__dict__", {}).get(ATTR)
+    if not isinstance(found, CompileStats):
+        raise TypeError(f"guardpolicy.stats() takes what guardpolicy.compile returned, "
+                        f"not {type(compiled).__name__}")
+    return found

@@ -79,7 +79,7 @@ variant's entry to the front; the timed calls then measure what a single compile
 pays.
 
 Modules: ``rows`` (``Row``, one per table row, around its ``guardpolicy.tools.timing.Variant``;
-``make_rows``), ``guards`` (tagged backends, guard trees, guard evaluation), ``run``
+``make_rows``; the tagged backends), ``guards`` (guard trees, guard evaluation), ``run``
 (``run_model``; the calls are timed by ``guardpolicy.tools.timing.time_blocks``), ``output``
 (table, legend, JSON rows, plot) and ``command`` (the parser and ``main``).
 """

@@ -1,41 +1,18 @@
-"""The bench command's guard figures per compiled variant: the tagged backends that give each
-variant its own cache entries, the guard-manager trees' sizes (``count_tree_guards``) and
-guard evaluation, cold (torch's ``profile_guard_manager``) and warm (``root.check`` back to
-back). See ``guardpolicy.tools.bench`` (the module docstring) for what each column means."""
+"""The bench command's guard figures per compiled variant (each variant's cache entries found
+by its tagged backend, ``rows.backend_tag``): the guard-manager trees' sizes
+(``count_tree_guards``) and guard evaluation, cold (torch's ``profile_guard_manager``) and
+warm (``root.check`` back to back). See ``guardpolicy.tools.bench`` (the module docstring)
+for what each column means."""
 
 from __future__ import annotations
 
 import inspect
 import statistics
 import time
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from ...runtime import torch_internals
-
-if TYPE_CHECKING:
-    from .rows import Row
-
-TAG_PREFIX = "gpbench_"
-
-
-def tagged_backend(tag: str) -> Callable:
-    """A backend function distinct per variant (see the module docstring) that calls the
-    registered backend named in ``tag`` (``"eager:3"``, ``"inductor:3"``), so the compiled
-    code is exactly that backend's."""
-    inner = torch_internals.lookup_backend(tag.split(":", 1)[0])
-
-    def backend(gm, example_inputs, **kwargs):
-        return inner(gm, example_inputs, **kwargs)
-
-    backend.__name__ = backend.__qualname__ = TAG_PREFIX + tag
-    return backend
-
-
-def backend_tag(cache_entry) -> str | None:
-    """The variant tag of a cache entry made by ``tagged_backend``, else None."""
-    fn = getattr(getattr(cache_entry, "backend", None), "compiler_fn", None)
-    name = getattr(fn, "__name__", "")
-    return name[len(TAG_PREFIX):] if name.startswith(TAG_PREFIX) else None
+from .rows import Row, backend_tag
 
 
 # --------------------------------------------------------------------------- guard trees

@@ -1,6 +1,8 @@
 """The bench command's rows, in table order (``make_rows``): eager, the baseline, the
 install_free_tensors and stance variants, four per standard policy, then up to three per
-``--policy`` file; see ``guardpolicy.tools.bench`` (the module docstring) for each."""
+``--policy`` file; see ``guardpolicy.tools.bench`` (the module docstring) for each. Each
+variant compiles with its own tagged backend (``tagged_backend``), which gives it its own
+cache entries (``backend_tag`` finds them)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ from ...api.policy_text import PolicyText
 from ...runtime import torch_internals
 from ..recording import Recording
 from ..timing import Variant
-from .guards import tagged_backend
 
 EAGER = "eager"
 BASELINE = "no filter"
@@ -24,6 +25,28 @@ IFT_CONFIG = {"install_free_tensors": True}
 VIA_EAGER = "eager"
 VIA_TORCH = "torch.compile"
 VIA_GP = "gp.compile"
+
+TAG_PREFIX = "gpbench_"
+
+
+def tagged_backend(tag: str) -> Callable:
+    """A backend function distinct per variant (see the module docstring) that calls the
+    registered backend named in ``tag`` (``"eager:3"``, ``"inductor:3"``), so the compiled
+    code is exactly that backend's."""
+    inner = torch_internals.lookup_backend(tag.split(":", 1)[0])
+
+    def backend(gm, example_inputs, **kwargs):
+        return inner(gm, example_inputs, **kwargs)
+
+    backend.__name__ = backend.__qualname__ = TAG_PREFIX + tag
+    return backend
+
+
+def backend_tag(cache_entry) -> str | None:
+    """The variant tag of a cache entry made by ``tagged_backend``, else None."""
+    fn = getattr(getattr(cache_entry, "backend", None), "compiler_fn", None)
+    name = getattr(fn, "__name__", "")
+    return name[len(TAG_PREFIX):] if name.startswith(TAG_PREFIX) else None
 
 
 @dataclass

@@ -1,0 +1,222 @@
+"""Guards and cache entries (``torch._dynamo.guards``, ``torch._C._dynamo.eval_frame``): the
+frame being compiled and its full guard manager (``CheckFunctionManager``), what verify and
+the dry run build, invalidate and explain with, and the cache entries and guard-manager trees
+the tools walk.
+"""
+
+from __future__ import annotations
+
+import dis as _dis
+import sys
+from typing import Any
+
+import torch
+import torch._C._dynamo.eval_frame as _c_eval_frame
+import torch._dynamo.guards as _guards
+
+# Verify re-checks, on sampled calls, the guards a policy dropped. torch has no public handle
+# on them: ``CheckFunctionManager.__init__`` (torch/_dynamo/guards.py) builds a guard manager
+# with *every* guard (its local ``guard_manager``) before it calls ``guard_filter_fn``, then
+# builds the manager of the kept guards, which the cache entry holds. The filter, called from
+# there, takes that local. What else is used:
+#
+# * ``eval_frame._debug_get_cache_entry_list(code)``: a code object's cache entries, in the
+#   order torch tries them (``.guard_manager``, ``.code``, ``.compile_id``, ``.backend``);
+# * ``_ExtraState.invalidate(cache_entry, DeletedGuardManagerWrapper(reason))``: what torch
+#   itself does when an ID_MATCH'd object dies: that entry never matches again, the next call
+#   compiles anew (the kept manager's ``cache_entry``/``extra_state`` are torch's non-owning
+#   references to them);
+# * ``get_guard_fail_reason_helper``: torch's text for the first guard of a manager that fails.
+
+_CFM = getattr(_guards, "CheckFunctionManager", None)
+_CFM_INIT = getattr(getattr(_CFM, "__init__", None), "__code__", None)
+_DELETED = getattr(_guards, "DeletedGuardManagerWrapper", None)
+_FAIL_REASON = getattr(_guards, "get_guard_fail_reason_helper", None)
+_CACHE_ENTRIES = getattr(_c_eval_frame, "_debug_get_cache_entry_list", None)
+_EXTRA_STATE = getattr(_c_eval_frame, "_ExtraState", None)
+
+#: The locals of ``CheckFunctionManager.__init__`` read while its ``guard_filter_fn`` runs.
+_CFM_LOCALS = ("self", "f_code", "output_graph", "cache_entries", "guard_manager", "sorted_guards",
+               "existing_diff_guard_sources")
+
+
+def _full_manager_built_before_filter(code: Any) -> bool:
+    """Whether ``CheckFunctionManager.__init__`` stores its local ``guard_manager`` (the
+    manager with every guard) before it stores ``filter_results`` (what the filter
+    returned): the bytecode order of the first store of each."""
+    first: dict[str, int] = {}
+    for ins in _dis.get_instructions(code):
+        for name in _stored_locals(ins):
+            if name in ("guard_manager", "filter_results"):
+                first.setdefault(name, ins.offset)
+    return "guard_manager" in first and "filter_results" in first and \
+        first["guard_manager"] < first["filter_results"]
+
+
+def _stored_locals(ins: Any) -> tuple[str, ...]:
+    """The local names bytecode instruction ``ins`` stores; Python 3.13 fuses stores into
+    STORE_FAST_STORE_FAST (two names) and STORE_FAST_LOAD_FAST (the first name stored)."""
+    if ins.opname in ("STORE_FAST", "STORE_DEREF"):
+        return (ins.argval,)
+    if ins.opname == "STORE_FAST_STORE_FAST":
+        return tuple(ins.argval)
+    if ins.opname == "STORE_FAST_LOAD_FAST":
+        return (ins.argval[0],)
+    return ()
+
+
+def missing_for_verify() -> list[str]:
+    """What ``verify`` and ``dry_run`` need and this torch lacks (empty on 2.13 and 2.14)."""
+    absent = [name for name, value in {
+        "torch._dynamo.guards.CheckFunctionManager.__init__": _CFM_INIT,
+        "torch._dynamo.guards.DeletedGuardManagerWrapper": _DELETED,
+        "torch._dynamo.guards.get_guard_fail_reason_helper": _FAIL_REASON,
+        "torch._C._dynamo.eval_frame._debug_get_cache_entry_list": _CACHE_ENTRIES,
+        "torch._C._dynamo.eval_frame._ExtraState.invalidate": getattr(_EXTRA_STATE, "invalidate", None),
+    }.items() if value is None]
+    if _CFM_INIT is not None:
+        names = set(_CFM_INIT.co_varnames)
+        absent += [f"CheckFunctionManager.__init__ local `{n}`" for n in _CFM_LOCALS if n not in names]
+        if not absent and not _full_manager_built_before_filter(_CFM_INIT):
+            absent.append("CheckFunctionManager.__init__ building the full guard manager before "
+                          "it calls guard_filter_fn")
+    return absent
+
+
+def compiling_frame() -> dict[str, Any] | None:
+    """The frame torch is building guards for, for a ``guard_filter_fn`` call in progress: the
+    locals of torch's ``CheckFunctionManager.__init__`` named in ``_CFM_LOCALS``
+    (``f_code``: the code being compiled; ``output_graph``: its ``local_scope`` and
+    ``global_scope`` are the frame's; ``guard_manager``: the manager with every guard;
+    ``self``: the CheckFunctionManager, whose ``guard_manager`` attribute is the kept one once
+    ``__init__`` is done). None when no such frame is on the stack. The one stack walk of the
+    package: verify, dry-run, explain's frame label and the mutation audit all read it."""
+    if _CFM_INIT is None:
+        return None
+    frame = sys._getframe(1)
+    try:
+        while frame is not None and frame.f_code is not _CFM_INIT:
+            frame = frame.f_back
+        if frame is None:
+            return None
+        f_locals = frame.f_locals
+        return {name: f_locals.get(name) for name in _CFM_LOCALS}
+    finally:
+        del frame
+
+
+def compiling_frame_locals() -> dict[str, Any]:
+    """``compiling_frame()``, or RuntimeError when no such frame is on the stack (what verify
+    and dry-run need: without it the full guard set cannot be kept)."""
+    found = compiling_frame()
+    if found is None:
+        raise RuntimeError(
+            f"guardpolicy verify/dry_run: guard_filter_fn was not called from "
+            f"CheckFunctionManager.__init__ (torch {torch.__version__}); the full guard set "
+            "cannot be kept")
+    return found
+
+
+def compile_id() -> str:
+    """Dynamo's id of the compile in progress (``"0/0"``: frame 0, its first compile), from
+    ``torch._guards.CompileContext.current_compile_id()``; "" outside a compile."""
+    context = getattr(torch._guards, "CompileContext", None)
+    cid = context.current_compile_id() if context is not None else None
+    return "" if cid is None else str(cid)
+
+
+def build_guard_manager(cfm: Any, guards: list, locals_: dict[str, Any], guard_filter_fn: Any) -> Any:
+    """A guard manager of ``guards`` only, built by torch's own builder
+    (``CheckFunctionManager.build_guards``, as torch builds the kept manager)."""
+    _, manager = cfm.build_guards(guards, locals_["existing_diff_guard_sources"], locals_["f_code"],
+                                  locals_["output_graph"], False, guard_filter_fn=guard_filter_fn)
+    return manager
+
+
+def all_cache_entries(code: Any) -> list:
+    """Every cache entry of ``code`` (all regions), in the order torch tries them."""
+    return _CACHE_ENTRIES(code)
+
+
+def is_deleted(manager: Any) -> bool:
+    return isinstance(manager, _DELETED)
+
+
+def invalidate(entry: Any, owner: Any, reason: str) -> bool:
+    """Makes the cache entry ``entry`` never match again, as
+    ``CheckFunctionManager.invalidate`` does when an ID_MATCH'd object dies: the entry gets a
+    ``DeletedGuardManagerWrapper`` and so does ``owner`` (the CheckFunctionManager, when
+    alive: its ID_MATCH finalizers keep it, and it would keep the old manager alive); the
+    next call compiles anew. False when torch already dropped the entry."""
+    manager = entry.guard_manager
+    extra = getattr(manager, "extra_state", None)
+    if extra is None or is_deleted(manager):
+        return False
+    deleted = _DELETED(reason)
+    extra.invalidate(entry, deleted)
+    if owner is not None and getattr(owner, "guard_manager", None) is manager:
+        owner.guard_manager = deleted
+    return True
+
+
+def fail_reason(full: Any, kept: Any, f_locals: dict[str, Any]) -> tuple[str, list[str]]:
+    """Why ``full`` fails on ``f_locals``: torch's reason text (its fail-reason helper, with
+    the global scope and closure variables of the kept manager, which torch sets only on the
+    manager it keeps) and the raw verbose code parts of the failing guard."""
+    info = full.check_verbose(f_locals)
+    parts = list(info.verbose_code_parts) if not info.result else []
+    if full.global_scope is None:
+        full.global_scope = kept.global_scope
+    if full.closure_vars is None:
+        full.closure_vars = kept.closure_vars
+    try:
+        text = _FAIL_REASON(full, f_locals, None, None).split("\nUser stack trace:", 1)[0]
+        text = text[len("None: "):] if text.startswith("None: ") else text
+        text = " ".join(text.split())  # torch pads the code part to 60 columns
+    except Exception:  # the helper is a label: fall back to the code part
+        text = "; ".join(p.split("  #")[0].strip() for p in parts)
+    return text, parts
+
+
+def leaf_sources(manager: Any) -> list[tuple[str, str]]:
+    """``(verbose code part, source)`` of every leaf guard of a guard manager's tree, as torch
+    holds them (``GuardManager.get_leaf_guards``, ``get_child_managers``, ``get_source``)."""
+    out: list[tuple[str, str]] = []
+    stack = [manager.root]
+    while stack:
+        node = stack.pop()
+        source = node.get_source()
+        for leaf in node.get_leaf_guards():
+            out.extend((part, source) for part in leaf.verbose_code_parts())
+        stack.extend(node.get_child_managers())
+    return out
+
+
+def torch_function_enabled() -> Any:
+    """A context in which torch function dispatch is on (``torch._C._EnableTorchFunction``):
+    torch builds guards with it off, and its global-state guard checks it."""
+    return torch._C._EnableTorchFunction()
+
+
+# What the tools (capture, audit, bench) and the scripts under bench/ walk: a compiled
+# function's cache entries and their guard-manager trees.
+
+
+def cache_entries_of(fn: Any) -> list:
+    """The cache entries Dynamo holds for the code of ``fn`` (a function, or ``type(model)
+    .forward``), in the order it tries them; borrowed references: read them at once."""
+    return list(_CACHE_ENTRIES(getattr(fn, "__code__", fn)))
+
+
+def guard_tree_api() -> bool:
+    """Whether guard managers expose their tree (``get_leaf_guards``, ``get_child_managers``,
+    ``RootGuardManager``), which guard counting and ``leaf_sources`` walk."""
+    g = getattr(torch._C._dynamo, "guards", None)
+    return (_CACHE_ENTRIES is not None and g is not None and hasattr(g, "RootGuardManager")
+            and all(hasattr(g.GuardManager, m) for m in ("get_leaf_guards", "get_child_managers")))
+
+
+def guard_profiler() -> Any:
+    """``torch._C._dynamo.guards.profile_guard_manager(root, f_locals, n)`` (µs for one
+    check of a guard manager, averaged over ``n``), or None on a torch without it."""
+    return getattr(getattr(torch._C._dynamo, "guards", None), "profile_guard_manager", None)

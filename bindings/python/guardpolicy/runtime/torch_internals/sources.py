@@ -1,0 +1,65 @@
+"""Where a guard reads its value and what it checks (``torch._dynamo.source``,
+``torch._guards``, ``torch._dynamo.guards``, ``torch._dynamo.types``): Dynamo's source
+classes, the guard-source enum, the guard types this torch produces, the names guard code
+evaluates with, where the ``code`` field comes from, and how value guards compare floats.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch._dynamo.guards as _guards
+
+
+def closure_vars() -> dict:
+    """The names torch's guard code evaluates with beside ``L`` and ``G`` (``___check_obj_id``,
+    ``___check_type_id``, ...): ``torch._dynamo.guards._get_closure_vars()``."""
+    return _guards._get_closure_vars()
+
+
+def dynamo_sources() -> Any:
+    """The module of Dynamo's source classes (``torch._dynamo.source``: ``LocalSource``,
+    ``GlobalSource``, ``AttrSource``, ``DictGetItemSource``, ...), which say where a guarded
+    value is read from (``Source.get_value``)."""
+    import torch._dynamo.source
+
+    return torch._dynamo.source
+
+
+def guard_source_enum() -> Any:
+    """``torch._guards.GuardSource``, the enum of where a guarded value lives."""
+    return torch._guards.GuardSource
+
+
+def guard_builder_names() -> list[str]:
+    """The guard types this torch produces: the names of ``GUARD_VALUE_DISPATCH``
+    (``torch._dynamo.guards``; 46 on 2.13, 47 on 2.14, 49 on 2.15), sorted."""
+    return sorted(getattr(_guards, "GUARD_VALUE_DISPATCH", {}))
+
+
+def guard_code_source() -> str:
+    """Where the ``code`` field is read from on this torch: ``"code_parts"``
+    (``GuardFilterEntry.code_parts``, 2.15), ``"code_list"`` (``Guard.code_list``, read while
+    the filter runs: 2.13, 2.14), or "" when neither exists."""
+    import dataclasses
+
+    import torch._dynamo.types
+
+    def fields(cls: Any) -> set[str]:
+        if dataclasses.is_dataclass(cls):
+            return {f.name for f in dataclasses.fields(cls)}
+        return set(getattr(cls, "_fields", ())) | set(getattr(cls, "__annotations__", {}))
+
+    if "code_parts" in fields(getattr(torch._dynamo.types, "GuardFilterEntry", None)):
+        return "code_parts"
+    return "code_list" if "code_list" in fields(getattr(torch._guards, "Guard", None)) else ""
+
+
+def value_guards_compare_bits() -> bool:
+    """Whether value guards (EQUALS_MATCH, CONSTANT_MATCH, ...) compare floats bit for bit
+    (torch 2.15, ``torch._dynamo.utils.constants_identical``: ``0.0`` and ``-0.0`` differ,
+    NaN equals NaN) rather than with ``==`` (2.13, 2.14: ``0.0 == -0.0``, NaN never equal)."""
+    import torch._dynamo.utils
+
+    return hasattr(torch._dynamo.utils, "constants_identical")
