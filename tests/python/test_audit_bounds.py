@@ -150,3 +150,68 @@ def test_the_audit_cli_reports_its_peak_memory(capsys, tmp_path):
     peak = json.loads(report.read_text())["peak_rss_mib"]
     assert 100 < peak < 4096
     assert re.search(rf"^peak memory {peak:.0f} MiB \(this process's maximum resident set\)$", out, re.M)
+
+
+class KeywordModel(nn.Module):
+    """A forward taking ``**kwargs`` and reading every one, as transformers' wrappers do: a
+    keyword argument passed or not changes the output."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x, **kwargs):
+        h = self.fc(x)
+        for value in kwargs.values():
+            h = h * value
+        return h
+
+
+def test_an_inputs_keyword_keys_are_never_dropped():
+    torch.manual_seed(0)
+    model, x = KeywordModel().eval(), torch.randn(2, 8)
+    s = gp.suggest(model, x, verify=None, scale=torch.ones(8))
+    keys = [f for f in s.findings if f["guard_type"] == "DICT_KEYS_MATCH" and f["path"] == "input:kwargs"]
+    assert keys and all(f["decision"] == "keep" for f in keys), keys
+    assert "harmless" in {f["verdict"] for f in keys}  # the audit's changes could not show it matters
+    torch.compiler.reset()
+    opt = gp.compile(model, gp.load(s.text), backend="eager")
+    with torch.no_grad():
+        opt(x, scale=torch.ones(8))
+        bias = torch.full((8,), 3.0)
+        torch.testing.assert_close(opt(x, scale=torch.ones(8), bias=bias), model(x, bias=bias))
+    torch.compiler.reset()
+
+
+class Recurrent(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.rnn = nn.GRU(4, 8, batch_first=True)
+
+    def forward(self, x):
+        return self.rnn(x)[0]
+
+
+def test_a_model_dynamo_does_not_compile_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
+    from guardpolicy.tools.suggest.command import NothingToAudit
+
+    torch.manual_seed(0)
+    with pytest.raises(NothingToAudit, match="compiled no frame of the model"):
+        gp.suggest(Recurrent().eval(), torch.randn(2, 3, 4))
+    model = tmp_path / "rnn.py"
+    model.write_text("import torch\nfrom test_audit_bounds import Recurrent\n\n"
+                     "def build():\n    return Recurrent().eval(), (torch.randn(2, 3, 4),)\n")
+    monkeypatch.syspath_prepend(str(Path(__file__).parent))
+    out = tmp_path / "rnn.gpol"
+    assert suggest_cli.main(["--model", str(model), "-o", str(out), "--backend", "eager"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no policy is written" in err[0] and not out.exists()
+
+
+def test_an_existing_output_is_one_line_without_the_usage(tmp_path, capsys):
+    out = tmp_path / "bn.gpol"
+    out.write_text("keep me\n")
+    assert suggest_cli.main(["--model", BN_MODEL, "-o", str(out)]) == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        f"python -m guardpolicy suggest: error: {out} exists; give --force to replace it"]
+    assert out.read_text() == "keep me\n"

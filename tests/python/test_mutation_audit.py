@@ -199,9 +199,8 @@ def test_suggest_never_overwrites_without_force(tmp_path, suggested):
     gpol, _ = suggested["blocks_model"]
     target = tmp_path / "mine.gpol"
     target.write_text("precious\n")
-    with pytest.raises(SystemExit) as exc:
-        suggest_cli.main(["--model", str(BLOCKS), "-o", str(target), "--backend", "eager", "--bench-backends", ""])
-    assert exc.value.code == 2 and target.read_text() == "precious\n"
+    rc = suggest_cli.main(["--model", str(BLOCKS), "-o", str(target), "--backend", "eager", "--bench-backends", ""])
+    assert rc == 2 and target.read_text() == "precious\n"
     rc = suggest_cli.main(["--model", str(BLOCKS), "-o", str(target), "--backend", "eager", "--bench-backends", "",
                        "--force", "-q"])
     assert rc == 0 and gp.load(target).name == "suggested_blocks_model"

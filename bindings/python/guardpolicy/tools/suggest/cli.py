@@ -14,7 +14,17 @@ from ..model_spec import MODEL_HELP, ModelSpecError
 from ..progress import for_terminal
 from ..timing.machine import peak_rss_mib
 from . import from_run as _from_run
-from .command import DEFAULT_VERIFY, KEPT_HARMLESS, Suggestion, identifier, suggest
+from .command import DEFAULT_VERIFY, KEPT_HARMLESS, NothingToAudit, Suggestion, identifier, suggest
+
+
+def state_name(group) -> str:
+    """A kept state as the report names it: its guard name, or for ambient state (no value:
+    grad mode, global state) its guard types."""
+    return group.name or "/".join(sorted({x.guard_type for x in group.guards}))
+
+
+def _states(n: int) -> str:
+    return f"{n} state" if n == 1 else f"{n} states"
 
 
 def not_mutated(s: Suggestion) -> dict[str, list[str]]:
@@ -23,7 +33,7 @@ def not_mutated(s: Suggestion) -> dict[str, list[str]]:
     for g in s.kept.get("not mutated", []):
         why = (g.reasons or [t.detail for t in g.trials] or ["no change known"])[0]
         why = re.sub(r" \([A-Za-z_][A-Za-z0-9_.]*\)", "", why)  # "a class (int)" and "a class (str)" alike
-        out[why].append(g.name or "/".join(sorted({x.guard_type for x in g.guards})))
+        out[why].append(state_name(g))
     return dict(out)
 
 
@@ -38,7 +48,8 @@ def report(s: Suggestion, out_path: str) -> str:
              f"{peak_rss_mib():.0f} MiB (this process's maximum resident set)" + (
                  f"; --budget spent: {s.audit.budget_cut} changes not tried, their states kept"
                  if s.audit.budget_cut else ""),
-             (f"  verify every {s.verify} calls: the dropped guards are re-checked" if s.verify is not None else
+             ("  nothing dropped: no verify line" if not s.dropped else
+              f"  verify every {s.verify} calls: the dropped guards are re-checked" if s.verify is not None else
               "  --no-verify: nothing re-checks the dropped guards (the policy's doc says so)")]
     for backend in s.bench:
         failed = [r["error"] for r in s.bench[backend] if r.get("variant") == "error"]
@@ -52,13 +63,13 @@ def report(s: Suggestion, out_path: str) -> str:
             lines.append(f"  per call, {backend}, one torch thread: no filter {base:.1f} µs -> {s.name} "
                          f"{mine:.1f} µs "
                          f"({mine / base:.2f}x)")
-    lines.append("  stays protected:")
+    lines.append("  stays protected (pieces of state, each with its guards):")
     for outcome in ("dangerous", "caught", "not mutated", KEPT_HARMLESS):
         groups = s.kept.get(outcome, [])
         if groups:
-            names = [g.name or "<ambient>" for g in groups]
+            names = list(dict.fromkeys(state_name(g) for g in groups))
             shown = ", ".join(names[:6]) + (f", … {len(names) - 6} more" if len(names) > 6 else "")
-            lines.append(f"    {outcome} ({len(groups)} states): {shown}")
+            lines.append(f"    {outcome} ({_states(len(groups))}): {shown}")
     missing = not_mutated(s)
     if missing:
         lines.append(f"  could not mutate (kept, {sum(len(v) for v in missing.values())} states):")
@@ -66,6 +77,12 @@ def report(s: Suggestion, out_path: str) -> str:
             shown = ", ".join(names[:4]) + (f", … {len(names) - 4} more" if len(names) > 4 else "")
             lines.append(f"    {why} ({len(names)}): {shown}")
     return "\n".join(lines)
+
+
+def _error(message: str) -> int:
+    """A problem with what the arguments name (not their form): one line, exit 2."""
+    print(f"python -m guardpolicy suggest: error: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress lines (shown only on a terminal)")
     args = parser.parse_args(argv)
     if os.path.lexists(args.output) and not args.force:
-        parser.error(f"{args.output} exists; give --force to replace it")
+        return _error(f"{args.output} exists; give --force to replace it")
     refuse_bad_outputs(parser, [args.output, args.json], [args.model] + ([args.from_run] if args.from_run else []))
     if args.calls < 1:
         parser.error("--calls must be at least 1")
@@ -120,9 +137,9 @@ def main(argv: list[str] | None = None) -> int:
         workload = _from_run.load(args.from_run) if args.from_run and not report_path else None
         from_report = _from_run.report_guards(report_path) if report_path else set()
     except ModelSpecError as e:
-        parser.error(f"--model: {e}")
+        return _error(f"--model: {e}")
     except _from_run.FromRunError as e:
-        parser.error(f"--from-run: {e}")
+        return _error(f"--from-run: {e}")
     name = identifier(args.name or "suggested_" + os.path.splitext(spec.label.split(":")[0])[0])
     backends = tuple(b.strip() for b in args.bench_backends.split(",") if b.strip())
     progress = for_terminal("suggest", args.quiet)
@@ -143,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("python -m guardpolicy suggest: interrupted; the model and its inputs were restored", file=sys.stderr)
         return 130
-    except (NotRepeatableError, AuditStateError, _from_run.FromRunError) as e:
+    except (NotRepeatableError, AuditStateError, NothingToAudit, _from_run.FromRunError) as e:
         print(f"python -m guardpolicy suggest: error: {e}", file=sys.stderr)
         return 1
     except ValueError as e:

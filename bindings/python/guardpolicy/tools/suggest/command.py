@@ -67,6 +67,10 @@ class Suggestion:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
 
+class NothingToAudit(RuntimeError):
+    """torch.compile compiled no frame of the model: it has no guard to audit."""
+
+
 def identifier(text: str) -> str:
     ident = re.sub(r"[^A-Za-z0-9_]", "_", text).strip("_") or "model"
     return ident if not ident[0].isdigit() else "m_" + ident
@@ -108,7 +112,7 @@ def keep_reason(g: Any, verdicts: set[str], backend: str, changed: set[tuple[str
     if not g.path:
         return "no path to name it by (a chain through type(), __dict__)"
     if input_guard(g):
-        return "an input's (GP3008)"
+        return "an input's (the caller decides it per call: GP3008 and the input's structure)"
     if UNSTABLE_NAME.search(g.name):
         return "a name torch numbers per compile"
     if g.guard_type == "TENSOR_MATCH" and backend in REAL_OP_BACKENDS:
@@ -155,9 +159,14 @@ KEPT_HARMLESS = ("harmless, kept (an input's, tensor metadata not tried or on a 
 UNSTABLE_NAME = re.compile(r"___\d+'\]")
 
 
-#: The guard types the checker's GP3008 warns about on inputs (``guard_source`` ``LOCAL``):
-#: TENSOR_MATCH on input tensors, the value and type guards on the other inputs and their items.
-INPUT_GUARD_TYPES = ("TENSOR_MATCH", "CONSTANT_MATCH", "EQUALS_MATCH", "TYPE_MATCH")
+#: The guard types suggest never drops on inputs (``guard_source`` ``LOCAL``): those the
+#: checker's GP3008 warns about (TENSOR_MATCH on input tensors, the value and type guards on the
+#: other inputs and their items), and the guards on an input's structure.
+INPUT_GUARD_TYPES = ("TENSOR_MATCH", "CONSTANT_MATCH", "EQUALS_MATCH", "TYPE_MATCH",
+                     # and what an input holds: the keys of ``**kwargs`` (a keyword argument passed or
+                     # not), a sequence's length, None or not, the object passed
+                     "DICT_KEYS_MATCH", "DICT_CONTAINS", "DICT_NOT_CONTAINS", "MAPPING_KEYS_CHECK",
+                     "SEQUENCE_LENGTH", "NONE_MATCH", "NOT_NONE_MATCH", "BOOL_MATCH", "ID_MATCH")
 
 
 def input_guard(guard: Any) -> bool:
@@ -298,6 +307,11 @@ def suggest(fn: Any, args: tuple = (), kwargs: dict | None = None, *, name: str 
                             budget=budget)
     if result.problems:
         raise ValueError("; ".join(result.problems))
+    if result.frames == 0:
+        raise NothingToAudit(
+            "torch.compile compiled no frame of the model: Dynamo ran all of it in eager (it skips nn.GRU, nn.LSTM "
+            "and nn.RNN unless torch._dynamo.config.allow_rnn = True; TORCH_LOGS=graph_breaks says why), so there "
+            "is no guard to audit and no policy is written")
     dropped, kept = decide(result, set(changed))
     source = render(name, spec, result, dropped, kept, torch.__version__, verify)
     text = source.render()
