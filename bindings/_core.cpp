@@ -190,14 +190,14 @@ class PyPolicy {
         schema_(std::move(schema)),
         plan_(std::make_shared<const ExtractorPlan>(policy_->program(), schema_)) {}
 
-  // guard_filter_fn: one exact bool per entry, True = keep.
+  // guard_filter_fn: one exact bool per entry, True = keep (a watch too: torch keeps it).
   py::list Call(py::handle entries) const {
     // Decisions are kept in C++ until the end: a list made up front would be reachable
     // (through the garbage collector) by Python code a field read runs, half filled.
     struct DecisionSink {
       std::vector<uint8_t> keep;
       void Start(size_t n) { keep.resize(n); }
-      void Set(size_t i, Outcome o) { keep[i] = o.decision == Decision::kKeep; }
+      void Set(size_t i, Outcome o) { keep[i] = KeptByTorch(o.decision); }
     } sink;
     Run(entries, false, false, sink);
     py::list out(sink.keep.size());
@@ -210,7 +210,7 @@ class PyPolicy {
     struct VectorSink {
       std::vector<std::pair<bool, int>> out;
       void Start(size_t n) { out.resize(n); }
-      void Set(size_t i, Outcome o) { out[i] = {o.decision == Decision::kKeep, o.rule}; }
+      void Set(size_t i, Outcome o) { out[i] = {KeptByTorch(o.decision), o.rule}; }
     } sink;
     Run(entries, from_mappings, strict, sink);
     return std::move(sink.out);

@@ -21,7 +21,7 @@ enum class Effect : uint8_t {
   kBinary,    // pops `rhs` then `lhs`, pushes a bool: the row's expression
   kJump,      // continues at a
   kCondJump,  // pops a bool; continues at a when it is true (kJumpIfTrue) or false (kJumpIfFalse)
-  kDecide,    // ends the run with decision a, by rule b (-1: the policy default)
+  kDecide,    // ends the run with decision a (keep, drop, watch), by rule b (-1: the policy default)
   kNone,      // does nothing
   kBranch,    // a test of field slot a against b, continuing at c when it equals y; the stack is unchanged
   kDispatch,  // continues at dispatch_tables[b][ordinal of enum slot a]; ends the path
@@ -39,7 +39,7 @@ enum class Operand : uint8_t {
   kTable,     // Program::dispatch_tables
   kFunction,  // Program::functions
   kArgCount,  // the argument count of the function a names
-  kDecision,  // 0 keep, 1 drop
+  kDecision,  // a Decision: 0 keep, 1 drop, 2 watch
   kRule,      // Program::rules, or -1 for the policy default
 };
 
