@@ -205,12 +205,12 @@ class PyPolicy {
     return out;
   }
 
-  // [(keep, rule_index or -1)] per entry.
-  std::vector<std::pair<bool, int>> Explain(py::handle entries, bool from_mappings, bool strict) const {
+  // [(decision: "keep", "drop" or "watch", rule_index or -1)] per entry.
+  std::vector<std::pair<const char*, int>> Explain(py::handle entries, bool from_mappings, bool strict) const {
     struct VectorSink {
-      std::vector<std::pair<bool, int>> out;
+      std::vector<std::pair<const char*, int>> out;
       void Start(size_t n) { out.resize(n); }
-      void Set(size_t i, Outcome o) { out[i] = {KeptByTorch(o.decision), o.rule}; }
+      void Set(size_t i, Outcome o) { out[i] = {DecisionName(o.decision), o.rule}; }
     } sink;
     Run(entries, from_mappings, strict, sink);
     return std::move(sink.out);
@@ -424,7 +424,8 @@ PYBIND11_MODULE(_core, m) {
       .def("__call__", &PyPolicy::Call, py::arg("entries"),
            "guard_filter_fn: list[GuardFilterEntry] -> list[bool] (True = keep), same length")
       .def("explain", &PyPolicy::Explain, py::arg("entries"), py::arg("from_mappings") = false,
-           py::arg("strict") = false, "[(keep, rule index or -1 for the default)] per entry")
+           py::arg("strict") = false,
+           "[(decision: 'keep', 'drop' or 'watch', rule index or -1 for the default)] per entry")
       .def_property_readonly("name", [](const PyPolicy& p) { return p.policy().name(); })
       .def_property_readonly("doc", [](const PyPolicy& p) { return p.policy().doc(); })
       .def_property_readonly("is_unsafe", [](const PyPolicy& p) { return p.policy().is_unsafe(); })
