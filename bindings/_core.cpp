@@ -206,7 +206,8 @@ class PyPolicy {
   }
 
   // [(decision: "keep", "drop" or "watch", rule_index or -1)] per entry.
-  std::vector<std::pair<const char*, int>> Explain(py::handle entries, bool from_mappings, bool strict) const {
+  std::vector<std::pair<const char*, int>> Explain(py::handle entries, bool from_mappings,
+                                                   bool strict) const {
     struct VectorSink {
       std::vector<std::pair<const char*, int>> out;
       void Start(size_t n) { out.resize(n); }

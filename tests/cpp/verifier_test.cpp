@@ -68,7 +68,9 @@ TEST(Verifier, RefusesOutOfRangeOperands) {
 TEST(Verifier, AcceptsWatchAndRefusesADecisionItsRuleDoesNotMake) {
   ProgramImage p = Base();
   p.rules[0].decision = Decision::kWatch;
-  p.code = {{Opcode::kLoadField, 0, 0}, {Opcode::kJumpIfFalse, 3, 0}, {Opcode::kDecide, 2, 0},
+  p.code = {{Opcode::kLoadField, 0, 0},
+            {Opcode::kJumpIfFalse, 3, 0},
+            {Opcode::kDecide, 2, 0},
             {Opcode::kDecide, 0, -1}};
   EXPECT_EQ(Verify(p).message(), "");
   p.code[2].a = 0;  // a keep in the watch rule's name: explain would name the wrong decision

@@ -65,8 +65,10 @@ TEST(Watch, IsNoIdentifierAndNoOnErrorAction) {
   auto named = Parse(Src("guardpolicy 1\npolicy watch { default keep }\n"));
   EXPECT_EQ(testing::Codes(named.diagnostics).at(0), codes::kSyntax);
   Loader loader = testing::MakeLoader();
-  auto on_error = loader.Lint(Src("guardpolicy 1\npolicy p {\n  keep when is_global\n  on_error watch\n}\n"));
-  ASSERT_EQ(testing::ErrorCodes(on_error.diagnostics), std::vector<std::string>{codes::kUnknownOnError});
+  auto on_error =
+      loader.Lint(Src("guardpolicy 1\npolicy p {\n  keep when is_global\n  on_error watch\n}\n"));
+  ASSERT_EQ(testing::ErrorCodes(on_error.diagnostics),
+            std::vector<std::string>{codes::kUnknownOnError});
   EXPECT_EQ(on_error.diagnostics.items()[0].message, "unknown on_error action `watch`");
 }
 
@@ -76,11 +78,15 @@ TEST(Watch, NeedsNoUnsafeAndCountsAsAKeep) {
   auto safe = loader.Lint(Src(kWatchModules));
   EXPECT_FALSE(safe.diagnostics.HasErrors()) << RenderText(safe.diagnostics);
   EXPECT_FALSE(testing::HasCode(safe.diagnostics, codes::kDropsWithoutUnsafe));
-  auto marked = loader.Lint(Src("guardpolicy 1\nunsafe policy p {\n  watch when is_global\n  default watch\n}\n"));
-  EXPECT_TRUE(testing::HasCode(marked.diagnostics, codes::kUnsafeNeverDrops)) << RenderText(marked.diagnostics);
+  auto marked = loader.Lint(
+      Src("guardpolicy 1\nunsafe policy p {\n  watch when is_global\n  default watch\n}\n"));
+  EXPECT_TRUE(testing::HasCode(marked.diagnostics, codes::kUnsafeNeverDrops))
+      << RenderText(marked.diagnostics);
   // What is watched is kept: dropping the globals does not drop every guard (no GP3009).
-  auto most = loader.Lint(Src("guardpolicy 1\nunsafe policy p {\n  drop when is_global\n  default watch\n}\n"));
-  EXPECT_FALSE(testing::HasCode(most.diagnostics, codes::kDropsEverything)) << RenderText(most.diagnostics);
+  auto most = loader.Lint(
+      Src("guardpolicy 1\nunsafe policy p {\n  drop when is_global\n  default watch\n}\n"));
+  EXPECT_FALSE(testing::HasCode(most.diagnostics, codes::kDropsEverything))
+      << RenderText(most.diagnostics);
   EXPECT_FALSE(most.diagnostics.HasErrors());
 }
 
@@ -96,21 +102,26 @@ std::vector<std::string> WatchFindings(const std::string& policy) {
 
 TEST(Watch, Gp3012NamesWhatOnlyAKeepCanHonour) {
   EXPECT_EQ(WatchFindings("policy p {\n  watch when guard_type in {GRAD_MODE, ID_MATCH}\n}\n"),
-            std::vector<std::string>{"`watch` on `GRAD_MODE` guards is honoured as `keep`: their state is not held "
-                                     "in a dict a watcher can see"});
-  EXPECT_EQ(WatchFindings("policy p {\n  keep when source.kind in {\"GlobalStateSource\", \"ShapeEnvSource\"}\n"
-                          "  watch when guard_type == TENSOR_MATCH\n}\n"),
-            std::vector<std::string>{"`watch` on `TENSOR_MATCH` guards on inputs is honoured as `keep`: an input is "
-                                     "passed anew on every call, not held in a dict a watcher can see"});
+            std::vector<std::string>{
+                "`watch` on `GRAD_MODE` guards is honoured as `keep`: their state is not held "
+                "in a dict a watcher can see"});
+  EXPECT_EQ(
+      WatchFindings(
+          "policy p {\n  keep when source.kind in {\"GlobalStateSource\", \"ShapeEnvSource\"}\n"
+          "  watch when guard_type == TENSOR_MATCH\n}\n"),
+      std::vector<std::string>{
+          "`watch` on `TENSOR_MATCH` guards on inputs is honoured as `keep`: an input is "
+          "passed anew on every call, not held in a dict a watcher can see"});
   // Module state, parameters, globals: what a dict watcher sees. No finding.
   EXPECT_TRUE(WatchFindings("policy p {\n  watch when guard_source.is_unspecialized_nn_module\n"
                             "  watch when is_global\n  watch when value.is_parameter\n}\n")
                   .empty());
   // The inputs and the ambient guards kept first: `default watch` is fine.
-  EXPECT_TRUE(WatchFindings("policy p {\n  keep when guard_source == LOCAL\n"
-                            "  keep when source.kind in {\"GlobalStateSource\", \"ShapeEnvSource\"}\n"
-                            "  default watch\n}\n")
-                  .empty());
+  EXPECT_TRUE(
+      WatchFindings("policy p {\n  keep when guard_source == LOCAL\n"
+                    "  keep when source.kind in {\"GlobalStateSource\", \"ShapeEnvSource\"}\n"
+                    "  default watch\n}\n")
+          .empty());
 }
 
 TEST(Watch, CompilesToADecideTheVmReturnsAtEveryLevel) {
@@ -123,8 +134,9 @@ TEST(Watch, CompilesToADecideTheVmReturnsAtEveryLevel) {
     ASSERT_EQ(prog.image().rules.size(), 2u);
     EXPECT_EQ(prog.image().rules[1].decision, Decision::kWatch);
     EXPECT_EQ(prog.image().default_decision, Decision::kWatch);
-    const Outcome module =
-        Guard("ID_MATCH", "LOCAL_UNSPECIALIZED_NN_MODULE").Bool("guard_source.is_unspecialized_nn_module", true).Run(prog);
+    const Outcome module = Guard("ID_MATCH", "LOCAL_UNSPECIALIZED_NN_MODULE")
+                               .Bool("guard_source.is_unspecialized_nn_module", true)
+                               .Run(prog);
     EXPECT_EQ(module.decision, Decision::kWatch);
     EXPECT_EQ(module.rule, 1);
     const Outcome input = Guard("TENSOR_MATCH", "LOCAL").Run(prog);
@@ -135,7 +147,8 @@ TEST(Watch, CompilesToADecideTheVmReturnsAtEveryLevel) {
     EXPECT_EQ(other.rule, -1);
     const std::string listing = Disassemble(prog.image(), loader.schema());
     EXPECT_NE(listing.find("default watch\n"), std::string::npos) << listing;
-    EXPECT_NE(listing.find("DECIDE          watch rule 1 (p at test.gpol:5)"), std::string::npos) << listing;
+    EXPECT_NE(listing.find("DECIDE          watch rule 1 (p at test.gpol:5)"), std::string::npos)
+        << listing;
     EXPECT_NE(listing.find("DECIDE          watch (default)"), std::string::npos) << listing;
   }
 }
@@ -151,20 +164,23 @@ TEST(Watch, OptimizerNeverMergesAWatchWithAKeep) {
                                       "  default keep\n}\n"),
                                   "p", {});
   const Program& prog = policy->program();
-  EXPECT_EQ(Guard("ID_MATCH", "GLOBAL").Bool("is_global", true).Run(prog).decision, Decision::kWatch);
+  EXPECT_EQ(Guard("ID_MATCH", "GLOBAL").Bool("is_global", true).Run(prog).decision,
+            Decision::kWatch);
   EXPECT_EQ(Guard("ID_MATCH", "LOCAL").Run(prog).decision, Decision::kKeep);
   EXPECT_EQ(Guard("TYPE_MATCH", "LOCAL").Run(prog).decision, Decision::kWatch);
   EXPECT_EQ(Guard("EQUALS_MATCH", "LOCAL").Run(prog).decision, Decision::kKeep);
   for (const Instruction& ins : prog.image().code) {
     if (ins.op != Opcode::kDecide) continue;
-    const Decision rule = ins.b < 0 ? prog.image().default_decision : prog.image().rules[ins.b].decision;
+    const Decision rule =
+        ins.b < 0 ? prog.image().default_decision : prog.image().rules[ins.b].decision;
     EXPECT_EQ(static_cast<Decision>(ins.a), rule) << "DECIDE of rule " << ins.b;
   }
 }
 
 std::string Serialized(const std::string& decision) {
   Loader loader = testing::MakeLoader();
-  auto p = loader.Load(Src("guardpolicy 1\nunsafe policy p {\n  " + decision + " when is_global\n  drop when has_value\n}\n"),
+  auto p = loader.Load(Src("guardpolicy 1\nunsafe policy p {\n  " + decision +
+                           " when is_global\n  drop when has_value\n}\n"),
                        "p", {});
   return SerializePolicy(*p, *testing::TestSchema());
 }
@@ -200,8 +216,10 @@ TEST(Watch, AnArtifactWithAnUnknownDecisionIsRefused) {
     }
   }
   ASSERT_EQ(reasons.size(), 2u);
-  EXPECT_NE(reasons[0].find("rule decision is not keep, drop or watch"), std::string::npos) << reasons[0];
-  EXPECT_NE(reasons[1].find("decision is not keep, drop or watch"), std::string::npos) << reasons[1];
+  EXPECT_NE(reasons[0].find("rule decision is not keep, drop or watch"), std::string::npos)
+      << reasons[0];
+  EXPECT_NE(reasons[1].find("decision is not keep, drop or watch"), std::string::npos)
+      << reasons[1];
 }
 
 TEST(Watch, FmtKeepsItAsWritten) {
@@ -215,20 +233,23 @@ TEST(Watch, TestBlocksExpectIt) {
   for (const ExpectationResult& r : RunTests(loader, Src(kWatchModules))) {
     EXPECT_TRUE(r.passed()) << r.range.ToString();
   }
-  const std::string path = WriteTemp("expect_watch.gpol", std::string(kWatchModules) +
-                                                          "\ntest p {\n  expect watch { guard_source: \"LOCAL\" }\n}\n");
+  const std::string path = WriteTemp(
+      "expect_watch.gpol",
+      std::string(kWatchModules) + "\ntest p {\n  expect watch { guard_source: \"LOCAL\" }\n}\n");
   auto cli = testing::RunCli({"test", path});
   EXPECT_EQ(cli.rc, cli::kExitFindings) << cli.err;
   EXPECT_NE(cli.out.find(": PASS: policy `p` watch\n"), std::string::npos) << cli.out;
-  EXPECT_NE(cli.out.find(": FAIL: policy `p` decided keep by rule 0 at " + path + ":4, expected watch\n"),
-            std::string::npos)
+  EXPECT_NE(
+      cli.out.find(": FAIL: policy `p` decided keep by rule 0 at " + path + ":4, expected watch\n"),
+      std::string::npos)
       << cli.out;
   EXPECT_NE(cli.out.find("2 passed, 1 failed"), std::string::npos) << cli.out;
 }
 
 TEST(Watch, CheckExplainSaysWatchAndCountsItApart) {
   const std::string policy = WriteTemp("watch.gpol", kWatchModules);
-  const std::string guards = WriteTemp("watch.json", R"({"torch": "2.13.0", "schema_version": 1, "frames": [
+  const std::string guards =
+      WriteTemp("watch.json", R"({"torch": "2.13.0", "schema_version": 1, "frames": [
     {"frame": 0, "code": "forward", "compile_id": "0/0", "entries": [
       {"guard_type": "TENSOR_MATCH", "guard_source": "LOCAL", "name": "x"},
       {"guard_type": "ID_MATCH", "guard_source": "LOCAL_UNSPECIALIZED_NN_MODULE", "name": "self"},
@@ -238,14 +259,17 @@ TEST(Watch, CheckExplainSaysWatchAndCountsItApart) {
   EXPECT_NE(r.out.find("  keep  TENSOR_MATCH"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  watch ID_MATCH"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("  watch GRAD_MODE"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("policy `p`: 3 guards in 1 frames: 1 kept, 2 watched, 0 dropped\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("policy `p`: 3 guards in 1 frames: 1 kept, 2 watched, 0 dropped\n"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST(Watch, LintAndDisasmOnTheCommandLine) {
   const std::string policy = WriteTemp("lint_watch.gpol", kWatchModules);
   auto lint = testing::RunCli({"lint", policy});
   EXPECT_EQ(lint.rc, cli::kExitClean) << lint.err;
-  EXPECT_NE(lint.err.find("warning[GP3012]"), std::string::npos) << lint.err;  // `default watch` reaches GRAD_MODE
+  EXPECT_NE(lint.err.find("warning[GP3012]"), std::string::npos)
+      << lint.err;  // `default watch` reaches GRAD_MODE
   auto disasm = testing::RunCli({"disasm", policy});
   EXPECT_EQ(disasm.rc, cli::kExitClean) << disasm.err;
   EXPECT_NE(disasm.out.find("watch (default)"), std::string::npos) << disasm.out;

@@ -35,8 +35,9 @@ std::string Summary(const std::string& policy, const size_t counts[kDecisionCoun
   const size_t kept = counts[static_cast<int>(Decision::kKeep)];
   const size_t dropped = counts[static_cast<int>(Decision::kDrop)];
   const size_t watched = counts[static_cast<int>(Decision::kWatch)];
-  return fmt::format("policy `{}`: {} guards in {} frames: {} kept, {}{} dropped\n", policy, kept + watched + dropped,
-                     frames, kept, watched ? fmt::format("{} watched, ", watched) : "", dropped);
+  return fmt::format("policy `{}`: {} guards in {} frames: {} kept, {}{} dropped\n", policy,
+                     kept + watched + dropped, frames, kept,
+                     watched ? fmt::format("{} watched, ", watched) : "", dropped);
 }
 
 }  // namespace

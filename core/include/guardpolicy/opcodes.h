@@ -21,7 +21,7 @@ enum class Effect : uint8_t {
   kBinary,    // pops `rhs` then `lhs`, pushes a bool: the row's expression
   kJump,      // continues at a
   kCondJump,  // pops a bool; continues at a when it is true (kJumpIfTrue) or false (kJumpIfFalse)
-  kDecide,    // ends the run with decision a (keep, drop, watch), by rule b (-1: the policy default)
+  kDecide,    // ends the run with decision a, by rule b (-1: the policy default)
   kNone,      // does nothing
   kBranch,    // a test of field slot a against b, continuing at c when it equals y; the stack is unchanged
   kDispatch,  // continues at dispatch_tables[b][ordinal of enum slot a]; ends the path

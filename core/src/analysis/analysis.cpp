@@ -8,12 +8,12 @@
 #include <set>
 
 #include "formula.h"
-#include "name_literals.h"
-#include "watch_findings.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/evaluator.h"
 #include "guardpolicy/linker.h"
 #include "guardpolicy/printer.h"
+#include "name_literals.h"
+#include "watch_findings.h"
 
 namespace guardpolicy {
 namespace {
@@ -247,7 +247,8 @@ class Analyzer {
   void CheckWatchedInputs(const SourceRange& site, const FormulaPtr& reach) {
     std::vector<std::string_view> types;
     for (const std::string_view type : analysis::kInputGuardTypes) {
-      if (Sat(analysis::And(reach, analysis::InputGuardOfType(vocab_, type)))) types.push_back(type);
+      if (Sat(analysis::And(reach, analysis::InputGuardOfType(vocab_, type))))
+        types.push_back(type);
     }
     analysis::ReportWatchedInputs(site, types, diags_);
   }
@@ -274,7 +275,8 @@ class Analyzer {
       if (!p.default_value) return {};  // no values to run with
     }
     std::vector<EntryLiterals> entries;
-    for (const std::string_view type : analysis::kAmbientGuardTypes) entries.push_back(AmbientEntry(type));
+    for (const std::string_view type : analysis::kAmbientGuardTypes)
+      entries.push_back(AmbientEntry(type));
     return evaluator_.Decide(linked_, entries);
   }
 
@@ -288,7 +290,8 @@ class Analyzer {
     for (const Risk& risk : kRisks) {
       const std::optional<Decided>* d = AmbientDecision(decided, risk.guard_type);
       if (d == nullptr || !*d || (*d)->decision != Decision::kDrop) continue;
-      diags_.Warning(codes::kRiskyDrop, SiteOf(**d), fmt::format("drops the `{}` guard", risk.guard_type),
+      diags_.Warning(codes::kRiskyDrop, SiteOf(**d),
+                     fmt::format("drops the `{}` guard", risk.guard_type),
                      fmt::format("{}; keep it with `keep when guard_type == {}` first", risk.what,
                                  risk.guard_type));
     }
@@ -309,8 +312,8 @@ class Analyzer {
     for (const auto& [site, types] : sites) analysis::ReportWatchedAmbient(site, types, diags_);
   }
 
-  static const std::optional<Decided>* AmbientDecision(const std::vector<std::optional<Decided>>& decided,
-                                                       std::string_view type) {
+  static const std::optional<Decided>* AmbientDecision(
+      const std::vector<std::optional<Decided>>& decided, std::string_view type) {
     for (size_t i = 0; i < decided.size() && i < std::size(analysis::kAmbientGuardTypes); ++i) {
       if (analysis::kAmbientGuardTypes[i] == type) return &decided[i];
     }

@@ -151,7 +151,8 @@ FormulaPtr Vocabulary::Axioms() {
   // Ambient guards (kAmbientGuardTypes) have name "" and no value, and their source is
   // GlobalStateSource (GLOBAL) or ShapeEnvSource (SHAPE_ENV).
   FormulaPtr ambient = GuardTypeIs(kAmbientGuardTypes[0]);
-  for (size_t i = 1; i < std::size(kAmbientGuardTypes); ++i) ambient = Or(ambient, GuardTypeIs(kAmbientGuardTypes[i]));
+  for (size_t i = 1; i < std::size(kAmbientGuardTypes); ++i)
+    ambient = Or(ambient, GuardTypeIs(kAmbientGuardTypes[i]));
   FormulaPtr facts = Or(Not(ambient), And(Not(Atom("is_global")), Not(Atom("has_value"))));
   facts = And(facts, Or(Not(GuardTypeIs("SHAPE_ENV")), GuardSourceIn({"SHAPE_ENV"})));
   // is_global: the source's root is a GlobalSource, whose guard source is global.

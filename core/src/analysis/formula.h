@@ -29,9 +29,17 @@ namespace guardpolicy::analysis {
 // value. SHAPE_ENV and GLOBAL_STATE, first, are the ones GP3008 names when dropped; the
 // order is the one findings name them in.
 inline constexpr std::string_view kAmbientGuardTypes[] = {
-    "SHAPE_ENV",      "GLOBAL_STATE",         "GRAD_MODE",           "DETERMINISTIC_ALGORITHMS",
-    "TORCH_FUNCTION_STATE", "DEFAULT_DEVICE", "AUTOGRAD_SAVED_TENSORS_HOOKS", "FSDP_TRAINING_STATE",
-    "FUNCTORCH_STACK_MATCH", "DUAL_LEVEL"};
+    "SHAPE_ENV",
+    "GLOBAL_STATE",
+    "GRAD_MODE",
+    "DETERMINISTIC_ALGORITHMS",
+    "TORCH_FUNCTION_STATE",
+    "DEFAULT_DEVICE",
+    "AUTOGRAD_SAVED_TENSORS_HOOKS",
+    "FSDP_TRAINING_STATE",
+    "FUNCTORCH_STACK_MATCH",
+    "DUAL_LEVEL",
+};
 
 struct Formula;
 using FormulaPtr = std::shared_ptr<const Formula>;

@@ -24,7 +24,8 @@ std::string Quoted(const std::vector<std::string_view>& names, std::string_view 
 // or for more, the sources every ambient guard comes from.
 std::string KeepRule(const std::vector<std::string_view>& types) {
   if (types.size() == 1) return fmt::format("keep when guard_type == {}", types.front());
-  if (types.size() > 3) return R"(keep when source.kind in {"GlobalStateSource", "ShapeEnvSource"})";
+  if (types.size() > 3)
+    return R"(keep when source.kind in {"GlobalStateSource", "ShapeEnvSource"})";
   std::string set;
   for (const std::string_view t : types) set += (set.empty() ? "" : ", ") + std::string(t);
   return fmt::format("keep when guard_type in {{{}}}", set);
@@ -41,7 +42,8 @@ FormulaPtr InputValueGuard(Vocabulary& vocab) {
   // torch guards a non-tensor, non-module argument and its items with these (guard_source
   // LOCAL, as tensor inputs; the guarded value is there: has_value).
   const FormulaPtr value_guard =
-      Or(Or(vocab.GuardTypeIs("CONSTANT_MATCH"), vocab.GuardTypeIs("EQUALS_MATCH")), vocab.GuardTypeIs("TYPE_MATCH"));
+      Or(Or(vocab.GuardTypeIs("CONSTANT_MATCH"), vocab.GuardTypeIs("EQUALS_MATCH")),
+         vocab.GuardTypeIs("TYPE_MATCH"));
   return And(And(And(value_guard, vocab.GuardSourceIn({"LOCAL"})), vocab.BoolField("has_value")),
              Not(Or(vocab.BoolField("value.is_tensor"), vocab.BoolField("value.is_module"))));
 }
@@ -51,24 +53,29 @@ FormulaPtr InputGuardOfType(Vocabulary& vocab, std::string_view type) {
   return And(InputValueGuard(vocab), vocab.GuardTypeIs(type));
 }
 
-void ReportWatchedAmbient(const SourceRange& site, const std::vector<std::string_view>& types, Diagnostics& diags) {
+void ReportWatchedAmbient(const SourceRange& site, const std::vector<std::string_view>& types,
+                          Diagnostics& diags) {
   if (types.empty()) return;
-  diags.Warning(codes::kUnwatchableWatch, site,
-                fmt::format("`watch` on {} guards is honoured as `keep`: their state is not held in a dict a "
-                            "watcher can see",
-                            Quoted(types, "and")),
-                fmt::format("torch checks {} on every call; say so with `{}` before the watch",
-                            types.size() == 1 ? "it" : "them", KeepRule(types)));
+  diags.Warning(
+      codes::kUnwatchableWatch, site,
+      fmt::format("`watch` on {} guards is honoured as `keep`: their state is not held in a dict a "
+                  "watcher can see",
+                  Quoted(types, "and")),
+      fmt::format("torch checks {} on every call; say so with `{}` before the watch",
+                  types.size() == 1 ? "it" : "them", KeepRule(types)));
 }
 
-void ReportWatchedInputs(const SourceRange& site, const std::vector<std::string_view>& types, Diagnostics& diags) {
+void ReportWatchedInputs(const SourceRange& site, const std::vector<std::string_view>& types,
+                         Diagnostics& diags) {
   if (types.empty()) return;
-  diags.Warning(codes::kUnwatchableWatch, site,
-                fmt::format("`watch` on {} guards on inputs is honoured as `keep`: an input is passed anew on "
-                            "every call, not held in a dict a watcher can see",
-                            Quoted(types, "or")),
-                "torch checks an input's guards on every call; say so with `keep when guard_source == LOCAL` "
-                "before the watch");
+  diags.Warning(
+      codes::kUnwatchableWatch, site,
+      fmt::format(
+          "`watch` on {} guards on inputs is honoured as `keep`: an input is passed anew on "
+          "every call, not held in a dict a watcher can see",
+          Quoted(types, "or")),
+      "torch checks an input's guards on every call; say so with `keep when guard_source == LOCAL` "
+      "before the watch");
 }
 
 }  // namespace guardpolicy::analysis

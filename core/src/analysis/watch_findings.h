@@ -26,17 +26,19 @@ FormulaPtr InputValueGuard(Vocabulary& vocab);
 // GP3012 at `site` (a watch rule, the `use` that brought one in, or `default watch`) for
 // the ambient guard `types` it watches (some of kAmbientGuardTypes, formula.h: no ambient
 // state is held in a dict); nothing when empty.
-void ReportWatchedAmbient(const SourceRange& site, const std::vector<std::string_view>& types, Diagnostics& diags);
+void ReportWatchedAmbient(const SourceRange& site, const std::vector<std::string_view>& types,
+                          Diagnostics& diags);
 
 // The guard types an input's guards have (TENSOR_MATCH on input tensors, the others on the
 // other input values), in the order a finding names them.
-inline constexpr std::string_view kInputGuardTypes[] = {"TENSOR_MATCH", "CONSTANT_MATCH", "EQUALS_MATCH",
-                                                        "TYPE_MATCH"};
+inline constexpr std::string_view kInputGuardTypes[] = {"TENSOR_MATCH", "CONSTANT_MATCH",
+                                                        "EQUALS_MATCH", "TYPE_MATCH"};
 // An input's guard of type `type` (one of kInputGuardTypes).
 FormulaPtr InputGuardOfType(Vocabulary& vocab, std::string_view type);
 
 // GP3012 at `site` for the input guard `types` it can watch (some of kInputGuardTypes);
 // nothing when empty.
-void ReportWatchedInputs(const SourceRange& site, const std::vector<std::string_view>& types, Diagnostics& diags);
+void ReportWatchedInputs(const SourceRange& site, const std::vector<std::string_view>& types,
+                         Diagnostics& diags);
 
 }  // namespace guardpolicy::analysis

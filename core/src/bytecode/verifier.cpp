@@ -101,7 +101,8 @@ class Verifier {
         return InRange(v, p_.functions.size()) ? Problem{} : Problem{"function index out of range"};
       case Operand::kTarget:
         return v > static_cast<int32_t>(pc_) ? Problem{} : Problem{fmt::format("jump target {} is not forward", v)};
-      case Operand::kDecision: return IsDecision(v) ? Problem{} : Problem{"decision is not keep, drop or watch"};
+      case Operand::kDecision:
+        return IsDecision(v) ? Problem{} : Problem{"decision is not keep, drop or watch"};
       case Operand::kRule:
         return v >= -1 && v < static_cast<int32_t>(p_.rules.size()) ? Problem{} : Problem{"rule index out of range"};
       case Operand::kArgCount:  // checked against the function (kCall)
@@ -158,7 +159,8 @@ class Verifier {
     const auto decided = static_cast<Decision>(ins.a);
     if (decided == written) return {};
     return {fmt::format("DECIDE {} but {} decides {}", DecisionName(decided),
-                        ins.b < 0 ? std::string("the default") : fmt::format("rule {}", ins.b), DecisionName(written))};
+                        ins.b < 0 ? std::string("the default") : fmt::format("rule {}", ins.b),
+                        DecisionName(written))};
   }
 
   Problem Step(const Instruction& ins, Stack& s) {

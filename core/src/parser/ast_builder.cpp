@@ -321,11 +321,13 @@ class Builder {
     if (auto* d = c->decision()) {
       const Decision decision = BuildDecision(d);
       if (decision == Decision::kWatch) {  // an unreadable entry has no state to watch
-        diags_.Error(codes::kUnknownOnError, Range(d), "unknown on_error action `watch`",
-                     "an entry that cannot be read has no state to watch; use `keep`, `drop` or `raise`");
+        diags_.Error(
+            codes::kUnknownOnError, Range(d), "unknown on_error action `watch`",
+            "an entry that cannot be read has no state to watch; use `keep`, `drop` or `raise`");
         return;
       }
-      rt.on_error = OnErrorSetting{decision == Decision::kDrop ? OnError::kDrop : OnError::kKeep, Range(d), Range(c)};
+      rt.on_error = OnErrorSetting{decision == Decision::kDrop ? OnError::kDrop : OnError::kKeep,
+                                   Range(d), Range(c)};
       return;
     }
     // A missing action is a syntax error already reported by the parser.
