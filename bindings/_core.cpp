@@ -190,14 +190,14 @@ class PyPolicy {
         schema_(std::move(schema)),
         plan_(std::make_shared<const ExtractorPlan>(policy_->program(), schema_)) {}
 
-  // guard_filter_fn: one exact bool per entry, True = keep.
+  // guard_filter_fn: one exact bool per entry, True = keep (a watch too: torch keeps it).
   py::list Call(py::handle entries) const {
     // Decisions are kept in C++ until the end: a list made up front would be reachable
     // (through the garbage collector) by Python code a field read runs, half filled.
     struct DecisionSink {
       std::vector<uint8_t> keep;
       void Start(size_t n) { keep.resize(n); }
-      void Set(size_t i, Outcome o) { keep[i] = o.decision == Decision::kKeep; }
+      void Set(size_t i, Outcome o) { keep[i] = KeptByTorch(o.decision); }
     } sink;
     Run(entries, false, false, sink);
     py::list out(sink.keep.size());
@@ -205,12 +205,13 @@ class PyPolicy {
     return out;
   }
 
-  // [(keep, rule_index or -1)] per entry.
-  std::vector<std::pair<bool, int>> Explain(py::handle entries, bool from_mappings, bool strict) const {
+  // [(decision: "keep", "drop" or "watch", rule_index or -1)] per entry.
+  std::vector<std::pair<const char*, int>> Explain(py::handle entries, bool from_mappings,
+                                                   bool strict) const {
     struct VectorSink {
-      std::vector<std::pair<bool, int>> out;
+      std::vector<std::pair<const char*, int>> out;
       void Start(size_t n) { out.resize(n); }
-      void Set(size_t i, Outcome o) { out[i] = {o.decision == Decision::kKeep, o.rule}; }
+      void Set(size_t i, Outcome o) { out[i] = {DecisionName(o.decision), o.rule}; }
     } sink;
     Run(entries, from_mappings, strict, sink);
     return std::move(sink.out);
@@ -424,7 +425,8 @@ PYBIND11_MODULE(_core, m) {
       .def("__call__", &PyPolicy::Call, py::arg("entries"),
            "guard_filter_fn: list[GuardFilterEntry] -> list[bool] (True = keep), same length")
       .def("explain", &PyPolicy::Explain, py::arg("entries"), py::arg("from_mappings") = false,
-           py::arg("strict") = false, "[(keep, rule index or -1 for the default)] per entry")
+           py::arg("strict") = false,
+           "[(decision: 'keep', 'drop' or 'watch', rule index or -1 for the default)] per entry")
       .def_property_readonly("name", [](const PyPolicy& p) { return p.policy().name(); })
       .def_property_readonly("doc", [](const PyPolicy& p) { return p.policy().doc(); })
       .def_property_readonly("is_unsafe", [](const PyPolicy& p) { return p.policy().is_unsafe(); })

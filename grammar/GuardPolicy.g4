@@ -48,9 +48,12 @@ policyItem
     | ON_ERROR (decision | action=IDENT)                   # onErrorItem
     ;
 
+// keep: torch checks the guard on every call; drop: never; watch: when the state it reads
+// changes (under a plain guard_filter_fn, and in this release's runtime, a keep).
 decision
     : KEEP
     | DROP
+    | WATCH
     ;
 
 argList
@@ -122,6 +125,7 @@ POLICY      : 'policy' ;
 DOC         : 'doc' ;
 KEEP        : 'keep' ;
 DROP        : 'drop' ;
+WATCH       : 'watch' ;
 WHEN        : 'when' ;
 DEFAULT     : 'default' ;
 USE         : 'use' ;

@@ -33,11 +33,14 @@ class Generator {
         out += "  use " + std::string(Coin() ? "skip_guard_on_globals" : "keep_tensor_guards(keep_parameters = true)") + "\n";
         continue;
       }
-      out += std::string("  ") + (Coin() ? "keep" : "drop") + " when " + Cond(3) + "\n";
+      out += std::string("  ") + DecisionWord() + " when " + Cond(3) + "\n";
     }
-    out += std::string("  default ") + (Coin() ? "keep" : "drop") + "\n}\n";
+    out += std::string("  default ") + DecisionWord() + "\n}\n";
     return out;
   }
+
+  // keep, drop or watch: no pass may merge a watch with a keep.
+  const char* DecisionWord() { return DecisionName(static_cast<Decision>(Pick(kDecisionCount))); }
 
   FieldValues Entry(std::deque<std::string>& store) {
     const Schema& s = *testing::TestSchema();
@@ -142,7 +145,7 @@ std::vector<Value> View(const Program& p, const FieldValues& entry) {
 TEST(Differential, O1AndO0VmAgreeWithTheReferenceInterpreter) {
   constexpr int kPolicies = 1000, kEntries = 100;
   Generator gen(20261129);
-  int compared = 0, rules_removed = 0, specialized = 0;
+  int compared = 0, rules_removed = 0, specialized = 0, watched = 0;
   CompileOptions o0;
   o0.opt_level = 0;
   for (int i = 0; i < kPolicies; ++i) {
@@ -175,11 +178,13 @@ TEST(Differential, O1AndO0VmAgreeWithTheReferenceInterpreter) {
       ASSERT_EQ(a.rule, expected.rule) << "policy " << i << " entry " << j;
       ASSERT_EQ(b.rule, expected.rule) << "policy " << i << " entry " << j;
       ++compared;
+      watched += a.decision == Decision::kWatch;
     }
   }
   EXPECT_EQ(compared, kPolicies * kEntries);
   EXPECT_GT(rules_removed, 0) << "no generated policy exercised the unreachable_rules pass";
   EXPECT_GT(specialized, 20) << "too few generated policies got type_dispatch's specialized layout";
+  EXPECT_GT(watched, kPolicies * kEntries / 10) << "too few entries were watched";
 }
 
 }  // namespace

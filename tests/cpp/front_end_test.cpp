@@ -51,27 +51,50 @@ TEST(FrontEnd, TheAnalysisAsksTheEvaluatorAboutTheAmbientGuards) {
   const LinkedPolicy linked = LinkOpen(p, loader, {});
   ASSERT_EQ(linked.rules.size(), 3u);  // keep, the one rule of skip_guard_on_globals, drop
 
-  // SHAPE_ENV dropped by the last rule, GLOBAL_STATE left open (a plugin failed).
-  FakeEvaluator evaluator({Decided{Decision::kDrop, 2}, std::nullopt});
+  // SHAPE_ENV dropped by the last rule, GLOBAL_STATE left open (a plugin failed), GRAD_MODE
+  // and DEFAULT_DEVICE watched by the last rule (GP3012), two kept, the rest unanswered.
+  FakeEvaluator evaluator({Decided{Decision::kDrop, 2}, std::nullopt, Decided{Decision::kWatch, 2},
+                           Decided{Decision::kKeep, -1}, Decided{Decision::kKeep, -1},
+                           Decided{Decision::kWatch, 2}});
   Diagnostics diags;
   (void)AnalyzePolicy(linked, loader.schema(), evaluator, {}, diags);
   ASSERT_EQ(evaluator.asked_rules, std::vector<size_t>{3});
-  ASSERT_EQ(evaluator.asked.size(), 2u);
-  EXPECT_EQ(evaluator.asked[0].at("guard_type").str, "SHAPE_ENV");
-  EXPECT_EQ(evaluator.asked[0].at("guard_source").str, "SHAPE_ENV");
-  EXPECT_EQ(evaluator.asked[1].at("guard_type").str, "GLOBAL_STATE");
-  EXPECT_EQ(evaluator.asked[1].at("guard_source").str, "GLOBAL");
+  const std::vector<std::pair<std::string, std::string>> asked_types = {
+      {"SHAPE_ENV", "SHAPE_ENV"},
+      {"GLOBAL_STATE", "GLOBAL"},
+      {"GRAD_MODE", "GLOBAL"},
+      {"DETERMINISTIC_ALGORITHMS", "GLOBAL"},
+      {"TORCH_FUNCTION_STATE", "GLOBAL"},
+      {"DEFAULT_DEVICE", "GLOBAL"},
+      {"AUTOGRAD_SAVED_TENSORS_HOOKS", "GLOBAL"},
+      {"FSDP_TRAINING_STATE", "GLOBAL"},
+      {"FUNCTORCH_STACK_MATCH", "GLOBAL"},
+      {"DUAL_LEVEL", "GLOBAL"}};
+  ASSERT_EQ(evaluator.asked.size(), asked_types.size());
+  for (size_t i = 0; i < asked_types.size(); ++i) {
+    EXPECT_EQ(evaluator.asked[i].at("guard_type").str, asked_types[i].first);
+    EXPECT_EQ(evaluator.asked[i].at("guard_source").str, asked_types[i].second);
+  }
   std::vector<std::string> ambient;
   for (const Diagnostic& d : diags.items()) {
-    if (d.code == codes::kRiskyDrop && d.message.starts_with("drops the")) {
+    if ((d.code == codes::kRiskyDrop && d.message.starts_with("drops the")) ||
+        d.code == codes::kUnwatchableWatch) {
       ambient.push_back(d.message + " at " + std::to_string(d.range.start().line));
     }
   }
-  EXPECT_EQ(ambient, std::vector<std::string>{"drops the `SHAPE_ENV` guard at 5"});
+  EXPECT_EQ(
+      ambient,
+      (std::vector<std::string>{
+          "drops the `SHAPE_ENV` guard at 5",
+          "`watch` on `GRAD_MODE` and `DEFAULT_DEVICE` guards is honoured as `keep`: their state "
+          "is not held in a dict a watcher can see at 5"}));
 
   // The real evaluator (through Lint): the policy keeps both ambient guards (source.depth
   // is 0 on them, not > 2), so Lint says nothing about them.
-  for (const Diagnostic& d : lint.diagnostics.items()) EXPECT_FALSE(d.message.starts_with("drops the")) << d.message;
+  for (const Diagnostic& d : lint.diagnostics.items()) {
+    EXPECT_FALSE(d.message.starts_with("drops the")) << d.message;
+    EXPECT_NE(d.code, codes::kUnwatchableWatch) << d.message;
+  }
 }
 
 // The open link leaves the policy's own parameters unbound; WithParams binds those and

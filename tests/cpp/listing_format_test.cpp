@@ -59,7 +59,7 @@ TEST(ListingFormat, CheckExplainNamesTheRuleLikePythonAndDisasm) {
   for (std::string line; std::getline(lines, line);) got.push_back(line);
   ASSERT_EQ(got.size(), 5u) << out.str();
   EXPECT_EQ(got[0], "frame 0 forward [0/0]");
-  EXPECT_TRUE(got[1].starts_with("  keep TENSOR_MATCH")) << got[1];
+  EXPECT_TRUE(got[1].starts_with("  keep  TENSOR_MATCH")) << got[1];  // decisions padded to `watch`
   EXPECT_TRUE(got[1].ends_with(" p at " + policy + ":4")) << got[1];
   EXPECT_TRUE(got[2].ends_with(" skip_guard_on_globals at " + testing::kDataDir +
                                "/std/skip_guard_on_globals.gpol:6"))

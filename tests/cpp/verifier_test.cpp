@@ -59,10 +59,27 @@ TEST(Verifier, RefusesOutOfRangeOperands) {
   EXPECT_EQ(Verify(p).message(), "pc 0: field slot out of range");
   p.code = {{Opcode::kDecide, 0, 7}};
   EXPECT_EQ(Verify(p).message(), "pc 0: rule index out of range");
-  p.code = {{Opcode::kDecide, 2, -1}};
-  EXPECT_EQ(Verify(p).message(), "pc 0: decision is neither keep nor drop");
+  p.code = {{Opcode::kDecide, 3, -1}};
+  EXPECT_EQ(Verify(p).message(), "pc 0: decision is not keep, drop or watch");
   p.code = {{static_cast<Opcode>(200), 0, 0}};
   EXPECT_EQ(Verify(p).message(), "pc 0: unknown opcode 200");
+}
+
+TEST(Verifier, AcceptsWatchAndRefusesADecisionItsRuleDoesNotMake) {
+  ProgramImage p = Base();
+  p.rules[0].decision = Decision::kWatch;
+  p.code = {{Opcode::kLoadField, 0, 0},
+            {Opcode::kJumpIfFalse, 3, 0},
+            {Opcode::kDecide, 2, 0},
+            {Opcode::kDecide, 0, -1}};
+  EXPECT_EQ(Verify(p).message(), "");
+  p.code[2].a = 0;  // a keep in the watch rule's name: explain would name the wrong decision
+  EXPECT_EQ(Verify(p).message(), "pc 2: DECIDE keep but rule 0 decides watch");
+  p.code[2].a = 2;
+  p.default_decision = Decision::kWatch;
+  EXPECT_EQ(Verify(p).message(), "pc 3: DECIDE keep but the default decides watch");
+  p.code[3].a = 2;
+  EXPECT_EQ(Verify(p).message(), "");
 }
 
 TEST(Verifier, RefusesMismatchedStacksAtJoins) {

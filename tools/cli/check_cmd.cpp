@@ -30,6 +30,16 @@ void PrintCode(const Context& ctx, const FieldValues& entry) {
   }
 }
 
+// "N guards in F frames: K kept, D dropped", with "W watched" between when any was.
+std::string Summary(const std::string& policy, const size_t counts[kDecisionCount], size_t frames) {
+  const size_t kept = counts[static_cast<int>(Decision::kKeep)];
+  const size_t dropped = counts[static_cast<int>(Decision::kDrop)];
+  const size_t watched = counts[static_cast<int>(Decision::kWatch)];
+  return fmt::format("policy `{}`: {} guards in {} frames: {} kept, {}{} dropped\n", policy,
+                     kept + watched + dropped, frames, kept,
+                     watched ? fmt::format("{} watched, ", watched) : "", dropped);
+}
+
 }  // namespace
 
 int RunCheck(const Context& ctx, const std::string& policy_path, const std::string& policy,
@@ -44,7 +54,7 @@ int RunCheck(const Context& ctx, const std::string& policy_path, const std::stri
     return ReportLoadError(ctx, e);
   }
   const Program& prog = compiled->program();
-  size_t kept = 0, dropped = 0;
+  size_t counts[kDecisionCount] = {};
   HostStrings strings;
   for (size_t f = 0; f < snap.frames.size(); ++f) {
     const SnapshotFrame& frame = snap.frames[f];
@@ -54,15 +64,14 @@ int RunCheck(const Context& ctx, const std::string& policy_path, const std::stri
     for (size_t i = 0; i < frame.entries.size(); ++i) {
       const FieldValues& entry = frame.entries[i];
       const Outcome& o = outcomes[i];
-      (o.decision == Decision::kKeep ? kept : dropped) += 1;
+      counts[static_cast<int>(o.decision)] += 1;
       if (!explain) continue;
-      *ctx.out << fmt::format("  {:<4} {:<28} {:<40} {}\n", DecisionName(o.decision),
+      *ctx.out << fmt::format("  {:<5} {:<28} {:<40} {}\n", DecisionName(o.decision),
                               entry.at("guard_type").s, entry.at("name").s, RuleText(prog, o));
       PrintCode(ctx, entry);
     }
   }
-  *ctx.out << fmt::format("policy `{}`: {} guards in {} frames: {} kept, {} dropped\n", compiled->name(),
-                          kept + dropped, snap.frames.size(), kept, dropped);
+  *ctx.out << Summary(compiled->name(), counts, snap.frames.size());
   return kExitClean;
 }
 

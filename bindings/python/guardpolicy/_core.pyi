@@ -34,7 +34,7 @@ class _RuleRow(TypedDict):
     file: str
     line: int
     column: int
-    decision: str  # "keep" or "drop"
+    decision: str  # "keep", "drop" or "watch"
 
 class _PluginFieldRow(TypedDict):
     name: str  # "plugin.field"
@@ -69,13 +69,14 @@ class CompiledPolicy:
     constructor); immutable and safe to share between threads."""
 
     def __call__(self, entries: Iterable[Any]) -> list[bool]:
-        """guard_filter_fn: one exact ``bool`` per entry (True = keep), same length. An entry
+        """guard_filter_fn: one exact ``bool`` per entry (True = keep or watch), same length. An entry
         that cannot be read gets the policy's ``on_error`` decision (``raise`` re-raises) and
         one ``PolicyRuntimeWarning`` per call."""
     def explain(
         self, entries: Iterable[Any], from_mappings: bool = False, strict: bool = False
-    ) -> list[tuple[bool, int]]:
-        """``(keep, rule index or -1 for the default)`` per entry. ``from_mappings``: the
+    ) -> list[tuple[str, int]]:
+        """``(decision, rule index or -1 for the default)`` per entry, the decision
+        ``"keep"``, ``"drop"`` or ``"watch"``. ``from_mappings``: the
         entries are ``{field: value}`` mappings; ``strict``: an unreadable entry raises
         (TypeError, ValueError) instead of taking the ``on_error`` decision."""
     @property
@@ -92,7 +93,7 @@ class CompiledPolicy:
         """The program's rules after ``use`` expansion; ``explain`` indexes this list."""
     @property
     def default_decision(self) -> str:
-        """``"keep"`` or ``"drop"``."""
+        """``"keep"``, ``"drop"`` or ``"watch"``."""
     @property
     def on_error(self) -> str:
         """``"keep"``, ``"drop"`` or ``"raise"``."""

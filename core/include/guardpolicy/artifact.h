@@ -20,8 +20,12 @@
 
 namespace guardpolicy {
 
-// 5: the `on_recompile` line. 4: the `verify`, `on_violation` and `dispatch` lines. 3: the checksum and schema hash use FNV-1a-64's published offset basis (version 2 had a
-// digit missing from it). 2: plugin functions and filter slots.
+// 5: the `on_recompile` line. 4: the `verify`, `on_violation` and `dispatch` lines. 3: the checksum
+// and schema hash use FNV-1a-64's published offset basis (version 2 had a digit missing from it).
+// 2: plugin functions and filter slots. A `watch` decision (Decision::kWatch, byte 2) did not
+// change the layout, so version 5 holds it too: every version-5 file still loads, and a guardpolicy
+// older than `watch` refuses one that watches ("rule decision is neither keep nor drop") rather
+// than misreading it.
 inline constexpr uint32_t kArtifactFormatVersion = 5;
 
 std::string SerializePolicy(const CompiledPolicy& policy, const Schema& schema);

@@ -50,6 +50,7 @@ inline constexpr const char kRiskyDrop[] = "GP3008";         // warning: what ca
 inline constexpr const char kDropsEverything[] = "GP3009";   // warning
 inline constexpr const char kUnusedParameter[] = "GP3010";   // warning
 inline constexpr const char kImpossibleName[] = "GP3011";    // warning: `name` torch never spells so
+inline constexpr const char kUnwatchableWatch[] = "GP3012";  // warning: a watch honoured as keep
 
 inline constexpr const char kPolicySelection[] = "GP4001";   // no/ambiguous/unknown policy=
 inline constexpr const char kParamValue[] = "GP4002";        // bad **params at load time

@@ -39,7 +39,7 @@ enum class Operand : uint8_t {
   kTable,     // Program::dispatch_tables
   kFunction,  // Program::functions
   kArgCount,  // the argument count of the function a names
-  kDecision,  // 0 keep, 1 drop
+  kDecision,  // a Decision: 0 keep, 1 drop, 2 watch
   kRule,      // Program::rules, or -1 for the policy default
 };
 

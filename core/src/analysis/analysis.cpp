@@ -3,14 +3,17 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <iterator>
 #include <set>
 
 #include "formula.h"
-#include "name_literals.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/evaluator.h"
 #include "guardpolicy/linker.h"
 #include "guardpolicy/printer.h"
+#include "name_literals.h"
+#include "watch_findings.h"
 
 namespace guardpolicy {
 namespace {
@@ -177,61 +180,77 @@ class Analyzer {
                    "remove it, or move it before the rules that cover it", std::move(related));
   }
 
-  // One warning per drop site (a drop rule, a `use`, or `default drop`) and risk.
+  // GP3009 when nothing is kept; GP3007 and GP3008 per drop site (a drop rule, a `use`, or
+  // `default drop`) and risk; GP3012 per watch site that watches what no watcher can see.
   void CheckRisks() {
-    // Entries kept: reaching a keep rule, or the default when it keeps.
+    CheckDropsEverything();
+    for (size_t i = 0; i < rules_.size(); ++i) {
+      if (rules_[i].own && rules_[i].rule->decision == Decision::kDrop) CheckNoOp(i);
+    }
+    const std::vector<std::optional<Decided>> ambient = DecideAmbient();
+    CheckAmbientRisks(ambient);
+    for (const auto& [site, reach] : Sites(Decision::kDrop)) CheckSiteRisks(site, reach);
+    CheckWatchedAmbient(ambient);
+    for (const auto& [site, reach] : Sites(Decision::kWatch)) CheckWatchedInputs(site, reach);
+  }
+
+  void CheckDropsEverything() {
+    // Entries torch keeps: reaching a keep or watch rule, or the default when it does not drop.
     FormulaPtr kept = analysis::Const(false);
     for (size_t i = 0; i < rules_.size(); ++i) {
-      if (rules_[i].rule->decision == Decision::kKeep) kept = analysis::Or(kept, Reach(i));
+      if (KeptByTorch(rules_[i].rule->decision)) kept = analysis::Or(kept, Reach(i));
     }
-    if (policy_.EffectiveDefault() == Decision::kKeep) kept = analysis::Or(kept, ReachDefault());
+    if (KeptByTorch(policy_.EffectiveDefault())) kept = analysis::Or(kept, ReachDefault());
     if (!Sat(kept)) {  // said once; the specific risks below still name what goes stale
       diags_.Warning(codes::kDropsEverything, policy_.name_range,
                      fmt::format("policy `{}` drops every guard", policy_.name),
                      "the compiled code then runs whatever changes: shapes, dtypes, globals, modules, grad mode");
     }
+  }
+
+  // Where the policy decides `d`, with the entries decided there: each rule deciding `d`
+  // (the rules one `use` brought in, one site), then the default when it decides `d`.
+  std::vector<std::pair<SourceRange, FormulaPtr>> Sites(Decision d) const {
     std::vector<std::pair<SourceRange, FormulaPtr>> sites;
     for (size_t i = 0; i < rules_.size(); ++i) {
-      if (rules_[i].rule->decision != Decision::kDrop) continue;
+      if (rules_[i].rule->decision != d) continue;
       if (!sites.empty() && sites.back().first.begin == rules_[i].site.begin) {
         sites.back().second = analysis::Or(sites.back().second, Reach(i));
       } else {
         sites.emplace_back(rules_[i].site, Reach(i));
       }
-      if (rules_[i].own) CheckNoOp(i);
     }
-    if (policy_.EffectiveDefault() == Decision::kDrop) {
-      sites.emplace_back(policy_.default_range.valid() ? policy_.default_range : policy_.name_range, ReachDefault());
-    }
-    CheckAmbientRisks();
-    for (const auto& [site, reach] : sites) CheckSiteRisks(site, reach);
+    if (policy_.EffectiveDefault() == d) sites.emplace_back(DefaultSite(), ReachDefault());
+    return sites;
+  }
+
+  SourceRange DefaultSite() const {
+    return policy_.default_range.valid() ? policy_.default_range : policy_.name_range;
   }
 
   void CheckSiteRisks(const SourceRange& site, const FormulaPtr& reach) {
-    const FormulaPtr input_tensor =
-        analysis::And(analysis::And(vocab_.GuardTypeIs("TENSOR_MATCH"), vocab_.GuardSourceIn({"LOCAL"})),
-                      analysis::Not(vocab_.BoolField("value.is_parameter")));
-    if (Sat(analysis::And(reach, input_tensor))) {
+    if (Sat(analysis::And(reach, analysis::InputTensorGuard(vocab_)))) {
       diags_.Warning(codes::kRiskyDrop, site, "can drop `TENSOR_MATCH` guards on input tensors",
                      "an input's dtype, device, shape, strides or requires_grad can then change under the "
                      "compiled code");
     }
-    // A non-tensor, non-module argument and its items (`transformer_options['scale']`, a
-    // flag): torch guards their values and types with these (guard_source LOCAL, as tensor
-    // inputs; the guarded value is there: has_value).
-    const FormulaPtr value_guard =
-        analysis::Or(analysis::Or(vocab_.GuardTypeIs("CONSTANT_MATCH"), vocab_.GuardTypeIs("EQUALS_MATCH")),
-                     vocab_.GuardTypeIs("TYPE_MATCH"));
-    const FormulaPtr input_value = analysis::And(
-        analysis::And(analysis::And(value_guard, vocab_.GuardSourceIn({"LOCAL"})), vocab_.BoolField("has_value")),
-        analysis::Not(analysis::Or(vocab_.BoolField("value.is_tensor"), vocab_.BoolField("value.is_module"))));
-    if (Sat(analysis::And(reach, input_value))) {
+    if (Sat(analysis::And(reach, analysis::InputValueGuard(vocab_)))) {
       diags_.Warning(codes::kRiskyDrop, site,
                      "can drop `CONSTANT_MATCH`, `EQUALS_MATCH` or `TYPE_MATCH` guards on non-tensor inputs",
                      "a changed flag, number, string or dict entry passed as an argument (a "
                      "transformer_options-style dict) then reuses code traced for the old value; keep them "
                      "with `keep when guard_source == LOCAL and not value.is_tensor` first");
     }
+  }
+
+  // GP3012 when the entries `reach` watches at `site` can be an input's guards.
+  void CheckWatchedInputs(const SourceRange& site, const FormulaPtr& reach) {
+    std::vector<std::string_view> types;
+    for (const std::string_view type : analysis::kInputGuardTypes) {
+      if (Sat(analysis::And(reach, analysis::InputGuardOfType(vocab_, type))))
+        types.push_back(type);
+    }
+    analysis::ReportWatchedInputs(site, types, diags_);
   }
 
   // An ambient guard (`SHAPE_ENV` from ShapeEnvSource, the others from GlobalStateSource):
@@ -248,28 +267,57 @@ class Analyzer {
             {"source.root", text(shape ? "ShapeEnvSource" : "GlobalStateSource")}};
   }
 
-  // Runs the policy (default parameters) on the SHAPE_ENV and GLOBAL_STATE guards, through
-  // the evaluator (evaluator.h).
-  void CheckAmbientRisks() {
+  // What the policy (default parameters) decides on each of kAmbientGuardTypes, through the
+  // evaluator (evaluator.h); nothing when a parameter has no default. A plugin field or
+  // filter that needs the Python entry leaves an entry's question open (nullopt).
+  std::vector<std::optional<Decided>> DecideAmbient() {
     for (const Param& p : policy_.params) {
-      if (!p.default_value) return;  // no values to run with
+      if (!p.default_value) return {};  // no values to run with
     }
     std::vector<EntryLiterals> entries;
-    for (const Risk& risk : kRisks) entries.push_back(AmbientEntry(risk.guard_type));
-    const std::vector<std::optional<Decided>> decided = evaluator_.Decide(linked_, entries);
-    for (size_t i = 0; i < decided.size(); ++i) {
-      // A plugin field or filter that needs the Python entry leaves the question open.
-      if (!decided[i] || decided[i]->decision != Decision::kDrop) continue;
-      const Risk& risk = kRisks[i];
-      const int rule = decided[i]->rule;
-      const bool by_rule = rule >= 0 && static_cast<size_t>(rule) < rules_.size();
-      const SourceRange site = by_rule ? rules_[rule].site
-                               : policy_.default_range.valid() ? policy_.default_range
-                                                               : policy_.name_range;
-      diags_.Warning(codes::kRiskyDrop, site, fmt::format("drops the `{}` guard", risk.guard_type),
+    for (const std::string_view type : analysis::kAmbientGuardTypes)
+      entries.push_back(AmbientEntry(type));
+    return evaluator_.Decide(linked_, entries);
+  }
+
+  SourceRange SiteOf(const Decided& decided) const {
+    const bool by_rule = decided.rule >= 0 && static_cast<size_t>(decided.rule) < rules_.size();
+    return by_rule ? rules_[decided.rule].site : DefaultSite();
+  }
+
+  // GP3008 on the dropped SHAPE_ENV and GLOBAL_STATE guards.
+  void CheckAmbientRisks(const std::vector<std::optional<Decided>>& decided) {
+    for (const Risk& risk : kRisks) {
+      const std::optional<Decided>* d = AmbientDecision(decided, risk.guard_type);
+      if (d == nullptr || !*d || (*d)->decision != Decision::kDrop) continue;
+      diags_.Warning(codes::kRiskyDrop, SiteOf(**d),
+                     fmt::format("drops the `{}` guard", risk.guard_type),
                      fmt::format("{}; keep it with `keep when guard_type == {}` first", risk.what,
                                  risk.guard_type));
     }
+  }
+
+  // GP3012 per site that watches ambient guards, naming them in kAmbientGuardTypes' order.
+  void CheckWatchedAmbient(const std::vector<std::optional<Decided>>& decided) {
+    std::vector<std::pair<SourceRange, std::vector<std::string_view>>> sites;
+    for (size_t i = 0; i < decided.size() && i < std::size(analysis::kAmbientGuardTypes); ++i) {
+      if (!decided[i] || decided[i]->decision != Decision::kWatch) continue;
+      const SourceRange site = SiteOf(*decided[i]);
+      auto it = std::find_if(sites.begin(), sites.end(), [&](const auto& s) {
+        return s.first.begin == site.begin && s.first.end == site.end;
+      });
+      if (it == sites.end()) it = sites.insert(sites.end(), {site, {}});
+      it->second.push_back(analysis::kAmbientGuardTypes[i]);
+    }
+    for (const auto& [site, types] : sites) analysis::ReportWatchedAmbient(site, types, diags_);
+  }
+
+  static const std::optional<Decided>* AmbientDecision(
+      const std::vector<std::optional<Decided>>& decided, std::string_view type) {
+    for (size_t i = 0; i < decided.size() && i < std::size(analysis::kAmbientGuardTypes); ++i) {
+      if (analysis::kAmbientGuardTypes[i] == type) return &decided[i];
+    }
+    return nullptr;
   }
 
   void CheckNoOp(size_t i) {

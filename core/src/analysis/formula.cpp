@@ -1,6 +1,8 @@
 // formula.cpp: building formulas from conditions, and a budgeted satisfiability search.
 #include "formula.h"
 
+#include <iterator>
+
 #include <functional>
 
 #include "guardpolicy/printer.h"
@@ -146,14 +148,11 @@ FormulaPtr Vocabulary::BoolField(const std::string& field) {
 }
 
 FormulaPtr Vocabulary::Axioms() {
-  // Ambient guards (torch/_dynamo/output_graph.py init_ambient_guards) have name "" and no
-  // value, and their source is GlobalStateSource (GLOBAL) or ShapeEnvSource (SHAPE_ENV).
-  static const char* kAmbient[] = {"GLOBAL_STATE", "GRAD_MODE", "DETERMINISTIC_ALGORITHMS",
-                                   "TORCH_FUNCTION_STATE", "DEFAULT_DEVICE",
-                                   "AUTOGRAD_SAVED_TENSORS_HOOKS", "FSDP_TRAINING_STATE",
-                                   "FUNCTORCH_STACK_MATCH", "DUAL_LEVEL"};
-  FormulaPtr ambient = GuardTypeIs("SHAPE_ENV");
-  for (const char* t : kAmbient) ambient = Or(ambient, GuardTypeIs(t));
+  // Ambient guards (kAmbientGuardTypes) have name "" and no value, and their source is
+  // GlobalStateSource (GLOBAL) or ShapeEnvSource (SHAPE_ENV).
+  FormulaPtr ambient = GuardTypeIs(kAmbientGuardTypes[0]);
+  for (size_t i = 1; i < std::size(kAmbientGuardTypes); ++i)
+    ambient = Or(ambient, GuardTypeIs(kAmbientGuardTypes[i]));
   FormulaPtr facts = Or(Not(ambient), And(Not(Atom("is_global")), Not(Atom("has_value"))));
   facts = And(facts, Or(Not(GuardTypeIs("SHAPE_ENV")), GuardSourceIn({"SHAPE_ENV"})));
   // is_global: the source's root is a GlobalSource, whose guard source is global.

@@ -15,12 +15,31 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "guardpolicy/ast.h"
 #include "guardpolicy/schema.h"
 
 namespace guardpolicy::analysis {
+
+// The ambient guard types: torch 2.13 makes them on ShapeEnvSource (SHAPE_ENV) or
+// GlobalStateSource (the others: output_graph.py init_ambient_guards, the DUAL_LEVEL and
+// FSDP_TRAINING_STATE context managers of variables/ctx_manager.py), with name "" and no
+// value. SHAPE_ENV and GLOBAL_STATE, first, are the ones GP3008 names when dropped; the
+// order is the one findings name them in.
+inline constexpr std::string_view kAmbientGuardTypes[] = {
+    "SHAPE_ENV",
+    "GLOBAL_STATE",
+    "GRAD_MODE",
+    "DETERMINISTIC_ALGORITHMS",
+    "TORCH_FUNCTION_STATE",
+    "DEFAULT_DEVICE",
+    "AUTOGRAD_SAVED_TENSORS_HOOKS",
+    "FSDP_TRAINING_STATE",
+    "FUNCTORCH_STACK_MATCH",
+    "DUAL_LEVEL",
+};
 
 struct Formula;
 using FormulaPtr = std::shared_ptr<const Formula>;

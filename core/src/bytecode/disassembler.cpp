@@ -17,7 +17,7 @@ class Listing {
   std::string Text() const {
     std::string out = fmt::format("policy {}: {} instructions, {} fields, {} rules, default {}\n",
                                   p_.policy_name, p_.code.size(), p_.fields.size(), p_.rules.size(),
-                                  p_.default_decision == Decision::kDrop ? "drop" : "keep");
+                                  DecisionName(p_.default_decision));
     for (size_t i = 0; i < p_.fields.size(); ++i) out += fmt::format("  field {}: {}\n", i, Slot(i));
     for (size_t i = 0; i < p_.functions.size(); ++i) out += fmt::format("  function {}: {}\n", i, p_.functions[i].name);
     for (size_t pc = 0; pc < p_.code.size(); ++pc) {
@@ -115,7 +115,7 @@ class Listing {
         return out;
       }
       case Opcode::kDecide: {
-        const char* d = ins.a == 1 ? "drop" : "keep";
+        const char* d = IsDecision(ins.a) ? DecisionName(static_cast<Decision>(ins.a)) : "?";
         if (ins.b < 0) return fmt::format("{} (default)", d);
         if (ins.b >= int(p.rules.size())) return fmt::format("{} rule {}", d, ins.b);
         return fmt::format("{} rule {} ({})", d, ins.b, RuleLabel(p.rules[ins.b]));

@@ -101,7 +101,8 @@ class Verifier {
         return InRange(v, p_.functions.size()) ? Problem{} : Problem{"function index out of range"};
       case Operand::kTarget:
         return v > static_cast<int32_t>(pc_) ? Problem{} : Problem{fmt::format("jump target {} is not forward", v)};
-      case Operand::kDecision: return v == 0 || v == 1 ? Problem{} : Problem{"decision is neither keep nor drop"};
+      case Operand::kDecision:
+        return IsDecision(v) ? Problem{} : Problem{"decision is not keep, drop or watch"};
       case Operand::kRule:
         return v >= -1 && v < static_cast<int32_t>(p_.rules.size()) ? Problem{} : Problem{"rule index out of range"};
       case Operand::kArgCount:  // checked against the function (kCall)
@@ -151,6 +152,17 @@ class Verifier {
     return FlowTo(pc_ + 1, s);
   }
 
+  // A DECIDE gives the decision of the rule it names (or the default's), so explain never
+  // names a rule that decided otherwise, and no pass can merge a watch with a keep.
+  Problem DecisionOfItsRule(const Instruction& ins) const {
+    const Decision written = ins.b < 0 ? p_.default_decision : p_.rules[ins.b].decision;
+    const auto decided = static_cast<Decision>(ins.a);
+    if (decided == written) return {};
+    return {fmt::format("DECIDE {} but {} decides {}", DecisionName(decided),
+                        ins.b < 0 ? std::string("the default") : fmt::format("rule {}", ins.b),
+                        DecisionName(written))};
+  }
+
   Problem Step(const Instruction& ins, Stack& s) {
     const OpcodeInfo* found = FindOpcode(ins.op);
     if (found == nullptr) return {fmt::format("unknown opcode {}", static_cast<int>(ins.op))};
@@ -185,7 +197,7 @@ class Verifier {
       }
       case Effect::kBranch: return FusedBranch(ins, info, s);
       case Effect::kDispatch: return Dispatch(ins, s);
-      case Effect::kDecide: return {};  // ends the path
+      case Effect::kDecide: return DecisionOfItsRule(ins);  // ends the path
     }
     if (p) return p;
     return FlowTo(pc_ + 1, s);

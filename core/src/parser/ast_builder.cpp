@@ -83,8 +83,10 @@ class Builder {
     return text.value_or("");
   }
 
-  Decision BuildDecision(P::DecisionContext* ctx) {
-    return ctx && ctx->DROP() ? Decision::kDrop : Decision::kKeep;
+  static Decision BuildDecision(P::DecisionContext* ctx) {
+    if (ctx && ctx->DROP()) return Decision::kDrop;
+    if (ctx && ctx->WATCH()) return Decision::kWatch;
+    return Decision::kKeep;
   }
 
   Literal BuildLiteral(P::LiteralContext* ctx) {
@@ -317,8 +319,15 @@ class Builder {
   void BuildOnError(RuntimeSettings& rt, P::OnErrorItemContext* c) {
     if (rt.on_error) DuplicateItem(Range(c), "on_error");
     if (auto* d = c->decision()) {
-      const OnError action = BuildDecision(d) == Decision::kDrop ? OnError::kDrop : OnError::kKeep;
-      rt.on_error = OnErrorSetting{action, Range(d), Range(c)};
+      const Decision decision = BuildDecision(d);
+      if (decision == Decision::kWatch) {  // an unreadable entry has no state to watch
+        diags_.Error(
+            codes::kUnknownOnError, Range(d), "unknown on_error action `watch`",
+            "an entry that cannot be read has no state to watch; use `keep`, `drop` or `raise`");
+        return;
+      }
+      rt.on_error = OnErrorSetting{decision == Decision::kDrop ? OnError::kDrop : OnError::kKeep,
+                                   Range(d), Range(c)};
       return;
     }
     // A missing action is a syntax error already reported by the parser.

@@ -275,7 +275,7 @@ PolicyMeta ReadMeta(Reader& r, std::string& name) {
 ProgramImage ReadProgram(Reader& r, const Schema& schema) {
   ProgramImage p;
   const auto d = r.Int<uint8_t>();
-  if (d > 1) throw Corrupt("default decision is neither keep nor drop");
+  if (!IsDecision(d)) throw Corrupt("default decision is not keep, drop or watch");
   p.default_decision = static_cast<Decision>(d);
   p.default_file = r.Str();
   p.default_line = r.Int<int32_t>();
@@ -313,7 +313,7 @@ ProgramImage ReadProgram(Reader& r, const Schema& schema) {
     info.line = r.Int<int32_t>();
     info.col = r.Int<int32_t>();
     const auto dec = r.Int<uint8_t>();
-    if (dec > 1) throw Corrupt("rule decision is neither keep nor drop");
+    if (!IsDecision(dec)) throw Corrupt("rule decision is not keep, drop or watch");
     info.decision = static_cast<Decision>(dec);
     p.rules.push_back(std::move(info));
     p.rule_entry.push_back(r.Int<int32_t>());

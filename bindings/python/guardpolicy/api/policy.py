@@ -21,7 +21,7 @@ class RuleRef:
     file: str
     line: int
     column: int
-    decision: str  # "keep" or "drop"
+    decision: str  # "keep", "drop" or "watch"
 
     def __str__(self) -> str:
         return f"{self.policy} at {self.file}:{self.line}"
@@ -29,19 +29,24 @@ class RuleRef:
 
 @dataclasses.dataclass(frozen=True)
 class Explanation:
-    """The decision for one guard entry. ``rule`` is None when the policy default decided;
-    ``code`` is what the guard checks (the schema field ``code``: torch's check code, one
-    line per part, e.g. ``L['self'].n_active == 3``; "" for a guard without Python code)."""
+    """The decision for one guard entry. ``keep``: whether torch keeps the guard (True for
+    ``keep`` and for ``watch``, which a ``guard_filter_fn`` and this release's runtime honour
+    as a keep); ``watched``: the policy decided ``watch``. ``rule`` is None when the policy
+    default decided; ``code`` is what the guard checks (the schema field ``code``: torch's
+    check code, one line per part, e.g. ``L['self'].n_active == 3``; "" for a guard without
+    Python code)."""
 
     keep: bool
     rule: RuleRef | None
     name: str
     guard_type: str
     code: str = ""
+    watched: bool = False
 
     @property
     def decision(self) -> str:
-        return "keep" if self.keep else "drop"
+        """``"keep"``, ``"drop"`` or ``"watch"``."""
+        return "watch" if self.watched else "keep" if self.keep else "drop"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -89,8 +94,8 @@ class Policy:
     """A compiled, verified guard-filter policy.
 
     Call it with ``list[GuardFilterEntry]`` (what ``torch.compile`` passes as
-    ``guard_filter_fn``): it returns a ``list[bool]`` of the same length, ``True`` = keep,
-    each element exactly ``bool``. It reads only the fields listed in ``fields`` and keeps
+    ``guard_filter_fn``): it returns a ``list[bool]`` of the same length, ``True`` = keep
+    (a ``watch`` is a keep there), each element exactly ``bool``. It reads only the fields listed in ``fields`` and keeps
     no reference to any entry after the call. Immutable; safe to share between threads.
     Pickles (and deep-copies) as its origin: loaded again, re-checked, on the other side.
     """
@@ -109,33 +114,41 @@ class Policy:
         return (_restore, (self._origin,))
 
     def __call__(self, entries: Sequence[Any]) -> list[bool]:
-        """``guard_filter_fn``: ``list[GuardFilterEntry] -> list[bool]``, True = keep."""
+        """``guard_filter_fn``: ``list[GuardFilterEntry] -> list[bool]``, True = keep (keep
+        or watch: torch checks a watched guard as a kept one)."""
         return self._compiled(entries)
 
     def evaluate(self, rows: Sequence[Mapping[str, Any]]) -> list[bool]:
         """Decisions for plain mappings ``{field name: value}`` (absent fields read as
-        false, 0 or ""); the same program as ``__call__``, for tests and snapshots.
-        Unlike ``__call__``, a row that cannot be read raises (TypeError, ValueError)."""
-        return [keep for keep, _ in self._compiled.explain(list(rows), True, True)]
+        false, 0 or ""); the same program as ``__call__``, for tests and snapshots: True =
+        keep or watch. Unlike ``__call__``, a row that cannot be read raises (TypeError,
+        ValueError). ``decide`` tells a watch from a keep."""
+        return [decision != "drop" for decision in self.decide(rows)]
+
+    def decide(self, rows: Sequence[Mapping[str, Any]]) -> list[str]:
+        """The decision, ``"keep"``, ``"drop"`` or ``"watch"``, for each mapping row (as
+        ``evaluate``, which gives them as bools)."""
+        return [decision for decision, _ in self._compiled.explain(list(rows), True, True)]
 
     def explain(self, entries: Sequence[Any]) -> list[Explanation]:
         """Per entry (a ``GuardFilterEntry`` or a mapping row as for ``evaluate``): the
-        decision, the rule that made it (or None for the default), the ``name`` and
+        decision (keep, drop or watch), the rule that made it (or None for the default), the ``name`` and
         ``guard_type`` and ``code`` (read now: call it while ``guard_filter_fn`` runs, as
         ``guardpolicy.compile`` does, for the code of a live entry). Any iterable is
         accepted."""
         entries = list(entries)
         rows = bool(entries) and all(isinstance(e, Mapping) for e in entries)
         out = []
-        for entry, (keep, rule) in zip(entries, self._compiled.explain(entries, rows, rows)):
+        for entry, (decision, rule) in zip(entries, self._compiled.explain(entries, rows, rows)):
             field = entry.get if rows else (lambda key, default, e=entry: getattr(e, key, default))
             out.append(
                 Explanation(
-                    keep=keep,
+                    keep=decision != "drop",
                     rule=self._rules[rule] if rule >= 0 else None,
                     name=str(field("name", "")),
                     guard_type=str(field("guard_type", "")),
                     code=str(field("code", "")) if rows else guard_code(entry),
+                    watched=decision == "watch",
                 )
             )
         return out
@@ -173,6 +186,7 @@ class Policy:
 
     @property
     def default_decision(self) -> str:
+        """The decision when no rule matches: ``"keep"``, ``"drop"`` or ``"watch"``."""
         return self._compiled.default_decision
 
     @property

@@ -170,7 +170,7 @@ def _function_with_dispatch(compiled: Callable, fn: Callable, stats_: CompileSta
 
 def explain(compiled: Any) -> list[FrameExplanations]:
     """Per frame ``compiled`` has compiled so far, a ``FrameExplanations``: per guard an
-    ``Explanation`` (keep or drop, the deciding rule with its file:line or None for the
+    ``Explanation`` (keep, drop or watch, the deciding rule with its file:line or None for the
     default, the guard's name and guard_type), and ``frame``, the ``CompiledFrame``
     (function, file:line, compile id). Raises TypeError for anything ``guardpolicy.compile``
     did not return."""

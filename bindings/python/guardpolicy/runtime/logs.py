@@ -1,5 +1,6 @@
 """guardpolicy's log, in torch's logging: ``TORCH_LOGS=guardpolicy`` prints one line per
-compiled frame (the policy, kept and dropped counts, the compile id) and
+compiled frame (the policy, kept and dropped counts, and watched ones apart when the policy
+watched any, the compile id) and
 ``TORCH_LOGS=+guardpolicy`` every decision too (the rule's ``file:line`` and the guard's
 code); verify violations, dry-run events, stance recoveries and direct-dispatch fallbacks go to
 the same logger. With ``TORCH_TRACE=DIR`` each compiled frame's decisions are also written to
@@ -19,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+from collections import Counter
 from typing import Any, Iterator
 
 #: The ``guardpolicy`` logger (``logging.getLogger("guardpolicy")``): what TORCH_LOGS names.
@@ -61,6 +63,14 @@ def _decision_row(e: Any) -> dict[str, Any]:
             "rule": str(e.rule) if e.rule else "default", "code": e.code}
 
 
+def _counts(explanations: list) -> str:
+    """``"K kept, D dropped"``, or ``"K kept, W watched, D dropped"`` when any guard was
+    watched (a watched guard is not counted as kept)."""
+    decided = Counter(e.decision for e in explanations)
+    watched = f"{decided['watch']} watched, " if decided["watch"] else ""
+    return f"{decided['keep']} kept, {watched}{decided['drop']} dropped"
+
+
 def frame_decided(policy: str, explanations: list, frame: Any) -> None:
     """Logs one compiled frame's decisions (``explanations``: ``Explanation`` objects in the
     order torch offered the guards; ``frame``: its ``CompiledFrame``) and writes them to the
@@ -68,9 +78,7 @@ def frame_decided(policy: str, explanations: list, frame: Any) -> None:
     from . import torch_internals
 
     if log.isEnabledFor(logging.INFO):
-        kept = sum(1 for e in explanations if e.keep)
-        log.info("policy `%s` on %s: %d guards, %d kept, %d dropped", policy, frame, len(explanations),
-                 kept, len(explanations) - kept)
+        log.info("policy `%s` on %s: %d guards, %s", policy, frame, len(explanations), _counts(explanations))
     if log.isEnabledFor(logging.DEBUG):
         for e in explanations:
             code = "; ".join(e.code.splitlines())
