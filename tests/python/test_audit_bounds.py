@@ -192,20 +192,25 @@ class Recurrent(nn.Module):
         return self.rnn(x)[0]
 
 
-def test_a_model_dynamo_does_not_compile_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
-    from guardpolicy.tools.suggest.command import NothingToAudit
+#: torch 2.13 and 2.14 compile no frame of a GRU model (Dynamo skips nn.GRU); 2.15 compiles it.
+_GRU_SKIPPED = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 15)
 
-    torch.manual_seed(0)
-    with pytest.raises(NothingToAudit, match="compiled no frame of the model"):
-        gp.suggest(Recurrent().eval(), torch.randn(2, 3, 4))
+
+def test_a_model_dynamo_does_not_compile_is_one_line_and_writes_nothing(tmp_path, capsys, monkeypatch):
     model = tmp_path / "rnn.py"
     model.write_text("import torch\nfrom test_audit_bounds import Recurrent\n\n"
-                     "def build():\n    return Recurrent().eval(), (torch.randn(2, 3, 4),)\n")
+                     "def build():\n    torch.manual_seed(0)\n    return Recurrent().eval(), (torch.randn(2, 3, 4),)\n")
     monkeypatch.syspath_prepend(str(Path(__file__).parent))
     out = tmp_path / "rnn.gpol"
-    assert suggest_cli.main(["--model", str(model), "-o", str(out), "--backend", "eager"]) == 1
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "no policy is written" in err[0] and not out.exists()
+    rc = suggest_cli.main(["--model", str(model), "-o", str(out), "--backend", "eager", "--bench-backends", ""])
+    captured = capsys.readouterr()
+    if _GRU_SKIPPED:
+        err = captured.err.strip().splitlines()
+        assert rc == 1 and len(err) == 1 and "compiled no frame of the model" in err[0], captured.err
+        assert "no policy is written" in err[0] and not out.exists()
+    else:  # compiled: an ordinary policy, and the report says what it dropped
+        assert rc == 0 and gp.load(str(out)).name == "suggested_rnn", captured.err
+        assert "drops " in captured.out and " 0 of 0 guards" not in captured.out
 
 
 def test_an_existing_output_is_one_line_without_the_usage(tmp_path, capsys):
