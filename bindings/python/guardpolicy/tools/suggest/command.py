@@ -309,10 +309,9 @@ def suggest(fn: Any, args: tuple = (), kwargs: dict | None = None, *, name: str 
         raise ValueError("; ".join(result.problems))
     if result.frames == 0:
         raise NothingToAudit(
-            "torch.compile compiled no frame of the model: Dynamo ran all of it in eager (a forward under "
-            "torch.compiler.disable, or modules a release skips: nn.GRU and nn.LSTM on torch 2.13 and 2.14 unless "
-            "torch._dynamo.config.allow_rnn = True; TORCH_LOGS=graph_breaks says why), so there is no guard to "
-            "audit and no policy is written")
+            "torch.compile compiled no frame of the model: Dynamo ran all of it in eager (modules a release skips: "
+            "nn.GRU and nn.LSTM on torch 2.13 and 2.14 unless torch._dynamo.config.allow_rnn = True; "
+            "TORCH_LOGS=graph_breaks says why), so there is no guard to audit and no policy is written")
     dropped, kept = decide(result, set(changed))
     source = render(name, spec, result, dropped, kept, torch.__version__, verify)
     text = source.render()
