@@ -78,12 +78,12 @@ def _timed(argv: list[str]) -> tuple[float, float, str]:
         p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err_file, text=True, cwd=ROOT)
         out = p.stdout.read()
         _, status, usage = os.wait4(p.pid, 0)
-        p.returncode = status
+        p.returncode = os.waitstatus_to_exitcode(status)  # reaped here: Popen must not wait again
         err_file.seek(0)
         err = err_file.read()
     wall = time.perf_counter() - t0
-    if status:
-        sys.exit(f"{' '.join(argv[:5])} ...: wait status {status}\n{err[-2000:]}")
+    if p.returncode:
+        sys.exit(f"{' '.join(argv[:5])} ...: exit {p.returncode}\n{err[-2000:]}")
     return wall, usage.ru_maxrss / 1024, out
 
 

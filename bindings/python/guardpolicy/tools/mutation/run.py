@@ -367,14 +367,13 @@ def _run(result: MutationAudit, rec: GuardRecorder, session: Session, policy: Po
         progress(f"{label} · {result.policy}: {len(plans)} states, {result.planned} changes to try, each one call "
                  "of eager and one of the compiled model (a change a kept guard catches compiles again)")
     done = 0
-
-    def tick(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress:
-            progress(f"{label} · {result.policy} · {done}/{result.planned} {group.name or '<ambient>'}")
-
     for group, mutations in plans:
+        def tick(n: int, state: str = group.name or "<ambient>") -> None:
+            nonlocal done
+            done += n
+            if progress:
+                progress(f"{label} · {result.policy} · {done}/{result.planned} {state}")
+
         _audit_group(group, mutations, rec, session, compiled, tick, deadline)
     cut = [g for g in result.groups if g.cut]
     if cut:

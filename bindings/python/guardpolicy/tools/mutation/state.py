@@ -39,6 +39,17 @@ class AuditStateError(RuntimeError):
     """The caller's model or inputs differ from the snapshot after the audit (restored)."""
 
 
+def _same_values(t: Any, saved: Any) -> bool:
+    """Whether tensor ``t`` holds the values of ``saved`` (same shape and dtype), NaN equal
+    to NaN."""
+    import torch
+
+    with torch.no_grad():
+        now = t.detach()
+        return torch.equal(now, saved) or (now.is_floating_point() and bool(
+            ((now == saved) | (now.isnan() & saved.isnan())).all()))
+
+
 class _Tensor:
     __slots__ = ("t", "saved", "version", "shape", "stride", "dtype", "requires_grad", "by_value")
 
@@ -59,12 +70,7 @@ class _Tensor:
 
     def values_differ(self) -> bool:
         """The values differ from the saved copy (same shape and dtype assumed)."""
-        import torch
-
-        with torch.no_grad():
-            return not torch.equal(self.t.detach(), self.saved) and not (
-                self.t.is_floating_point() and bool(torch.isnan(self.t).any()) and
-                bool(((self.t == self.saved) | (self.t.isnan() & self.saved.isnan())).all()))
+        return not _same_values(self.t, self.saved)
 
     def changed(self) -> bool:
         if (self.t._version != self.version or tuple(self.t.shape) != self.shape
@@ -94,13 +100,10 @@ class _Tensor:
             return f"shape/dtype {tuple(t.shape)} {t.dtype}, was {self.shape} {self.dtype}"
         if t.requires_grad != self.requires_grad:
             return f"requires_grad {t.requires_grad}, was {self.requires_grad}"
+        if _same_values(t, self.saved):
+            return None
         with torch.no_grad():
-            now, was = t.detach(), self.saved
-            same = torch.equal(now, was) or (now.is_floating_point() and bool(
-                ((now == was) | (now.isnan() & was.isnan())).all()))
-            if same:
-                return None
-            diff = (now.double() - was.double()).abs()
+            diff = (t.detach().double() - self.saved.double()).abs()
             return f"values changed (max |diff| {float(diff.nan_to_num(math.inf).max()):.3g})"
 
 
