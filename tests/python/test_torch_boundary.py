@@ -83,3 +83,32 @@ def test_the_boundary_package_is_the_packages_and_says_its_releases():
     here = Path(guardpolicy.__file__).resolve().parent
     assert Path(torch_internals.__file__).resolve() == here / "runtime" / "torch_internals" / "__init__.py"
     assert "Checked on torch 2.13.0, 2.14.1 and 2.15.0" in " ".join(torch_internals.__doc__.split())
+
+
+def _submodule_uses(source: str, submodules: set[str]) -> list[str]:
+    """``"line: what"`` for each import or read of a boundary submodule (``torch_internals.guards``)
+    in ``source``: from outside, the boundary is its package's names only."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            last = node.module.split(".")
+            if "torch_internals" in last and last[-1] != "torch_internals":
+                found.append(f"{node.lineno}: from {node.module}")
+            elif last[-1] == "torch_internals":
+                found += [f"{node.lineno}: import {a.name}" for a in node.names if a.name in submodules]
+        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id == "torch_internals" and node.attr in submodules:
+            found.append(f"{node.lineno}: torch_internals.{node.attr}")
+    return found
+
+
+def test_outside_the_boundary_only_the_packages_names_are_used():
+    submodules = {p.stem for p in BOUNDARY.glob("*.py") if p.stem != "__init__"}
+    assert submodules >= {"guards", "config", "sources"}
+    offenders = {str(p.relative_to(ROOT)): uses for p in _files()
+                 if (uses := _submodule_uses(p.read_text(encoding="utf-8"), submodules))}
+    assert offenders == {}
+    assert _submodule_uses("from ..runtime.torch_internals.guards import invalidate\n"
+                           "from .torch_internals import config\ntorch_internals.sources.x\n",
+                           submodules) == ["1: from runtime.torch_internals.guards", "2: import config",
+                                           "3: torch_internals.sources"]
