@@ -12,6 +12,7 @@
 #include <mutex>
 
 #include "call_layer.h"
+#include "watch_gate.h"
 #include "entry_extractor.h"
 #include "files.h"
 #include "guardpolicy/artifact.h"
@@ -512,10 +513,12 @@ PYBIND11_MODULE(_core, m) {
         out["stances"] = schema->stances();
         out["violation_actions"] = schema->violation_actions();
         out["dispatch_modes"] = schema->dispatch_modes();
+        out["watch_kept_guard_types"] = schema->watch_kept_guard_types();
         return out;
       },
       py::arg("data_dir"),
-      "the schema's runtime lists (stances, violation_actions, dispatch_modes), in schema order");
+      "the schema's runtime lists (stances, violation_actions, dispatch_modes, watch_kept_guard_types), in "
+      "schema order");
   m.def("schema_fields", &SchemaFieldNames,
         "the schema's fields in schema order, as the binding reads them (its field table is "
         "generated from policies/schema/guard_entry.yaml at build time)");
@@ -538,4 +541,5 @@ PYBIND11_MODULE(_core, m) {
   m.def("keywords", [] { return Keywords(); }, "the language's keywords, from the lexer generated from the grammar");
   BindFiles(m);
   BindCallLayer(m);
+  BindWatchGate(m);
 }

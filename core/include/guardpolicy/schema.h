@@ -84,6 +84,8 @@ class Schema {
   // What `on_violation` may name (recompile, raise, warn) and what `dispatch` may name.
   const std::vector<std::string>& violation_actions() const { return violation_actions_; }
   const std::vector<std::string>& dispatch_modes() const { return dispatch_modes_; }
+  // The guard types whose `watch` the runtime honours as `keep`, in schema order.
+  const std::vector<std::string>& watch_kept_guard_types() const { return watch_kept_guard_types_; }
   const std::vector<FunctionInfo>& functions() const { return functions_; }
   const std::vector<std::shared_ptr<const Plugin>>& plugins() const { return plugins_; }
 
@@ -122,6 +124,7 @@ class Schema {
   std::vector<std::string> stances_;
   std::vector<std::string> violation_actions_;
   std::vector<std::string> dispatch_modes_;
+  std::vector<std::string> watch_kept_guard_types_;
   std::vector<FunctionInfo> functions_;
   std::vector<std::shared_ptr<const Plugin>> plugins_;
   std::unordered_map<std::string, int> field_index_;

@@ -173,6 +173,7 @@ Schema Schema::FromYaml(const std::string& yaml_text, const std::string& origin)
   for (const auto& st : root["stances"]) s.stances_.push_back(st.as<std::string>());
   for (const auto& a : root["violation_actions"]) s.violation_actions_.push_back(a.as<std::string>());
   for (const auto& m : root["dispatch_modes"]) s.dispatch_modes_.push_back(m.as<std::string>());
+  for (const auto& t : root["watch_kept_guard_types"]) s.watch_kept_guard_types_.push_back(t.as<std::string>());
   if (s.fields_.empty()) throw SchemaError(origin + ": the schema declares no fields");
   s.hash_ = h;
   return s;

@@ -1,7 +1,8 @@
 """The two objects ``guardpolicy.compile`` gives torch: the ``guard_filter_fn``
 (``GuardFilter``: the policy's decisions, recorded per compiled frame, checked across ranks,
 indexed for verify and the dry run) and Dynamo's callback with the policy's config lines in
-force (``ScopedConfigCallback``). Both run at compile time only, so they import
+force (``ScopedConfigCallback``, which also attaches each new cache entry's watch gate,
+``guardpolicy.runtime.watch``). Both run at compile time only, so they import
 ``torch_internals`` (and torch) where they use it: ``import guardpolicy`` imports neither."""
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import warnings
 from typing import Any, Callable
 
-from . import logs
+from . import logs, watch
 from ..api.errors import PolicyRuntimeWarning
 from .dry_run import attribute
 from .frames import FrameExplanations, compiled_frame
@@ -38,6 +39,10 @@ class GuardFilter:
         stats.record_compile(explanations)
         logs.frame_decided(policy.name, explanations, explanations.frame)  # TORCH_LOGS, TORCH_TRACE
         stats.ranks.after_frame(explanations, stats.calls)  # check_ranks: raises RankMismatchError
+        if not stats.dry_run and any(exp.watched for exp in explanations):
+            torch_locals = torch_internals.compiling_frame_locals()
+            decisions = list(decisions)  # the guards watched leave torch's manager
+            stats.watches.add(torch_locals["self"], watch.plan(entries, explanations, torch_locals, decisions))
         if stats.verify_every:
             torch_locals = torch_internals.compiling_frame_locals()
             index = DroppedIndex.of(entries, explanations, explanations.frame)
@@ -93,3 +98,5 @@ class ScopedConfigCallback:
                 if ranks.error is not None:
                     raise ranks.error from None
                 raise
+            finally:  # the frames compiled have their cache entries: their gates go on
+                self.stats.watches.attach()

@@ -10,6 +10,7 @@ from ..distributed.agreement import RankAgreement
 from .frames import FrameExplanations
 from .logs import log as _log, making_tool_objects
 from .verify import REGISTRY, Violation
+from .watch import Watches
 
 
 def _nothing() -> None:
@@ -33,17 +34,18 @@ class CompileStats:
     compiled object. ``ranks``: the agreement across ``torch.distributed`` ranks (a
     ``RankAgreement``, see guardpolicy.distributed.agreement). ``tool_object``: made by one of
     guardpolicy's tools for itself (inside ``logs.tool_objects()``): its stance recoveries are
-    neither logged nor warned about.
+    neither logged nor warned about. ``watches``: the guards it watches rather than checks on
+    every call (a ``watch.Watches``; not pickled: a copy watches what it compiles itself).
     """
 
     __slots__ = ("policy", "compiles", "explanations", "dispatch", "ranks", "verify_every", "on_violation",
                  "dry_run", "violations", "verified_calls", "unverified_calls", "dry_run_events",
                  "on_recompile", "recoveries", "_recovering", "_path_counts", "tool_object",
                  "_active", "call_count", "_warmup", "_last_compile_call", "guards", "_stanced",
-                 "_leave_bound", "_eval_frame")
+                 "_leave_bound", "_eval_frame", "watches")
 
     #: Not pickled (live torch objects; ``guards`` is the process's ``verify.REGISTRY``).
-    _LIVE = ("guards", "_stanced", "_leave_bound", "_eval_frame")
+    _LIVE = ("guards", "_stanced", "_leave_bound", "_eval_frame", "watches")
 
     def __init__(self, policy: Policy, verify_every: int = 0, on_violation: str = "recompile",
                  dry_run: bool = False, ranks: RankAgreement | None = None):
@@ -60,6 +62,7 @@ class CompileStats:
         self.unverified_calls = 0
         self.dry_run_events: list[Any] = []  # dry_run.DryRunEvent objects
         self.guards = REGISTRY
+        self.watches = Watches()
         self._active = False
         self._warmup = policy.stance_warmup
         #: what a call after warm-up that no cache entry accepts does (``guardpolicy.runtime.recovery``)
@@ -189,6 +192,7 @@ class CompileStats:
         for name, value in state.items():
             setattr(self, name, value)
         self.guards = REGISTRY
+        self.watches = Watches()
         self._stanced = None
         self._recovering = False
         self._leave_bound = self._leave

@@ -36,7 +36,7 @@ from .call_state import (GlobalStateGuard, backend_of, cache_entries, dispatch_m
                          functorch_pop_to, fx_tracing, get_eval_frame_callback, guards_tls, has_global_module_hooks,
                          is_jit_tracing, len_torch_function_stack, on_every_compile, saved_tensors_hooks_active,
                          tracing_context_set)
-from .guards import (all_cache_entries, build_guard_manager, cache_entries_of, compile_id, compiling_frame,
+from .guards import (add_last_guard, all_cache_entries, build_guard_manager, cache_entries_of, compile_id, compiling_frame,
                      compiling_frame_locals, fail_reason, guard_profiler, guard_tree_api, invalidate, is_deleted,
                      leaf_sources, missing_for_verify, torch_function_enabled)
 from .config import (DYNAMO_CONFIG, clear_compilation_metrics, compilation_metrics, config_patch, config_value,
@@ -56,7 +56,7 @@ __all__ = [
     "fx_tracing", "get_eval_frame_callback", "guards_tls", "has_global_module_hooks", "is_jit_tracing",
     "len_torch_function_stack", "on_every_compile", "saved_tensors_hooks_active", "tracing_context_set",
     # guards
-    "all_cache_entries", "build_guard_manager", "cache_entries_of", "compile_id", "compiling_frame",
+    "add_last_guard", "all_cache_entries", "build_guard_manager", "cache_entries_of", "compile_id", "compiling_frame",
     "compiling_frame_locals", "fail_reason", "guard_profiler", "guard_tree_api", "invalidate", "is_deleted",
     "leaf_sources", "missing_for_verify", "torch_function_enabled",
     # config

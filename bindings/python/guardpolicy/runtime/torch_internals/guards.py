@@ -133,6 +133,14 @@ def build_guard_manager(cfm: Any, guards: list, locals_: dict[str, Any], guard_f
     return manager
 
 
+def add_last_guard(manager: Any, check: Any, text: str) -> None:
+    """Adds ``check(f_locals) -> bool`` to the kept guard manager ``manager`` of a cache entry,
+    run after every other guard of it has passed (``RootGuardManager.add_epilogue_lambda_guard``,
+    what torch uses for its own guards that must run last); ``text`` is its verbose code part,
+    which torch's recompile reasons print when it fails."""
+    manager.root.add_epilogue_lambda_guard(check, [text], None)
+
+
 def all_cache_entries(code: Any) -> list:
     """Every cache entry of ``code`` (all regions), in the order torch tries them."""
     return _CACHE_ENTRIES(code)

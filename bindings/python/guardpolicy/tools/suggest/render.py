@@ -10,6 +10,9 @@ audit meant.
   dropped: ``suggest`` keeps them (no readable name to drop them by).
 * A value set holds what fits in ``WIDTH`` columns; a longer one continues in another rule
   of the same shape, so no line is a screen wide.
+* Then inputs (``guard_source == LOCAL``) and the guard types no watcher can see (the
+  schema's ``watch_kept_guard_types``) are kept, and every other guard is watched
+  (``default watch``; guardpolicy.runtime.watch).
 * ``verify every N calls`` unless told otherwise (the doc then says that nothing re-checks
   the dropped guards); a ``test`` block with one ``expect drop`` per pattern and one
   ``expect keep`` per dangerous guard.
@@ -24,6 +27,7 @@ import re
 from collections import defaultdict
 from typing import Any
 
+from ...api.data import schema_list
 from ...api.policy_text import PolicyText, gpol_string
 
 #: Columns a rule line aims to stay within.
@@ -125,9 +129,22 @@ def expect_line(decision: str, g: Any) -> str:
             f"guard_source: {gpol_string(g.guard_source)}, path: {gpol_string(g.path)} }}")
 
 
+def watched_lines() -> list[str]:
+    """What follows the drop rules: inputs and what no watcher can see kept (checked on every
+    call), everything else watched (``default watch``: checked again when its state changes,
+    under ``guardpolicy.compile``; kept by a plain ``guard_filter_fn``)."""
+    return ["  keep when guard_source == LOCAL",
+            f"  keep when {_types_text(frozenset(schema_list('watch_kept_guard_types')))}"]
+
+
+def kept_decision(g: Any) -> str:
+    """What ``watched_lines`` decide for a guard the audit keeps: ``keep`` or ``watch``."""
+    return "keep" if g.guard_source == "LOCAL" or g.guard_type in schema_list("watch_kept_guard_types") else "watch"
+
+
 def tests(dropped: list[Any], dangerous: list[Any]) -> list[str]:
-    """One ``expect drop`` per path pattern, one ``expect keep`` per dangerous state and
-    guard type (``layers.0`` and ``layers.1`` alike count once)."""
+    """One ``expect drop`` per path pattern, one ``expect keep`` or ``expect watch`` per
+    dangerous state and guard type (``layers.0`` and ``layers.1`` alike count once)."""
     lines: list[str] = []
     seen: set = set()
     for g in dropped:
@@ -139,7 +156,7 @@ def tests(dropped: list[Any], dangerous: list[Any]) -> list[str]:
         key = ("keep", _NUMBER.sub("*", g.path or g.name), g.guard_type)
         if key not in seen:
             seen.add(key)
-            lines.append(expect_line("keep", g))
+            lines.append(expect_line(kept_decision(g), g))
     return lines or ['  expect keep { name: "", guard_type: "GLOBAL_STATE" }']
 
 
@@ -147,7 +164,8 @@ def render(name: str, doc: str, header: list[str], dropped: list[Any], every: li
            verify: int | None, input_types: tuple[str, ...]) -> PolicyText:
     """The whole policy (``.render()`` is its ``.gpol`` text)."""
     settings = (f"verify every {verify} calls",) if verify is not None and dropped else ()
-    return PolicyText(name, body=_unindented(rules(dropped, every, input_types)), unsafe=bool(dropped), doc=doc,
+    body = rules(dropped, every, input_types) + watched_lines()
+    return PolicyText(name, body=_unindented(body), default="watch", unsafe=bool(dropped), doc=doc,
                       settings=settings, header=tuple(header), tests=_unindented(tests(dropped, dangerous)))
 
 

@@ -1,0 +1,297 @@
+// watch_gate.cpp: the WatchGate type (see watch_gate.h), against the CPython API of 3.11 to 3.13.
+#include "watch_gate.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace guardpolicy::python {
+namespace {
+
+struct WatchGate {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  PyObject* recheck;  // recheck(f_locals) -> bool: the watched guards, evaluated
+  PyObject* held;     // a tuple: the objects given (dicts and classes), kept alive
+  PyObject* dicts;    // a tuple: the dicts watched (a class's own dict stands for the class)
+  PyObject* roots;    // a tuple of (local name, object) pairs
+  PyObject* keyed;    // a tuple of (dict, key, value) triples: read by key, not watched whole
+  std::vector<uint64_t>* versions;  // 3.11: ma_version_tag of each dict at the last check
+  uint64_t epoch;                   // 3.12+: the watch epoch at the last check
+  int verdict;                      // the last check's verdict: 1 pass, 0 fail, -1 none yet
+  long long rechecks;               // how many calls evaluated the watched guards
+};
+
+#if PY_VERSION_HEX >= 0x030C0000
+int watcher_id = -1;
+uint64_t watch_epoch = 0;  // bumped under the GIL by any change of any watched dict
+
+int OnDictEvent(PyDict_WatchEvent, PyObject*, PyObject*, PyObject*) {
+  ++watch_epoch;
+  return 0;
+}
+#endif
+
+// Whether a keyed dict holds another value at its key (or lost it): 1, 0, or -1 on error.
+int KeyChanged(const WatchGate* self) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(self->keyed);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* triple = PyTuple_GET_ITEM(self->keyed, i);
+    PyObject* now = PyDict_GetItemWithError(PyTuple_GET_ITEM(triple, 0), PyTuple_GET_ITEM(triple, 1));
+    if (now == nullptr && PyErr_Occurred()) return -1;
+    if (now != PyTuple_GET_ITEM(triple, 2)) return 1;
+  }
+  return 0;
+}
+
+// Whether a watched dict changed since the last check.
+bool Changed(const WatchGate* self) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return self->epoch != watch_epoch;
+#else
+  const Py_ssize_t n = PyTuple_GET_SIZE(self->dicts);
+  const uint64_t* versions = self->versions->data();
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (reinterpret_cast<PyDictObject*>(PyTuple_GET_ITEM(self->dicts, i))->ma_version_tag != versions[i]) return true;
+  }
+  return false;
+#endif
+}
+
+// Records the state the next Changed() compares with.
+void Arm(WatchGate* self, uint64_t epoch, const std::vector<uint64_t>& versions) {
+#if PY_VERSION_HEX >= 0x030C0000
+  self->epoch = epoch;
+  (void)versions;
+#else
+  (void)epoch;
+  *self->versions = versions;
+#endif
+}
+
+// The state now: (epoch, versions), read before a recheck so that a change made while it runs
+// is seen by the next call.
+void Read(const WatchGate* self, uint64_t* epoch, std::vector<uint64_t>* versions) {
+#if PY_VERSION_HEX >= 0x030C0000
+  *epoch = watch_epoch;
+  (void)self;
+  (void)versions;
+#else
+  *epoch = 0;
+  const Py_ssize_t n = PyTuple_GET_SIZE(self->dicts);
+  versions->resize(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i)
+    (*versions)[static_cast<size_t>(i)] = reinterpret_cast<PyDictObject*>(PyTuple_GET_ITEM(self->dicts, i))->ma_version_tag;
+#endif
+}
+
+// 1 when every root local of `f_locals` is the recorded object, 0 when one is not, -1 on error.
+int RootsMatch(const WatchGate* self, PyObject* f_locals) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(self->roots);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    PyObject* pair = PyTuple_GET_ITEM(self->roots, i);
+    PyObject* value = PyDict_Check(f_locals) ? PyDict_GetItemWithError(f_locals, PyTuple_GET_ITEM(pair, 0)) : nullptr;
+    if (value == nullptr && PyErr_Occurred()) return -1;
+    if (value != PyTuple_GET_ITEM(pair, 1)) return 0;
+  }
+  return 1;
+}
+
+PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  if (self->recheck == nullptr) {
+    PyErr_SetString(PyExc_TypeError, "WatchGate.__init__(dicts, roots, keyed, recheck) was not called");
+    return nullptr;
+  }
+  if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
+    PyErr_SetString(PyExc_TypeError, "WatchGate takes the frame locals, one positional argument");
+    return nullptr;
+  }
+  PyObject* f_locals = args[0];
+  const int roots = RootsMatch(self, f_locals);
+  if (roots < 0) return nullptr;
+  const int keys = KeyChanged(self);
+  if (keys < 0) return nullptr;
+  if (roots == 1 && keys == 0 && self->verdict >= 0 && !Changed(self)) return PyBool_FromLong(self->verdict);
+  uint64_t epoch;
+  std::vector<uint64_t> versions;
+  Read(self, &epoch, &versions);
+  ++self->rechecks;
+  PyObject* result = PyObject_CallOneArg(self->recheck, f_locals);
+  if (result == nullptr) return nullptr;
+  const int truth = PyObject_IsTrue(result);
+  Py_DECREF(result);
+  if (truth < 0) return nullptr;
+  if (roots == 1 && keys == 0) {  // another object at a root (a copy of the module), or a global
+                                  // rebound (its recorded value no longer there): not kept
+    self->verdict = truth;
+    Arm(self, epoch, versions);
+  }
+  return PyBool_FromLong(truth);
+}
+
+// The dict a watched object stands for: a dict itself, a class's own dict (None for a class
+// that cannot change: a static type), anything else a TypeError.
+PyObject* DictOf(PyObject* obj) {
+  if (PyDict_Check(obj)) return obj;
+  if (PyType_Check(obj)) {
+    auto* type = reinterpret_cast<PyTypeObject*>(obj);
+    if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE) return Py_None;
+    return type->tp_dict != nullptr && PyDict_Check(type->tp_dict) ? type->tp_dict : Py_None;
+  }
+  PyErr_Format(PyExc_TypeError, "WatchGate watches dicts and classes, not %.100s", Py_TYPE(obj)->tp_name);
+  return nullptr;
+}
+
+PyObject* New(PyTypeObject* type, PyObject*, PyObject*) {
+  auto* self = reinterpret_cast<WatchGate*>(type->tp_alloc(type, 0));
+  if (self == nullptr) return nullptr;
+  self->vectorcall = Call;
+  self->versions = new std::vector<uint64_t>();
+  self->verdict = -1;
+  return reinterpret_cast<PyObject*>(self);
+}
+
+int Init(PyObject* self_, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"dicts", "roots", "keyed", "recheck", nullptr};
+  PyObject *given, *roots, *keyed, *recheck;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!O:WatchGate", const_cast<char**>(keywords), &PyTuple_Type,
+                                   &given, &PyTuple_Type, &roots, &PyTuple_Type, &keyed, &recheck))
+    return -1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keyed); ++i) {
+    PyObject* triple = PyTuple_GET_ITEM(keyed, i);
+    if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3 || !PyDict_Check(PyTuple_GET_ITEM(triple, 0))) {
+      PyErr_SetString(PyExc_TypeError, "WatchGate keyed entries are (dict, key, value) triples");
+      return -1;
+    }
+  }
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); ++i) {
+    PyObject* pair = PyTuple_GET_ITEM(roots, i);
+    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {
+      PyErr_SetString(PyExc_TypeError, "WatchGate roots are (local name, object) pairs");
+      return -1;
+    }
+  }
+  PyObject* dicts = PyList_New(0);
+  if (dicts == nullptr) return -1;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(given); ++i) {
+    PyObject* dict = DictOf(PyTuple_GET_ITEM(given, i));
+    if (dict == nullptr || (dict != Py_None && PyList_Append(dicts, dict) < 0)) {
+      Py_DECREF(dicts);
+      return -1;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    if (dict != Py_None && PyDict_Watch(watcher_id, dict) < 0) {
+      Py_DECREF(dicts);
+      return -1;
+    }
+#endif
+  }
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  Py_INCREF(given);
+  Py_INCREF(roots);
+  Py_INCREF(keyed);
+  Py_INCREF(recheck);
+  Py_XSETREF(self->held, given);
+  Py_XSETREF(self->roots, roots);
+  Py_XSETREF(self->keyed, keyed);
+  Py_XSETREF(self->recheck, recheck);
+  Py_XSETREF(self->dicts, PyList_AsTuple(dicts));
+  Py_DECREF(dicts);
+  if (self->dicts == nullptr) return -1;
+  // Made right after the compile, whose guards held on this very state: a pass until it changes.
+  uint64_t epoch;
+  std::vector<uint64_t> versions;
+  Read(self, &epoch, &versions);
+  Arm(self, epoch, versions);
+  self->verdict = 1;
+  return 0;
+}
+
+int Traverse(PyObject* self_, visitproc visit, void* arg) {
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  Py_VISIT(self->recheck);
+  Py_VISIT(self->held);
+  Py_VISIT(self->dicts);
+  Py_VISIT(self->roots);
+  Py_VISIT(self->keyed);
+  return 0;
+}
+
+int Clear(PyObject* self_) {
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  Py_CLEAR(self->recheck);
+  Py_CLEAR(self->held);
+  Py_CLEAR(self->dicts);
+  Py_CLEAR(self->roots);
+  Py_CLEAR(self->keyed);
+  return 0;
+}
+
+void Dealloc(PyObject* self_) {
+  PyObject_GC_UnTrack(self_);
+  Clear(self_);
+  delete reinterpret_cast<WatchGate*>(self_)->versions;
+  Py_TYPE(self_)->tp_free(self_);
+}
+
+PyObject* GetRechecks(PyObject* self_, void*) {
+  return PyLong_FromLongLong(reinterpret_cast<WatchGate*>(self_)->rechecks);
+}
+
+PyObject* GetWatched(PyObject* self_, void*) {
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  return PyLong_FromSsize_t(self->dicts == nullptr ? 0 : PyTuple_GET_SIZE(self->dicts));
+}
+
+PyObject* GetVerdict(PyObject* self_, void*) {
+  const int verdict = reinterpret_cast<WatchGate*>(self_)->verdict;
+  if (verdict < 0) Py_RETURN_NONE;
+  return PyBool_FromLong(verdict);
+}
+
+PyGetSetDef getset[] = {
+    {const_cast<char*>("rechecks"), GetRechecks, nullptr,
+     const_cast<char*>("how many calls evaluated the watched guards (a change, a first call, another root)"), nullptr},
+    {const_cast<char*>("watched"), GetWatched, nullptr, const_cast<char*>("how many dicts are watched"), nullptr},
+    {const_cast<char*>("verdict"), GetVerdict, nullptr,
+     const_cast<char*>("the verdict kept since the last recheck (None before the first)"), nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject watch_gate_type = [] {
+// The C API's idiom: the head set, every other slot zero (set below where needed).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
+  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
+#pragma GCC diagnostic pop
+  t.tp_name = "guardpolicy._core.WatchGate";
+  t.tp_basicsize = sizeof(WatchGate);
+  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
+  t.tp_doc = "WatchGate(dicts, roots, keyed, recheck): a cache entry's watched guards, checked in C only when "
+             "what they read changed (watch_gate.h)";
+  t.tp_vectorcall_offset = offsetof(WatchGate, vectorcall);
+  t.tp_call = PyVectorcall_Call;
+  t.tp_new = New;
+  t.tp_init = Init;
+  t.tp_traverse = Traverse;
+  t.tp_clear = Clear;
+  t.tp_dealloc = Dealloc;
+  t.tp_getset = getset;
+  return t;
+}();
+
+}  // namespace
+
+void BindWatchGate(pybind11::module_& m) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (watcher_id < 0) {
+    watcher_id = PyDict_AddWatcher(OnDictEvent);
+    if (watcher_id < 0) throw pybind11::error_already_set();
+  }
+#endif
+  if (PyType_Ready(&watch_gate_type) < 0) throw pybind11::error_already_set();
+  Py_INCREF(&watch_gate_type);
+  m.add_object("WatchGate", reinterpret_cast<PyObject*>(&watch_gate_type));
+}
+
+}  // namespace guardpolicy::python

@@ -1,0 +1,31 @@
+// watch_gate.h: guardpolicy._core.WatchGate, the per-call check of a cache entry's watched
+// guards (docs/design-notes/watch.md).
+//
+// A WatchGate is added to a cache entry's kept guard manager as an epilogue lambda guard, so
+// torch calls it with the frame locals (a dict) once the entry's kept guards have passed. It
+// holds strong references to the dicts the entry's watched guards read (instance __dict__s,
+// _modules/_parameters/_buffers, hook dicts; a class stands for its own dict), the objects
+// the watched sources start from (`roots`: local name -> object, e.g. the module bound to
+// `self`) and `keyed` (dict, key, value) triples for dicts read by key and too busy to watch
+// whole (a module's globals, which its top-level code writes: only the globals the guards
+// read are compared, by identity). While none of the dicts changed, every root is the
+// recorded object and every keyed value is in place, a call returns the verdict of the last
+// check: no Python code runs. Otherwise it calls `recheck(f_locals)` (the watched guards,
+// evaluated by torch's guard manager), counts it in `rechecks`, and keeps its verdict when
+// the roots and keyed values matched. A gate is made right after its entry's compile, on the
+// state the compile guarded: its first verdict is a pass.
+//
+// Whether a dict changed: on CPython 3.12+ one dict watcher of guardpolicy's (PyDict_AddWatcher)
+// bumps a process-wide epoch on any change of any watched dict, so the check is one compare; on
+// 3.11 each dict's ma_version_tag is compared with the one read at the last check (one load per
+// dict). 3.14 has no ma_version_tag and keeps the watcher path.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace guardpolicy::python {
+
+// Adds the type WatchGate(dicts, roots, keyed, recheck) to `m`. Raises error_already_set.
+void BindWatchGate(pybind11::module_& m);
+
+}  // namespace guardpolicy::python
