@@ -76,31 +76,34 @@ class FramePlan:
 
     def make_gate(self) -> Any:
         """The ``WatchGate`` of this frame's cache entry."""
-        hook_dicts = tuple(self.hooks.values())
-        recheck = _Recheck(self.manager, hook_dicts, _hook_keys(hook_dicts))
+        frozen = tuple(self.hooks.values()) + tuple(o for o in self.watched.values() if isinstance(o, type))
+        recheck = _Recheck(self.manager, frozen, _contents(frozen))
         self.gate = WatchGate(tuple(self.watched.values()), tuple(self.roots.items()),
                               tuple(self.keyed.values()), recheck)
         return self.gate
 
 
-def _hook_keys(hook_dicts: tuple[dict, ...]) -> tuple[tuple, ...]:
-    return tuple(tuple(d) for d in hook_dicts)
+def _contents(frozen: tuple) -> tuple[tuple, ...]:
+    """What each hook dict or class holds: its keys and the identity of each value."""
+    return tuple(tuple((k, id(v)) for k, v in (vars(d) if isinstance(d, type) else d).items()) for d in frozen)
 
 
 class _Recheck:
     """What a gate calls after a change: the watched guards (torch's manager of them) pass
-    on the frame locals, and every hook dict holds the hooks it held at compile time."""
+    on the frame locals, and the hook dicts and the classes (``frozen``) hold what they held
+    at compile time. A hook or a class attribute (a monkeypatched method) is inlined by Dynamo
+    with no guard of its own when torch skips hook guards; any change to one recompiles."""
 
-    __slots__ = ("manager", "hook_dicts", "hook_keys")
+    __slots__ = ("manager", "frozen", "contents")
 
-    def __init__(self, manager: Any, hook_dicts: tuple[dict, ...], hook_keys: tuple[tuple, ...]):
+    def __init__(self, manager: Any, frozen: tuple, contents: tuple[tuple, ...]):
         self.manager = manager
-        self.hook_dicts = hook_dicts
-        self.hook_keys = hook_keys
+        self.frozen = frozen
+        self.contents = contents
 
     def __call__(self, f_locals: dict) -> bool:
         try:
-            if _hook_keys(self.hook_dicts) != self.hook_keys:
+            if _contents(self.frozen) != self.contents:
                 return False
             return self.manager is None or bool(self.manager.check(f_locals))
         except Exception:  # noqa: BLE001 - a guard that cannot be evaluated fails: torch compiles anew

@@ -1,0 +1,268 @@
+"""``watch`` at run time (guardpolicy.runtime.watch, bindings/watch_gate.h): under
+``gp.compile`` a watched guard leaves torch's per-call check and is checked again only when
+a dict it reads changes. Every change below is made after warm-up, under the shape of policy
+``suggest`` writes (inputs and what no watcher sees kept, ``default watch``), on the normal
+path and with direct dispatch, on ``eager`` and ``inductor``; the first call after it must
+equal eager's (real compiles; ``torch.testing.assert_close``).
+
+The change zoo: every change of docs/soundness.md's table (``tools.audit.changes.CHANGES``
+on the audit model), and on a conv net with BatchNorm and Dropout: a forward hook and a
+pre-hook on a submodule and their removal, a global forward hook, ``.half()`` and
+``.to(torch.bfloat16)`` with a matching input, ``channels_last``, ``param.data =`` (same
+shape, another dtype), a buffer replaced (same and another shape), a submodule of another
+class, ``.train()``/``.eval()``, a config attribute, a module global, a class attribute and
+a monkeypatched method. Then the C counter (no watched guard evaluated on an unchanged call)
+and a change made from another thread.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+import types
+
+import pytest
+import torch
+from torch import nn
+
+import guardpolicy as gp
+from guardpolicy.tools.audit.changes import CHANGES, Trial
+from guardpolicy.tools.audit.model import build_audit_model
+from guardpolicy.tools.suggest import render
+
+#: The rules ``suggest`` ends every policy with (render.watched_lines), nothing dropped.
+WATCH = "guardpolicy 1\n\npolicy watched {\n" + "\n".join(render.watched_lines()) + "\n  default watch\n}\n"
+
+CONFIG = types.SimpleNamespace(scale=1.0)  # a config object the forward reads
+GAIN = 1.0  # a module global the forward reads
+
+
+class Block(nn.Module):
+    shift = 0.0  # a class attribute the forward reads
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.conv = nn.Conv2d(channels, channels, 3, padding=1)
+        self.bn = nn.BatchNorm2d(channels)
+        self.drop = nn.Dropout(0.5)
+
+    def act(self, x):
+        return torch.relu(x)
+
+    def forward(self, x):
+        return self.act(self.drop(self.bn(self.conv(x)))) + self.shift
+
+
+class Net(nn.Module):
+    def __init__(self, channels: int = 4):
+        super().__init__()
+        self.config = CONFIG
+        self.stem = nn.Conv2d(3, channels, 3, padding=1)
+        self.block = Block(channels)
+        self.head = nn.Linear(channels, 5)
+        self.register_buffer("offset", torch.zeros(channels))
+
+    def forward(self, x):
+        y = self.block(self.stem(x)) * self.config.scale * GAIN
+        y = y + self.offset.view(1, -1, 1, 1)
+        return self.head(y.mean((2, 3)))
+
+
+@pytest.fixture
+def policy(tmp_path):
+    path = tmp_path / "watched.gpol"
+    path.write_text(WATCH)
+    return gp.load(path)
+
+
+def _net() -> Net:
+    torch.manual_seed(0)
+    return Net().eval()
+
+
+def _check(compiled, model, x, what: str) -> None:
+    """One call after a change: equal to eager's on a copy of the model as it is now (the
+    copy's BatchNorm updates its own statistics in ``train()``), under the same seed; where
+    eager raises, the compiled call must raise too."""
+    reference = copy.deepcopy(model)
+    torch.manual_seed(7)
+    try:
+        expected = reference(x)
+    except RuntimeError as error:  # eager refuses the change: so must the compiled model
+        with pytest.raises(type(error)):
+            compiled(x)
+        return
+    torch.manual_seed(7)
+    got = compiled(x)
+    torch.testing.assert_close(got, expected, msg=lambda m: f"after {what}: {m}")
+
+
+def _changes():
+    """(what, change(model) -> the next input or None for the same) in the order applied."""
+    global GAIN
+
+    def hook_on(model):
+        model.hooks = [model.block.conv.register_forward_hook(lambda m, a, out: out * 2),
+                       model.head.register_forward_pre_hook(lambda m, args: (args[0] + 1,))]
+
+    def hooks_off(model):
+        for h in model.hooks:
+            h.remove()
+
+    def global_hook_on(model):
+        model.global_hook = nn.modules.module.register_module_forward_hook(
+            lambda m, a, out: out * 3 if isinstance(m, nn.Linear) else out)
+
+    def set_gain(value):
+        def change(model):
+            global GAIN
+            GAIN = value
+        return change
+
+    def patch_act(model):
+        Block.act = lambda self, x: torch.sigmoid(x)
+
+    return [
+        ("a forward hook and a pre-hook on submodules", hook_on),
+        ("the hooks removed", hooks_off),
+        ("a global forward hook", global_hook_on),
+        ("the global hook removed", lambda m: m.global_hook.remove()),
+        ("a config attribute", lambda m: setattr(CONFIG, "scale", 2.0)),
+        ("a module global", set_gain(0.5)),
+        ("a class attribute", lambda m: setattr(Block, "shift", 1.0)),
+        ("a monkeypatched method", patch_act),
+        ("a buffer replaced, same shape", lambda m: setattr(m, "offset", torch.ones(4))),
+        ("param.data = another tensor, same shape", lambda m: setattr(m.head.weight, "data", torch.ones(5, 4))),
+        (".train()", lambda m: m.train()),
+        (".eval()", lambda m: m.eval()),
+        ("a submodule of another class", lambda m: setattr(m.block, "drop", nn.Identity())),
+        ("channels_last", lambda m: m.to(memory_format=torch.channels_last)),
+        ("a buffer of another shape", lambda m: setattr(m, "offset", torch.ones(1))),
+        ("param.data = another dtype", lambda m: setattr(m.head.bias, "data", torch.zeros(5, dtype=torch.float64))),
+    ]
+
+
+@pytest.fixture
+def restore_globals():
+    yield
+    global GAIN
+    GAIN = 1.0
+    CONFIG.scale = 1.0
+    Block.shift = 0.0
+    if "act" in vars(Block) and Block.act.__name__ == "<lambda>":
+        Block.act = _ACT
+
+
+_ACT = Block.act
+
+
+@pytest.mark.parametrize("dispatch", [None, "direct"])
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_every_change_after_warm_up_is_caught(policy, backend, dispatch, restore_globals):
+    model = _net()
+    compiled = gp.compile(model, policy, backend=backend, dispatch=dispatch)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        for _ in range(10):  # warm-up: direct dispatch captures after 8 quiet calls
+            _check(compiled, model, x, "warm-up")
+        assert gp.stats(compiled).watches.frames, "nothing was watched"
+        for what, change in _changes():
+            change(model)
+            _check(compiled, model, x, what)
+            _check(compiled, model, x, what + " (second call)")
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+@pytest.mark.parametrize("dispatch", [None, "direct"])
+def test_half_and_bfloat16_with_a_matching_input(policy, dtype, dispatch):
+    model = _net()
+    compiled = gp.compile(model, policy, backend="eager", dispatch=dispatch)
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        for _ in range(10):
+            _check(compiled, model, x, "warm-up")
+        model.to(dtype)
+        _check(compiled, model, x.to(dtype), f"model.to({dtype})")
+        model.float()
+        _check(compiled, model, x, "back to float")
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=lambda c: c.key)
+def test_soundness_table_changes_under_watch(policy, change):
+    model, inputs = build_audit_model("mlp")
+    compiled = gp.compile(model, policy, backend="eager")
+    trial = Trial(model, inputs, torch.no_grad)
+    try:
+        with torch.no_grad():
+            for _ in range(3):
+                compiled(*inputs)
+        change.apply(trial)
+        with trial.grad_mode():
+            try:
+                expected = model(*trial.inputs)
+            except Exception:  # noqa: BLE001 - eager cannot run this change (n/a in the table)
+                return
+            got = compiled(*trial.inputs)
+        torch.testing.assert_close(got, expected)
+    finally:
+        for undo in reversed(trial.undo):
+            undo()
+
+
+def test_no_watched_guard_is_evaluated_on_an_unchanged_call(policy):
+    model = _net()
+    compiled = gp.compile(model, policy, backend="eager")
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        compiled(x)
+        watches = gp.stats(compiled).watches
+        (frame,) = watches.frames
+        assert frame.guards > 20 and frame.gate.watched > 10
+        for _ in range(50):
+            compiled(x)
+        assert watches.rechecks == 0  # counted in C, by the gate, on each evaluation
+        model.block.shift_extra = 1  # a change to a watched dict: one recheck, which passes
+        compiled(x)
+        assert watches.rechecks == 1 and gp.stats(compiled).compiles == 1
+        for _ in range(20):
+            compiled(x)
+        assert watches.rechecks == 1
+
+
+def test_a_change_from_another_thread_is_caught(policy, restore_globals):
+    model = _net()
+    compiled = gp.compile(model, policy, backend="eager")
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        for _ in range(5):
+            compiled(x)
+        worker = threading.Thread(target=lambda: setattr(CONFIG, "scale", 3.0))
+        worker.start()
+        worker.join()
+        _check(compiled, model, x, "a config attribute set on another thread")
+    assert gp.stats(compiled).compiles == 2
+
+
+def test_a_plain_guard_filter_fn_watches_nothing(policy):
+    model = _net()
+    compiled = torch.compile(model, backend="eager", options={"guard_filter_fn": policy})
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        compiled(x)
+        CONFIG.scale = 2.0
+        try:
+            _check(compiled, model, x, "a config attribute")  # kept, so checked by torch
+        finally:
+            CONFIG.scale = 1.0
+
+
+def test_what_cannot_be_watched_is_kept_and_said(tmp_path):
+    path = tmp_path / "all.gpol"  # GP3012 warns about it; the runtime keeps what it cannot watch
+    path.write_text("guardpolicy 1\n\npolicy all {\n  keep when guard_source == LOCAL\n  default watch\n}\n")
+    model = _net()
+    compiled = gp.compile(model, gp.load(path), backend="eager")
+    with torch.no_grad():
+        compiled(torch.randn(2, 3, 8, 8))
+    unwatched = {u.guard_type: u.why for u in gp.stats(compiled).watches.unwatched}
+    assert "not held in a dict a watcher can see" in unwatched["GLOBAL_STATE"]
+    assert "TENSOR_MATCH" in unwatched  # parameters: .half() changes them without a dict
