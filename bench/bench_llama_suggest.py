@@ -4,8 +4,10 @@
 The model is tests/python/models/llama_model.py (a 2-layer ``LlamaForCausalLM`` from a
 config, random weights, a ``StaticCache`` prefilled with a 3-token prompt, one greedy decode
 step per call). ``gp.suggest`` audits it on Inductor (timed), then one interleaved run
-(``guardpolicy.tools.latency``) times: no filter; the suggested policy with verify off; the
-suggested policy as written (``verify every 100 calls``); the same with ``dispatch direct``;
+(``guardpolicy.tools.latency``) times: no filter; the suggested policy with every kept guard
+checked per call (its ``default watch`` as ``default keep``, + verify + direct dispatch: the
+safe setting before watching); the suggested policy (``default watch``) with verify off; as
+written (``verify every 100 calls``); the same with ``dispatch direct``;
 torch's zero-guard floor (``skip_all_guards`` + free tensors + the ``skip_guard_eval_unsafe``
 stance). Each timed call first rewinds the cache's write position (``rewound``), in every
 variant alike. Prints a Markdown section for bench/DETAILS.md.
@@ -46,7 +48,8 @@ def rewound(fn, cache, length: int):
 
 def variants(model, kwargs: dict, text: str) -> list:
     no_verify = re.sub(r"^  verify every \d+ calls\n", "", text, flags=re.M)
-    direct = text.replace("  default keep", "  dispatch direct\n  default keep", 1)
+    direct = re.sub(r"^  default ", "  dispatch direct\n  default ", text, count=1, flags=re.M)
+    checked = direct.replace("  default watch", "  default keep")  # every kept guard checked per call
     cache = kwargs["cache"]
     length = int(cache.layers[0].cumulative_length)
     out = [latency.Variant("eager", rewound(model, cache, length))]
@@ -54,7 +57,8 @@ def variants(model, kwargs: dict, text: str) -> list:
     fn(**kwargs)
     out.append(latency.Variant("no filter", fn))
     floor = latency.RECIPES[-1]
-    for label, source in (("suggested, verify off", no_verify), ("suggested + verify every 100", text),
+    for label, source in (("suggested, watch as keep + verify + direct", checked),
+                          ("suggested, verify off", no_verify), ("suggested + verify every 100", text),
                           ("suggested + verify + direct dispatch", direct),
                           ("zero-guard floor (all +ift +stance)", floor.policy_source())):
         fn = rewound(gp.compile(latency.own_copy(model), gp.load(source)), cache, length)  # inductor
