@@ -13,7 +13,8 @@ struct WatchGate {
   PyObject* recheck;  // recheck(f_locals) -> bool: the watched guards, evaluated
   PyObject* held;     // a tuple: the objects given (dicts and classes), kept alive
   PyObject* dicts;    // a tuple: the dicts watched (a class's own dict stands for the class)
-  PyObject* roots;    // a tuple of (local name, object) pairs
+  PyObject* roots;    // a tuple of (local name, position, object): f_locals[name] (position -1)
+                      // or f_locals[name][position] (a tuple: `*args`) is the object
   PyObject* keyed;    // a tuple of (dict, key, value) triples: read by key, not watched whole
   std::vector<uint64_t>* versions;  // 3.11: ma_version_tag of each dict at the last check
   uint64_t epoch;                   // 3.12+: the watch epoch at the last check
@@ -84,14 +85,17 @@ void Read(const WatchGate* self, uint64_t* epoch, std::vector<uint64_t>* version
 #endif
 }
 
-// 1 when every root local of `f_locals` is the recorded object, 0 when one is not, -1 on error.
+// 1 when every root of `f_locals` is the recorded object, 0 when one is not, -1 on error.
 int RootsMatch(const WatchGate* self, PyObject* f_locals) {
   const Py_ssize_t n = PyTuple_GET_SIZE(self->roots);
   for (Py_ssize_t i = 0; i < n; ++i) {
-    PyObject* pair = PyTuple_GET_ITEM(self->roots, i);
-    PyObject* value = PyDict_Check(f_locals) ? PyDict_GetItemWithError(f_locals, PyTuple_GET_ITEM(pair, 0)) : nullptr;
+    PyObject* root = PyTuple_GET_ITEM(self->roots, i);
+    PyObject* value = PyDict_Check(f_locals) ? PyDict_GetItemWithError(f_locals, PyTuple_GET_ITEM(root, 0)) : nullptr;
     if (value == nullptr && PyErr_Occurred()) return -1;
-    if (value != PyTuple_GET_ITEM(pair, 1)) return 0;
+    const Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 1));
+    if (value != nullptr && position >= 0)
+      value = PyTuple_Check(value) && position < PyTuple_GET_SIZE(value) ? PyTuple_GET_ITEM(value, position) : nullptr;
+    if (value != PyTuple_GET_ITEM(root, 2)) return 0;
   }
   return 1;
 }
@@ -165,9 +169,10 @@ int Init(PyObject* self_, PyObject* args, PyObject* kwargs) {
     }
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); ++i) {
-    PyObject* pair = PyTuple_GET_ITEM(roots, i);
-    if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 || !PyUnicode_Check(PyTuple_GET_ITEM(pair, 0))) {
-      PyErr_SetString(PyExc_TypeError, "WatchGate roots are (local name, object) pairs");
+    PyObject* root = PyTuple_GET_ITEM(roots, i);
+    if (!PyTuple_Check(root) || PyTuple_GET_SIZE(root) != 3 || !PyUnicode_Check(PyTuple_GET_ITEM(root, 0)) ||
+        !PyLong_Check(PyTuple_GET_ITEM(root, 1))) {
+      PyErr_SetString(PyExc_TypeError, "WatchGate roots are (local name, position, object) triples");
       return -1;
     }
   }

@@ -5,8 +5,8 @@
 // torch calls it with the frame locals (a dict) once the entry's kept guards have passed. It
 // holds strong references to the dicts the entry's watched guards read (instance __dict__s,
 // _modules/_parameters/_buffers, hook dicts; a class stands for its own dict), the objects
-// the watched sources start from (`roots`: local name -> object, e.g. the module bound to
-// `self`) and `keyed` (dict, key, value) triples for dicts read by key and too busy to watch
+// the watched sources start from (`roots`: (local name, position, object), e.g. the module
+// bound to `self`, or `args[0]` of a `*args` wrapper) and `keyed` (dict, key, value) triples for dicts read by key and too busy to watch
 // whole (a module's globals, which its top-level code writes: only the globals the guards
 // read are compared, by identity). While none of the dicts changed, every root is the
 // recorded object and every keyed value is in place, a call returns the verdict of the last

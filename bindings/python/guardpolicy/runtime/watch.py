@@ -57,13 +57,13 @@ class Unwatched:
 
 class FramePlan:
     """What one compiled frame watches: the objects whose dicts its gate watches (dicts and
-    classes), the roots (local name, object), the hook dicts and their keys at compile time,
+    classes), the roots (the modules the sources start from, by local name and position), the hook dicts and their keys at compile time,
     the globals read (by key: dict, name, value), the watched guards' manager, and the
     watched guards that stay checked (``unwatched``)."""
 
     def __init__(self) -> None:
         self.watched: dict[int, Any] = {}  # id -> dict or class
-        self.roots: dict[str, Any] = {}
+        self.roots: dict[tuple[str, int], Any] = {}  # (local, position in a *args tuple or -1) -> module
         self.keyed: dict[tuple[int, str], tuple[dict, str, Any]] = {}  # globals, read by key
         self.hooks: dict[int, dict] = {}
         self.unwatched: list[Unwatched] = []
@@ -78,7 +78,8 @@ class FramePlan:
         """The ``WatchGate`` of this frame's cache entry."""
         frozen = tuple(self.hooks.values()) + tuple(o for o in self.watched.values() if isinstance(o, type))
         recheck = _Recheck(self.manager, frozen, _contents(frozen))
-        self.gate = WatchGate(tuple(self.watched.values()), tuple(self.roots.items()),
+        roots = tuple((name, position, obj) for (name, position), obj in self.roots.items())
+        self.gate = WatchGate(tuple(self.watched.values()), roots,
                               tuple(self.keyed.values()), recheck)
         return self.gate
 
@@ -196,15 +197,22 @@ def _read(source: Any, scope: dict, closure: dict, out: FramePlan) -> None:
     root = chain[-1]
     cache: dict = {}
     if isinstance(root, S.LocalSource):
-        value = root.get_value(scope, closure, cache)
+        value, position = root.get_value(scope, closure, cache), -1
+        if isinstance(value, tuple) and len(chain) > 1 and isinstance(chain[-2], S.GetItemSource) \
+                and isinstance(chain[-2].index, int):  # a wrapper's `*args`: the module is args[i]
+            position = chain[-2].index
+            value = chain[-2].get_value(scope, closure, cache)
+            chain.pop()  # the tuple, passed anew on every call, is not watched
         if not _is_module(value):
             raise _CannotWatch(f"its source starts at the input L[{root.local_name!r}], passed anew on every call")
-        if root.local_name not in out.roots:  # the frame's module: the hooks of every module it calls
-            out.roots[root.local_name] = value
+        key = (root.local_name, position)
+        if key not in out.roots:  # the frame's module: the hooks of every module it calls
+            out.roots[key] = value
             for sub in list(value.modules())[1:]:
                 _watch_hooks_of(sub, out)
-        elif out.roots[root.local_name] is not value:
+        elif out.roots[key] is not value:
             raise _CannotWatch(f"L[{root.local_name!r}] holds another object")
+        root = chain[-1]
     elif isinstance(root, S.GlobalSource):  # a module's globals change often: only this one is compared
         g = scope["G"]
         out.keyed[(id(g), root.global_name)] = (g, root.global_name, root.get_value(scope, closure, cache))
@@ -216,7 +224,7 @@ def _read(source: Any, scope: dict, closure: dict, out: FramePlan) -> None:
         if parent is not None and isinstance(node, S.AttrSource):
             _check_attribute(parent, node.member)
         # a module's own hooks run outside its frame: those of what the frame calls are watched
-        _watch_value(value, out, node is not root or not isinstance(root, S.LocalSource))
+        _watch_value(value, out, node is not root or isinstance(root, S.GlobalSource))
         parent = value
 
 
