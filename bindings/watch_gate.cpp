@@ -13,8 +13,8 @@ struct WatchGate {
   PyObject* recheck;  // recheck(f_locals) -> bool: the watched guards, evaluated
   PyObject* held;     // a tuple: the objects given (dicts and classes), kept alive
   PyObject* dicts;    // a tuple: the dicts watched (a class's own dict stands for the class)
-  PyObject* roots;    // a tuple of (local name, position, object): f_locals[name] (position -1)
-                      // or f_locals[name][position] (a tuple: `*args`) is the object
+  PyObject* roots;    // a tuple of (local name, path, object): f_locals[name][path[0]][path[1]]...
+                      // (through the `*args` tuple, the `**kwargs` dict) is the object
   PyObject* keyed;    // a tuple of (dict, key, value) triples: read by key, not watched whole
   std::vector<uint64_t>* versions;  // 3.11: ma_version_tag of each dict at the last check
   uint64_t epoch;                   // 3.12+: the watch epoch at the last check
@@ -85,16 +85,32 @@ void Read(const WatchGate* self, uint64_t* epoch, std::vector<uint64_t>* version
 #endif
 }
 
+// The object at `path` (a tuple of keys) under `value`, through tuples (int keys) and dicts;
+// NULL when there is none (no error set), or NULL with an error set.
+PyObject* Follow(PyObject* value, PyObject* path) {
+  for (Py_ssize_t i = 0; value != nullptr && i < PyTuple_GET_SIZE(path); ++i) {
+    PyObject* key = PyTuple_GET_ITEM(path, i);
+    if (PyTuple_Check(value) && PyLong_Check(key)) {
+      const Py_ssize_t at = PyLong_AsSsize_t(key);
+      if (at == -1 && PyErr_Occurred()) return nullptr;
+      value = at >= 0 && at < PyTuple_GET_SIZE(value) ? PyTuple_GET_ITEM(value, at) : nullptr;
+    } else if (PyDict_Check(value)) {
+      value = PyDict_GetItemWithError(value, key);
+    } else {
+      value = nullptr;
+    }
+  }
+  return value;
+}
+
 // 1 when every root of `f_locals` is the recorded object, 0 when one is not, -1 on error.
 int RootsMatch(const WatchGate* self, PyObject* f_locals) {
   const Py_ssize_t n = PyTuple_GET_SIZE(self->roots);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* root = PyTuple_GET_ITEM(self->roots, i);
     PyObject* value = PyDict_Check(f_locals) ? PyDict_GetItemWithError(f_locals, PyTuple_GET_ITEM(root, 0)) : nullptr;
+    if (value != nullptr) value = Follow(value, PyTuple_GET_ITEM(root, 1));
     if (value == nullptr && PyErr_Occurred()) return -1;
-    const Py_ssize_t position = PyLong_AsSsize_t(PyTuple_GET_ITEM(root, 1));
-    if (value != nullptr && position >= 0)
-      value = PyTuple_Check(value) && position < PyTuple_GET_SIZE(value) ? PyTuple_GET_ITEM(value, position) : nullptr;
     if (value != PyTuple_GET_ITEM(root, 2)) return 0;
   }
   return 1;
@@ -155,12 +171,16 @@ PyObject* New(PyTypeObject* type, PyObject*, PyObject*) {
   return reinterpret_cast<PyObject*>(self);
 }
 
-int Init(PyObject* self_, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {"dicts", "roots", "keyed", "recheck", nullptr};
-  PyObject *given, *roots, *keyed, *recheck;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!O:WatchGate", const_cast<char**>(keywords), &PyTuple_Type,
-                                   &given, &PyTuple_Type, &roots, &PyTuple_Type, &keyed, &recheck))
-    return -1;
+// Checks the shapes of `roots` and `keyed`; 0, or -1 with a TypeError set.
+int CheckShapes(PyObject* roots, PyObject* keyed) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); ++i) {
+    PyObject* root = PyTuple_GET_ITEM(roots, i);
+    if (!PyTuple_Check(root) || PyTuple_GET_SIZE(root) != 3 || !PyUnicode_Check(PyTuple_GET_ITEM(root, 0)) ||
+        !PyTuple_Check(PyTuple_GET_ITEM(root, 1))) {
+      PyErr_SetString(PyExc_TypeError, "WatchGate roots are (local name, path tuple, object) triples");
+      return -1;
+    }
+  }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keyed); ++i) {
     PyObject* triple = PyTuple_GET_ITEM(keyed, i);
     if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3 || !PyDict_Check(PyTuple_GET_ITEM(triple, 0))) {
@@ -168,14 +188,13 @@ int Init(PyObject* self_, PyObject* args, PyObject* kwargs) {
       return -1;
     }
   }
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); ++i) {
-    PyObject* root = PyTuple_GET_ITEM(roots, i);
-    if (!PyTuple_Check(root) || PyTuple_GET_SIZE(root) != 3 || !PyUnicode_Check(PyTuple_GET_ITEM(root, 0)) ||
-        !PyLong_Check(PyTuple_GET_ITEM(root, 1))) {
-      PyErr_SetString(PyExc_TypeError, "WatchGate roots are (local name, position, object) triples");
-      return -1;
-    }
-  }
+  return 0;
+}
+
+// Watches what `given` stands for, with `roots` and `keyed`, armed on the state now with
+// `verdict`; 0, or -1 with an exception set (the gate unchanged).
+int Set(WatchGate* self, PyObject* given, PyObject* roots, PyObject* keyed, int verdict) {
+  if (CheckShapes(roots, keyed) < 0) return -1;
   PyObject* dicts = PyList_New(0);
   if (dicts == nullptr) return -1;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(given); ++i) {
@@ -191,26 +210,63 @@ int Init(PyObject* self_, PyObject* args, PyObject* kwargs) {
     }
 #endif
   }
-  auto* self = reinterpret_cast<WatchGate*>(self_);
+  PyObject* watched = PyList_AsTuple(dicts);
+  Py_DECREF(dicts);
+  if (watched == nullptr) return -1;
   Py_INCREF(given);
   Py_INCREF(roots);
   Py_INCREF(keyed);
-  Py_INCREF(recheck);
   Py_XSETREF(self->held, given);
   Py_XSETREF(self->roots, roots);
   Py_XSETREF(self->keyed, keyed);
-  Py_XSETREF(self->recheck, recheck);
-  Py_XSETREF(self->dicts, PyList_AsTuple(dicts));
-  Py_DECREF(dicts);
-  if (self->dicts == nullptr) return -1;
-  // Made right after the compile, whose guards held on this very state: a pass until it changes.
+  Py_XSETREF(self->dicts, watched);
   uint64_t epoch;
   std::vector<uint64_t> versions;
   Read(self, &epoch, &versions);
   Arm(self, epoch, versions);
-  self->verdict = 1;
+  self->verdict = verdict;
   return 0;
 }
+
+int Init(PyObject* self_, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"dicts", "roots", "keyed", "recheck", nullptr};
+  PyObject *given, *roots, *keyed, *recheck;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!O:WatchGate", const_cast<char**>(keywords), &PyTuple_Type,
+                                   &given, &PyTuple_Type, &roots, &PyTuple_Type, &keyed, &recheck))
+    return -1;
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  // Made right after the compile, whose guards held on this very state: a pass until it changes.
+  if (Set(self, given, roots, keyed, 1) < 0) return -1;
+  Py_INCREF(recheck);
+  Py_XSETREF(self->recheck, recheck);
+  return 0;
+}
+
+// gate.reset(dicts, roots, keyed): watches these instead (another object adopted at a root),
+// with no verdict: the next call checks again.
+PyObject* Reset(PyObject* self_, PyObject* args) {
+  PyObject *given, *roots, *keyed;
+  if (!PyArg_ParseTuple(args, "O!O!O!:reset", &PyTuple_Type, &given, &PyTuple_Type, &roots, &PyTuple_Type, &keyed))
+    return nullptr;
+  if (Set(reinterpret_cast<WatchGate*>(self_), given, roots, keyed, -1) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+// gate.roots_match(f_locals): whether every root of `f_locals` is the recorded object.
+PyObject* RootsMatchMethod(PyObject* self_, PyObject* f_locals) {
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  if (self->roots == nullptr) Py_RETURN_FALSE;
+  const int match = RootsMatch(self, f_locals);
+  if (match < 0) return nullptr;
+  return PyBool_FromLong(match);
+}
+
+PyMethodDef methods[] = {
+    {"reset", Reset, METH_VARARGS,
+     "reset(dicts, roots, keyed): watch these instead, with no verdict kept (the next call checks again)"},
+    {"roots_match", RootsMatchMethod, METH_O, "roots_match(f_locals): whether every root is the recorded object"},
+    {nullptr, nullptr, 0, nullptr},
+};
 
 int Traverse(PyObject* self_, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<WatchGate*>(self_);
@@ -282,6 +338,7 @@ PyTypeObject watch_gate_type = [] {
   t.tp_clear = Clear;
   t.tp_dealloc = Dealloc;
   t.tp_getset = getset;
+  t.tp_methods = methods;
   return t;
 }();
 

@@ -5,15 +5,17 @@
 // torch calls it with the frame locals (a dict) once the entry's kept guards have passed. It
 // holds strong references to the dicts the entry's watched guards read (instance __dict__s,
 // _modules/_parameters/_buffers, hook dicts; a class stands for its own dict), the objects
-// the watched sources start from (`roots`: (local name, position, object), e.g. the module
-// bound to `self`, or `args[0]` of a `*args` wrapper) and `keyed` (dict, key, value) triples for dicts read by key and too busy to watch
+// the watched sources start from (`roots`: (local name, path, object), e.g. the module bound
+// to `self`, `args[0]` of a `*args` wrapper, a cache object passed as `kwargs['cache']`) and `keyed` (dict, key, value) triples for dicts read by key and too busy to watch
 // whole (a module's globals, which its top-level code writes: only the globals the guards
 // read are compared, by identity). While none of the dicts changed, every root is the
 // recorded object and every keyed value is in place, a call returns the verdict of the last
 // check: no Python code runs. Otherwise it calls `recheck(f_locals)` (the watched guards,
 // evaluated by torch's guard manager), counts it in `rechecks`, and keeps its verdict when
 // the roots and keyed values matched. A gate is made right after its entry's compile, on the
-// state the compile guarded: its first verdict is a pass.
+// state the compile guarded: its first verdict is a pass. `reset(dicts, roots, keyed)` makes it
+// watch another object's dicts (an input object passed again and again, adopted as the new
+// root), with no verdict kept; `roots_match(f_locals)` says whether the roots are in place.
 //
 // Whether a dict changed: on CPython 3.12+ one dict watcher of guardpolicy's (PyDict_AddWatcher)
 // bumps a process-wide epoch on any change of any watched dict, so the check is one compare; on

@@ -267,3 +267,49 @@ def test_what_cannot_be_watched_is_kept_and_said(tmp_path):
     unwatched = {u.guard_type: u.why for u in gp.stats(compiled).watches.unwatched}
     assert "not held in a dict a watcher can see" in unwatched["GLOBAL_STATE"]
     assert "TENSOR_MATCH" in unwatched  # parameters: .half() changes them without a dict
+
+
+class Cache:
+    """An object passed on every call, as a KV cache is: its attributes are watched."""
+
+    def __init__(self, scale: float):
+        self.scale = scale
+        self.enabled = True
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x, cache):
+        y = self.lin(x)
+        return y * cache.scale if cache.enabled else y
+
+
+def test_an_object_passed_on_every_call_is_watched_and_another_adopted(policy):
+    torch.manual_seed(0)
+    model = Scaled()
+    compiled = gp.compile(model, policy, backend="eager")
+    x = torch.randn(2, 4)
+    watches = gp.stats(compiled).watches
+
+    def call(cache, what):
+        torch.testing.assert_close(compiled(x, cache=cache), model(x, cache=cache), msg=lambda m: f"{what}: {m}")
+
+    with torch.no_grad():
+        first = Cache(2.0)
+        for _ in range(5):
+            call(first, "the first request")
+        assert ("kwargs", ("cache",)) in watches.frames[0].reads.roots or ("cache", ()) in watches.frames[0].reads.roots
+        assert watches.rechecks == 0
+        second = Cache(2.0)  # a new request: checked on its first two calls, adopted on the second
+        for _ in range(5):
+            call(second, "the second request")
+        assert watches.rechecks == 3 and gp.stats(compiled).compiles == 1
+        second.scale = 3.0  # an attribute of the adopted object: caught
+        call(second, "scale changed")
+        second.enabled = False
+        call(second, "enabled off")
+        for i in range(4):  # a new object on every call: each call checked, never stale
+            call(Cache(float(i)), f"a new object with scale {i}")

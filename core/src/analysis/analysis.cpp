@@ -243,14 +243,12 @@ class Analyzer {
     }
   }
 
-  // GP3012 when the entries `reach` watches at `site` can be an input's guards.
+  // GP3012 when the entries `reach` watches at `site` can be an input tensor's guards (the
+  // runtime watches the attributes of an object passed in, by the object's identity, but a
+  // tensor's metadata is held in no dict).
   void CheckWatchedInputs(const SourceRange& site, const FormulaPtr& reach) {
-    std::vector<std::string_view> types;
-    for (const std::string_view type : analysis::kInputGuardTypes) {
-      if (Sat(analysis::And(reach, analysis::InputGuardOfType(vocab_, type))))
-        types.push_back(type);
-    }
-    analysis::ReportWatchedInputs(site, types, diags_);
+    if (Sat(analysis::And(reach, analysis::InputTensorGuard(vocab_))))
+      analysis::ReportWatchedInputs(site, {"TENSOR_MATCH"}, diags_);
   }
 
   // An ambient guard (`SHAPE_ENV` from ShapeEnvSource, the others from GlobalStateSource):

@@ -48,11 +48,6 @@ FormulaPtr InputValueGuard(Vocabulary& vocab) {
              Not(Or(vocab.BoolField("value.is_tensor"), vocab.BoolField("value.is_module"))));
 }
 
-FormulaPtr InputGuardOfType(Vocabulary& vocab, std::string_view type) {
-  if (type == "TENSOR_MATCH") return InputTensorGuard(vocab);
-  return And(InputValueGuard(vocab), vocab.GuardTypeIs(type));
-}
-
 void ReportWatchedAmbient(const SourceRange& site, const std::vector<std::string_view>& types,
                           Diagnostics& diags) {
   if (types.empty()) return;
@@ -71,11 +66,11 @@ void ReportWatchedInputs(const SourceRange& site, const std::vector<std::string_
   diags.Warning(
       codes::kUnwatchableWatch, site,
       fmt::format(
-          "`watch` on {} guards on inputs is honoured as `keep`: an input is passed anew on "
-          "every call, not held in a dict a watcher can see",
+          "`watch` on {} guards on inputs is honoured as `keep`: an input tensor is passed anew on "
+          "every call, and its metadata is held in no dict a watcher can see",
           Quoted(types, "or")),
-      "torch checks an input's guards on every call; say so with `keep when guard_source == LOCAL` "
-      "before the watch");
+      "torch checks an input tensor's guards on every call; say so with "
+      "`keep when guard_source == LOCAL and guard_type == TENSOR_MATCH` before the watch");
 }
 
 }  // namespace guardpolicy::analysis

@@ -29,14 +29,7 @@ FormulaPtr InputValueGuard(Vocabulary& vocab);
 void ReportWatchedAmbient(const SourceRange& site, const std::vector<std::string_view>& types,
                           Diagnostics& diags);
 
-// The guard types an input's guards have (TENSOR_MATCH on input tensors, the others on the
-// other input values), in the order a finding names them.
-inline constexpr std::string_view kInputGuardTypes[] = {"TENSOR_MATCH", "CONSTANT_MATCH",
-                                                        "EQUALS_MATCH", "TYPE_MATCH"};
-// An input's guard of type `type` (one of kInputGuardTypes).
-FormulaPtr InputGuardOfType(Vocabulary& vocab, std::string_view type);
-
-// GP3012 at `site` for the input guard `types` it can watch (some of kInputGuardTypes);
+// GP3012 at `site` for the input guard `types` it can watch (TENSOR_MATCH: an input tensor);
 // nothing when empty.
 void ReportWatchedInputs(const SourceRange& site, const std::vector<std::string_view>& types,
                          Diagnostics& diags);

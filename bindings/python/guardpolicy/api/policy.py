@@ -29,9 +29,11 @@ class RuleRef:
 
 @dataclasses.dataclass(frozen=True)
 class Explanation:
-    """The decision for one guard entry. ``keep``: whether torch keeps the guard (True for
-    ``keep`` and for ``watch``, which a ``guard_filter_fn`` and this release's runtime honour
-    as a keep); ``watched``: the policy decided ``watch``. ``rule`` is None when the policy
+    """The decision for one guard entry. ``keep``: whether the policy keeps the guard (True for
+    ``keep`` and for ``watch``, which a plain ``guard_filter_fn`` honours as a keep);
+    ``watched``: the policy decided ``watch``; ``checked``: for a ``watch`` under
+    ``guardpolicy.compile`` that torch checks on every call anyway, why (a tensor, an input,
+    ambient state; docs/design-notes/watch.md), else "". ``rule`` is None when the policy
     default decided; ``code`` is what the guard checks (the schema field ``code``: torch's
     check code, one line per part, e.g. ``L['self'].n_active == 3``; "" for a guard without
     Python code)."""
@@ -42,6 +44,7 @@ class Explanation:
     guard_type: str
     code: str = ""
     watched: bool = False
+    checked: str = ""
 
     @property
     def decision(self) -> str:

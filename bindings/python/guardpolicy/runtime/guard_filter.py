@@ -36,13 +36,13 @@ class GuardFilter:
         with warnings.catch_warnings():  # the first pass warned already, if at all
             warnings.simplefilter("ignore", PolicyRuntimeWarning)
             explanations = FrameExplanations(policy.explain(entries), compiled_frame())
-        stats.record_compile(explanations)
-        logs.frame_decided(policy.name, explanations, explanations.frame)  # TORCH_LOGS, TORCH_TRACE
-        stats.ranks.after_frame(explanations, stats.calls)  # check_ranks: raises RankMismatchError
         if not stats.dry_run and any(exp.watched for exp in explanations):
             torch_locals = torch_internals.compiling_frame_locals()
             decisions = list(decisions)  # the guards watched leave torch's manager
             stats.watches.add(torch_locals["self"], watch.plan(entries, explanations, torch_locals, decisions))
+        stats.record_compile(explanations)
+        logs.frame_decided(policy.name, explanations, explanations.frame)  # TORCH_LOGS, TORCH_TRACE
+        stats.ranks.after_frame(explanations, stats.calls)  # check_ranks: raises RankMismatchError
         if stats.verify_every:
             torch_locals = torch_internals.compiling_frame_locals()
             index = DroppedIndex.of(entries, explanations, explanations.frame)

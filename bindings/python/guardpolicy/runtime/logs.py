@@ -59,8 +59,11 @@ def register_with_torch() -> bool:
 
 
 def _decision_row(e: Any) -> dict[str, Any]:
-    return {"guard": e.name, "guard_type": e.guard_type, "decision": e.decision,
-            "rule": str(e.rule) if e.rule else "default", "code": e.code}
+    row = {"guard": e.name, "guard_type": e.guard_type, "decision": e.decision,
+           "rule": str(e.rule) if e.rule else "default", "code": e.code}
+    if getattr(e, "checked", ""):
+        row["checked"] = e.checked  # a watch torch checks on every call anyway, and why
+    return row
 
 
 def _counts(explanations: list) -> str:
@@ -82,7 +85,8 @@ def frame_decided(policy: str, explanations: list, frame: Any) -> None:
     if log.isEnabledFor(logging.DEBUG):
         for e in explanations:
             code = "; ".join(e.code.splitlines())
-            log.debug("  %s %s %s by %s%s", e.decision, e.guard_type, e.name or '""',
-                      e.rule if e.rule else "default", f" | {code}" if code else "")
+            checked = f" (checked on every call: {e.checked})" if getattr(e, "checked", "") else ""
+            log.debug("  %s %s %s by %s%s%s", e.decision, e.guard_type, e.name or '""',
+                      e.rule if e.rule else "default", checked, f" | {code}" if code else "")
     torch_internals.trace_artifact(TRACE_ARTIFACT, lambda: {
         "policy": policy, "frame": str(frame), "guards": [_decision_row(e) for e in explanations]})

@@ -3,7 +3,8 @@ policy decides ``watch`` leaves the guard manager torch evaluates on every call,
 checked again only when the state it reads changes.
 
 * **At compile time** (``plan``, from the ``guard_filter_fn``): each watched guard's source
-  is walked from its root (the module bound to ``self``, or a global) with torch's own
+  is walked from its root (the module bound to ``self``, an object passed in ``*args`` or
+  ``**kwargs`` such as a KV cache, or a global) with torch's own
   ``Source.get_value``, and every dict it reads on the way is recorded: instance
   ``__dict__``s (with their classes' dicts), ``_modules``, ``_parameters``, ``_buffers``,
   config objects' ``__dict__``s; a global is recorded by key (its name and value: a script's
@@ -26,23 +27,12 @@ What is watched and what stays kept is in ``guardpolicy.stats(compiled).watches`
 
 from __future__ import annotations
 
-import collections
 import dataclasses
-import inspect
-import types
 from typing import Any
 
 from .._core import WatchGate
 from ..api.data import schema_list
-
-#: nn.Module's per-instance hook dicts that change what a call runs.
-HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range, slice)
-_UNWATCHABLE = (list, set, bytearray, collections.deque)
-
-
-class _CannotWatch(Exception):
-    pass
+from .watch_sources import CannotWatch, Reads, read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,32 +46,44 @@ class Unwatched:
 
 
 class FramePlan:
-    """What one compiled frame watches: the objects whose dicts its gate watches (dicts and
-    classes), the roots (the modules the sources start from, by local name and position), the hook dicts and their keys at compile time,
-    the globals read (by key: dict, name, value), the watched guards' manager, and the
+    """What one compiled frame watches: ``reads`` (the dicts, roots and globals its watched
+    guards read, a ``watch_sources.Reads``), ``sources`` (theirs, to read again for another
+    object at a root), the watched guards' ``manager``, the ``gate`` once attached, and the
     watched guards that stay checked (``unwatched``)."""
 
-    def __init__(self) -> None:
-        self.watched: dict[int, Any] = {}  # id -> dict or class
-        self.roots: dict[tuple[str, int], Any] = {}  # (local, position in a *args tuple or -1) -> module
-        self.keyed: dict[tuple[int, str], tuple[dict, str, Any]] = {}  # globals, read by key
-        self.hooks: dict[int, dict] = {}
+    def __init__(self, globals_: dict) -> None:
+        self.reads = Reads()
+        self.sources: list = []
+        self.globals = globals_
         self.unwatched: list[Unwatched] = []
         self.guards = 0  # watched guards taken out of torch's manager
         self.manager: Any = None
         self.gate: Any = None
 
-    def watch(self, obj: Any) -> None:
-        self.watched.setdefault(id(obj), obj)
-
     def make_gate(self) -> Any:
         """The ``WatchGate`` of this frame's cache entry."""
-        frozen = tuple(self.hooks.values()) + tuple(o for o in self.watched.values() if isinstance(o, type))
-        recheck = _Recheck(self.manager, frozen, _contents(frozen))
-        roots = tuple((name, position, obj) for (name, position), obj in self.roots.items())
-        self.gate = WatchGate(tuple(self.watched.values()), roots,
-                              tuple(self.keyed.values()), recheck)
+        reads = self.reads
+        frozen = tuple(reads.hooks.values()) + tuple(o for o in reads.watched.values() if isinstance(o, type))
+        recheck = _Recheck(self, frozen, _contents(frozen))
+        self.gate = WatchGate(*reads.gate_args(), recheck)
         return self.gate
+
+    def read_again(self, f_locals: dict) -> Reads | None:
+        """What the watched sources read from ``f_locals`` (another object at a root), or None
+        when one of them cannot be watched there."""
+        from . import torch_internals
+
+        scope = {"L": f_locals, "G": self.globals, "__builtins__": __builtins__}
+        closure = torch_internals.closure_vars()
+        reads = Reads()
+        try:
+            for source in self.sources:
+                read(source, scope, closure, reads)
+        except Exception:  # noqa: BLE001 - not watchable there: the gate checks every such call
+            return None
+        for hooks in self.reads.hooks.values():  # the hook dicts compared whole stay the compile's
+            reads.watch_hooks(hooks)
+        return reads
 
 
 def _contents(frozen: tuple) -> tuple[tuple, ...]:
@@ -93,22 +95,53 @@ class _Recheck:
     """What a gate calls after a change: the watched guards (torch's manager of them) pass
     on the frame locals, and the hook dicts and the classes (``frozen``) hold what they held
     at compile time. A hook or a class attribute (a monkeypatched method) is inlined by Dynamo
-    with no guard of its own when torch skips hook guards; any change to one recompiles."""
+    with no guard of its own when torch skips hook guards; any change to one recompiles.
 
-    __slots__ = ("manager", "frozen", "contents")
+    Another object at a root (a new cache object for each request, a copy of the module)
+    passes or fails here on every call; when the same other object comes twice in a row and
+    it is not a module, the gate adopts it: its dicts are watched from then on."""
 
-    def __init__(self, manager: Any, frozen: tuple, contents: tuple[tuple, ...]):
-        self.manager = manager
+    __slots__ = ("frame", "frozen", "contents", "last_other")
+
+    def __init__(self, frame: FramePlan, frozen: tuple, contents: tuple[tuple, ...]):
+        self.frame = frame
         self.frozen = frozen
         self.contents = contents
+        self.last_other: tuple = ()
 
     def __call__(self, f_locals: dict) -> bool:
         try:
             if _contents(self.frozen) != self.contents:
                 return False
-            return self.manager is None or bool(self.manager.check(f_locals))
+            manager = self.frame.manager
+            if manager is not None and not manager.check(f_locals):
+                return False
+            gate = self.frame.gate
+            if gate is not None and not gate.roots_match(f_locals):
+                self._maybe_adopt(gate, f_locals)
+            return True
         except Exception:  # noqa: BLE001 - a guard that cannot be evaluated fails: torch compiles anew
             return False
+
+    def _maybe_adopt(self, gate: Any, f_locals: dict) -> None:
+        reads = self.frame.read_again(f_locals)
+        if reads is None:
+            return
+        before = self.frame.reads.roots
+        changed = [obj for key, obj in reads.roots.items() if before.get(key) is not obj]
+        if not changed or any(_is_module(obj) for obj in changed):
+            return
+        other = tuple(id(obj) for obj in changed)
+        if other == self.last_other:
+            gate.reset(*reads.gate_args())
+            self.frame.reads = reads
+        self.last_other = other
+
+
+def _is_module(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.nn.Module)
 
 
 class Watches:
@@ -145,17 +178,18 @@ class Watches:
                 continue
             torch_internals.add_last_guard(manager, frame.make_gate(),
                                            f"guardpolicy watch: {frame.guards} watched guards, "
-                                           f"{len(frame.watched)} dicts")
+                                           f"{len(frame.reads.watched)} dicts")
             self.frames.append(frame)
 
 
 def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisions: list[bool]) -> FramePlan:
     """The watching of one frame being compiled. ``decisions`` (what the filter returns to
-    torch) is changed in place: a watched guard that is watched is taken out (False)."""
+    torch) is changed in place: a watched guard that is watched is taken out (False); so are
+    ``explanations``: a watched guard that stays checked gets its reason (``checked``)."""
     from . import torch_internals
 
-    out = FramePlan()
     graph = torch_locals["output_graph"]
+    out = FramePlan(graph.global_scope)
     scope = {"L": graph.local_scope, "G": graph.global_scope, "__builtins__": __builtins__}
     closure = torch_internals.closure_vars()
     kept_types = set(schema_list("watch_kept_guard_types"))
@@ -165,121 +199,21 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
             continue
         try:
             if exp.guard_type in kept_types:
-                raise _CannotWatch(f"{exp.guard_type} guards are not held in a dict a watcher can see")
+                raise CannotWatch(f"{exp.guard_type} guards are not held in a dict a watcher can see")
             source = entry.orig_guard.originating_source
-            _read(source, scope, closure, out)
-        except _CannotWatch as why:
-            out.unwatched.append(Unwatched(exp.name, exp.guard_type, str(why)))
-            continue
-        except Exception as error:  # noqa: BLE001 - a source torch itself could not read: checked per call
-            out.unwatched.append(Unwatched(exp.name, exp.guard_type, f"its source could not be read ({error})"))
+            read(source, scope, closure, out.reads)
+        except Exception as error:  # noqa: BLE001 - also a source torch itself could not read
+            why = str(error) if isinstance(error, CannotWatch) else f"its source could not be read ({error})"
+            out.unwatched.append(Unwatched(exp.name, exp.guard_type, why))
+            explanations[i] = dataclasses.replace(exp, checked=why)
             continue
         decisions[i] = False
         watched.append(entry.orig_guard)
+        out.sources.append(source)
     out.guards = len(watched)
     if watched:
         for _name, hooks in torch_internals.global_module_hooks():
-            _watch_hooks(hooks, out)
+            out.reads.watch_hooks(hooks)
         out.manager = torch_internals.build_guard_manager(torch_locals["self"], watched, torch_locals,
                                                           lambda rows: [True] * len(rows))
     return out
-
-
-def _read(source: Any, scope: dict, closure: dict, out: FramePlan) -> None:
-    """Records in ``out`` every dict ``source`` reads, from its root to its value; raises
-    ``_CannotWatch`` where one read is not of a dict."""
-    from . import torch_internals
-
-    S = torch_internals.dynamo_sources()  # noqa: N806 - Dynamo's source classes
-    chain = [source]
-    while hasattr(chain[-1], "base"):
-        chain.append(chain[-1].base)
-    root = chain[-1]
-    cache: dict = {}
-    if isinstance(root, S.LocalSource):
-        value, position = root.get_value(scope, closure, cache), -1
-        if isinstance(value, tuple) and len(chain) > 1 and isinstance(chain[-2], S.GetItemSource) \
-                and isinstance(chain[-2].index, int):  # a wrapper's `*args`: the module is args[i]
-            position = chain[-2].index
-            value = chain[-2].get_value(scope, closure, cache)
-            chain.pop()  # the tuple, passed anew on every call, is not watched
-        if not _is_module(value):
-            raise _CannotWatch(f"its source starts at the input L[{root.local_name!r}], passed anew on every call")
-        key = (root.local_name, position)
-        if key not in out.roots:  # the frame's module: the hooks of every module it calls
-            out.roots[key] = value
-            for sub in list(value.modules())[1:]:
-                _watch_hooks_of(sub, out)
-        elif out.roots[key] is not value:
-            raise _CannotWatch(f"L[{root.local_name!r}] holds another object")
-        root = chain[-1]
-    elif isinstance(root, S.GlobalSource):  # a module's globals change often: only this one is compared
-        g = scope["G"]
-        out.keyed[(id(g), root.global_name)] = (g, root.global_name, root.get_value(scope, closure, cache))
-    else:
-        raise _CannotWatch(f"its source starts at a {type(root).__name__}")
-    parent = None
-    for node in reversed(chain):
-        value = node.get_value(scope, closure, cache)
-        if parent is not None and isinstance(node, S.AttrSource):
-            _check_attribute(parent, node.member)
-        # a module's own hooks run outside its frame: those of what the frame calls are watched
-        _watch_value(value, out, node is not root or isinstance(root, S.GlobalSource))
-        parent = value
-
-
-def _check_attribute(owner: Any, member: str) -> None:
-    """Raises ``_CannotWatch`` when ``owner.member`` is computed by a data descriptor (a
-    property, a slot) rather than read from a dict."""
-    instance_dict = getattr(owner, "__dict__", None)
-    if isinstance(instance_dict, dict) and member in instance_dict:
-        return
-    found = inspect.getattr_static(owner if isinstance(owner, type) else type(owner), member, None)
-    if hasattr(type(found), "__set__") or hasattr(type(found), "__get__") and not inspect.isroutine(found):
-        raise _CannotWatch(f"`{member}` is computed by a {type(found).__name__}, not read from a dict")
-
-
-def _watch_value(value: Any, out: FramePlan, hooks: bool) -> None:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        raise _CannotWatch("a tensor's metadata changes without any dict changing")
-    if isinstance(value, _UNWATCHABLE):
-        raise _CannotWatch(f"a {type(value).__name__} is not a dict a watcher can see")
-    if isinstance(value, dict):
-        out.watch(value)
-    elif isinstance(value, type):
-        _watch_class(value, out)
-    elif isinstance(value, types.ModuleType):
-        out.watch(vars(value))
-    elif not isinstance(value, _IMMUTABLE):
-        instance_dict = getattr(value, "__dict__", None)
-        if isinstance(instance_dict, dict):
-            out.watch(instance_dict)
-        _watch_class(type(value), out)
-        if hooks and _is_module(value):
-            _watch_hooks_of(value, out)
-
-
-def _watch_class(cls: type, out: FramePlan) -> None:
-    for klass in cls.__mro__:
-        if klass is not object:
-            out.watch(klass)
-
-
-def _is_module(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.nn.Module)
-
-
-def _watch_hooks_of(module: Any, out: FramePlan) -> None:
-    for name in HOOK_DICTS:
-        hooks = vars(module).get(name)
-        if isinstance(hooks, dict):
-            _watch_hooks(hooks, out)
-
-
-def _watch_hooks(hooks: dict, out: FramePlan) -> None:
-    out.watch(hooks)
-    out.hooks.setdefault(id(hooks), hooks)

@@ -10,9 +10,9 @@ audit meant.
   dropped: ``suggest`` keeps them (no readable name to drop them by).
 * A value set holds what fits in ``WIDTH`` columns; a longer one continues in another rule
   of the same shape, so no line is a screen wide.
-* Then inputs (``guard_source == LOCAL``) and the guard types no watcher can see (the
-  schema's ``watch_kept_guard_types``) are kept, and every other guard is watched
-  (``default watch``; guardpolicy.runtime.watch).
+* Then the inputs' tensors and types (``guard_source == LOCAL``) and the guard types no
+  watcher can see (the schema's ``watch_kept_guard_types``) are kept, and every other guard
+  is watched (``default watch``; guardpolicy.runtime.watch).
 * ``verify every N calls`` unless told otherwise (the doc then says that nothing re-checks
   the dropped guards); a ``test`` block with one ``expect drop`` per pattern and one
   ``expect keep`` per dangerous guard.
@@ -129,17 +129,26 @@ def expect_line(decision: str, g: Any) -> str:
             f"guard_source: {gpol_string(g.guard_source)}, path: {gpol_string(g.path)} }}")
 
 
+#: The guard types of an input that stay checked on every call (docs/design-notes/watch.md: a
+#: tensor passed anew, or an object whose type may differ from call to call); the checker warns
+#: (GP3012) about a `watch` that reaches them.
+INPUT_KEPT_TYPES = ("TENSOR_MATCH", "TYPE_MATCH")
+
+
 def watched_lines() -> list[str]:
-    """What follows the drop rules: inputs and what no watcher can see kept (checked on every
-    call), everything else watched (``default watch``: checked again when its state changes,
-    under ``guardpolicy.compile``; kept by a plain ``guard_filter_fn``)."""
-    return ["  keep when guard_source == LOCAL",
+    """What follows the drop rules: the inputs' tensors and types and what no watcher can see
+    kept (checked on every call), everything else watched (``default watch``: checked again
+    when its state changes, under ``guardpolicy.compile``; kept by a plain ``guard_filter_fn``),
+    the attributes of an object passed in as well (a KV cache passed on every call)."""
+    return [f"  keep when guard_source == LOCAL and {_types_text(frozenset(INPUT_KEPT_TYPES))}",
             f"  keep when {_types_text(frozenset(schema_list('watch_kept_guard_types')))}"]
 
 
 def kept_decision(g: Any) -> str:
     """What ``watched_lines`` decide for a guard the audit keeps: ``keep`` or ``watch``."""
-    return "keep" if g.guard_source == "LOCAL" or g.guard_type in schema_list("watch_kept_guard_types") else "watch"
+    if g.guard_type in schema_list("watch_kept_guard_types"):
+        return "keep"
+    return "keep" if g.guard_source == "LOCAL" and g.guard_type in INPUT_KEPT_TYPES else "watch"
 
 
 def tests(dropped: list[Any], dangerous: list[Any]) -> list[str]:

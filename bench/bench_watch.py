@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""The safe setting against torch's zero-guard floor, per call: the suggested policy with
+every guard it keeps checked on every call, against the same policy watching what it can
+(``default watch``, docs/design-notes/watch.md), both with ``verify every 100 calls`` and
+``dispatch direct``, on the demo models (MLP, GPT-2) and Inductor.
+
+Per model: ``gp.suggest`` (Inductor audit) writes the policy once; then one interleaved run
+(``guardpolicy.tools.latency``) times ``torch.compile`` with no filter, the suggested policy
+with its ``default watch`` read as ``default keep`` (every kept guard checked per call: the
+safe setting before watching), the suggested policy as written (watching) and the zero-guard
+floor (``skip_all_guards`` + free tensors + the ``skip_guard_eval_unsafe`` stance), each
+through ``gp.compile``. ``--instructions`` also counts instructions per call under callgrind
+(bench/callgrind.py), the measure that decides on this machine. Prints markdown;
+``--results bench/DETAILS.md`` writes its section there.
+
+Usage: bench_watch.py [--models mlp,gpt2] [--calls 600] [--block 20] [--instructions 300]
+                      [--results bench/DETAILS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import re
+import sys
+from pathlib import Path
+
+import torch
+from results_section import write_section
+
+import callgrind
+import guardpolicy as gp
+from guardpolicy.tools import latency
+from guardpolicy.tools.models import build
+
+BEGIN = "<!-- watch: begin (bench/bench_watch.py writes this section) -->"
+END = "<!-- watch: end -->"
+CHECKED = "suggested, every kept guard checked (+ verify + direct)"
+WATCHED = "suggested with watch (+ verify + direct)"
+FLOOR = "zero-guard floor (all +ift +stance)"
+TARGET = 1.05  # the watched setting at most this times the floor
+
+
+def with_direct(text: str) -> str:
+    """The suggested policy with ``dispatch direct`` (before its ``default`` line)."""
+    return re.sub(r"^  default ", "  dispatch direct\n  default ", text, count=1, flags=re.M)
+
+
+def variants(policies: dict[str, str]):
+    """The ``make`` of ``latency``/``callgrind``: ``policies`` maps a model's class name to
+    its suggested policy text (with ``dispatch direct``)."""
+
+    def make(model, inputs: tuple, backend: str) -> list[latency.Variant]:
+        text = policies[type(model).__name__]
+        out = [latency.no_filter(model, inputs, backend)]
+        floor = latency.RECIPES[-1].policy_source()
+        for label, source in ((CHECKED, text.replace("  default watch", "  default keep")), (WATCHED, text),
+                              (FLOOR, floor)):
+            fn = latency.gp_compile(latency.own_copy(model), gp.load(source), backend=backend)
+            fn(*inputs)
+            out.append(latency.Variant(label, fn))
+        return out
+
+    return make
+
+
+def suggested(names: list[str]) -> dict[str, str]:
+    out = {}
+    for name in names:
+        model, inputs = build(name)
+        s = gp.suggest(model, *inputs, backend="inductor")
+        out[type(model).__name__] = with_direct(s.text)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="mlp,gpt2")
+    parser.add_argument("--calls", type=int, default=600)
+    parser.add_argument("--block", type=int, default=20)
+    parser.add_argument("--instructions", type=int, default=300, help="calls counted under callgrind (0: none)")
+    parser.add_argument("--results", type=Path)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    names = args.models.split(",")
+    policies = suggested(names)
+    tables = latency.measure(variants(policies), names, ["inductor"], args.calls, args.block,
+                             progress=lambda m: print(m, file=sys.stderr))
+    counts = {}
+    if args.instructions:
+        runs = [(name, "inductor") for name in names]
+        counts = callgrind.count_runs("bench_watch", "variants", [policies], runs, args.instructions)
+    lines = [f"Recorded {datetime.date.today().isoformat()} on {latency.machine()}, Inductor; "
+             f"{args.calls} timed calls per variant, interleaved in blocks of {args.block}"
+             + (f"; instructions: {args.instructions} calls per variant under callgrind." if counts else "."), ""]
+    verdicts = []
+    for name in names:
+        rows = tables[f"{name}, inductor"]
+        floor = next(r["median_us"] for r in rows if r["variant"] == FLOOR)
+        count = counts.get((name, "inductor"), {})
+        lines += [f"**{name}**", "", "| variant | median µs | p90 µs | / no filter | / zero-guard floor |"
+                  + (" instructions per call | instructions / floor |" if count else ""),
+                  "|---|---:|---:|---:|---:|" + ("---:|---:|" if count else "")]
+        for r in rows:
+            cells = [r["variant"], f"{r['median_us']:.1f}", f"{r['p90_us']:.1f}", f"{r['vs_no_filter']:.2f}",
+                     f"{r['median_us'] / floor:.2f}"]
+            if count:
+                n = count.get(r["variant"])
+                cells += [f"{n:,.0f}", f"{n / count[FLOOR]:.3f}"] if n is not None else ["", ""]
+            lines.append("| " + " | ".join(cells) + " |")
+        watched = next(r["median_us"] for r in rows if r["variant"] == WATCHED) / floor
+        ratio = count[WATCHED] / count[FLOOR] if count else None
+        verdicts.append((name, watched, ratio))
+        lines.append("")
+    met = all((r if r is not None else w) <= TARGET for _, w, r in verdicts)
+    lines.append(f"Target: {WATCHED} at most {TARGET}× the zero-guard floor (instruction counts decide where "
+                 f"measured): **{'met' if met else 'not met'}** ("
+                 + "; ".join(f"{n} {w:.2f}× wall clock" + (f", {r:.3f}× instructions" if r else "")
+                             for n, w, r in verdicts) + ").")
+    text = "\n".join(lines)
+    print(text)
+    if args.results:
+        write_section(args.results, BEGIN, END,
+                      "## The safe setting against the zero-guard floor (`bench/bench_watch.py`)\n\n" + text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

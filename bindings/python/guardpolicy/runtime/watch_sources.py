@@ -1,0 +1,179 @@
+"""What a watched guard's source reads (guardpolicy.runtime.watch): its chain walked from its
+root with torch's own ``Source.get_value`` (``torch_internals.dynamo_sources``), each dict
+read on the way recorded in a ``Reads``, or ``CannotWatch`` where a read is not of a dict."""
+
+from __future__ import annotations
+
+import collections
+import inspect
+import types
+from typing import Any
+
+#: nn.Module's per-instance hook dicts that change what a call runs.
+HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range, slice)
+_UNWATCHABLE = (list, set, bytearray, collections.deque)
+
+
+class CannotWatch(Exception):
+    """A watched guard torch must check on every call; the message says why."""
+
+
+class Reads:
+    """What the watched sources of one frame read: ``watched`` (dicts and classes, by id),
+    ``roots`` (``(local name, path)`` -> the object found there: the frame's module, a
+    module or an object passed in ``*args``/``**kwargs``), ``keyed`` (globals, read by name:
+    ``(dict, name, value)``) and ``hooks`` (the hook dicts of the modules the frame calls)."""
+
+    def __init__(self) -> None:
+        self.watched: dict[int, Any] = {}
+        self.roots: dict[tuple[str, tuple], Any] = {}
+        self.keyed: dict[tuple[int, str], tuple[dict, str, Any]] = {}
+        self.hooks: dict[int, dict] = {}
+
+    def watch(self, obj: Any) -> None:
+        self.watched.setdefault(id(obj), obj)
+
+    def gate_args(self) -> tuple[tuple, tuple, tuple]:
+        """``(dicts, roots, keyed)`` as ``_core.WatchGate`` takes them."""
+        roots = tuple((name, path, obj) for (name, path), obj in self.roots.items())
+        return tuple(self.watched.values()), roots, tuple(self.keyed.values())
+
+    def watch_hooks(self, hooks: dict) -> None:
+        self.watch(hooks)
+        self.hooks.setdefault(id(hooks), hooks)
+
+
+def read(source: Any, scope: dict, closure: dict, out: Reads) -> None:
+    """Records in ``out`` every dict ``source`` reads, from its root to its value; raises
+    ``CannotWatch`` where one read is not of a dict. ``scope``: ``{"L": frame locals, "G":
+    globals}`` as torch's guard code reads them; ``closure``: torch's guard closure names."""
+    from . import torch_internals
+
+    S = torch_internals.dynamo_sources()  # noqa: N806 - Dynamo's source classes
+    chain = [source]
+    while hasattr(chain[-1], "base"):
+        chain.append(chain[-1].base)
+    cache: dict = {}
+    root = chain[-1]
+    if isinstance(root, S.LocalSource):
+        _root(chain, scope, closure, cache, out, S)
+    elif isinstance(root, S.GlobalSource):  # a module's globals change often: only this one is compared
+        g = scope["G"]
+        out.keyed[(id(g), root.global_name)] = (g, root.global_name, root.get_value(scope, closure, cache))
+    else:
+        raise CannotWatch(f"its source starts at a {type(root).__name__}")
+    local = isinstance(root, S.LocalSource)
+    parent = None
+    for node in reversed(chain):
+        value = node.get_value(scope, closure, cache)
+        if parent is not None and isinstance(node, S.AttrSource):
+            _check_attribute(parent, node.member)
+        # a local module's own hooks run outside its frame: those of what the frame calls are watched
+        _watch_value(value, out, parent is not None or not local)
+        parent = value
+
+
+def _root(chain: list, scope: dict, closure: dict, cache: dict, out: Reads, S: Any) -> None:  # noqa: N803
+    """The object a local source starts from, through the ``*args`` tuple and the ``**kwargs``
+    dict a call passes anew (popped from ``chain``): recorded in ``out.roots`` by its local
+    name and path, which the gate checks by identity on every call."""
+    name = chain[-1].local_name
+    value = chain.pop().get_value(scope, closure, cache)
+    path: list = []
+    while isinstance(value, (tuple, dict)) and chain and _is_item(chain[-1], value, S):
+        path.append(chain[-1].index)
+        value = chain.pop().get_value(scope, closure, cache)
+    chain.append(_Here(value))  # the root node of what is walked next
+    if not _is_object(value):
+        raise CannotWatch(f"its source starts at the input L[{name!r}], passed anew on every call")
+    key = (name, tuple(path))
+    if key in out.roots:
+        if out.roots[key] is not value:
+            raise CannotWatch(f"L[{name!r}] holds another object")
+        return
+    out.roots[key] = value
+    if _is_module(value):  # the frame's module: the hooks of every module it calls
+        for sub in list(value.modules())[1:]:
+            watch_hooks_of(sub, out)
+
+
+class _Here:
+    """A root already read: its value, as a chain node."""
+
+    def __init__(self, value: Any):
+        self.value = value
+
+    def get_value(self, *_: Any) -> Any:
+        return self.value
+
+
+def _is_item(node: Any, container: Any, S: Any) -> bool:  # noqa: N803
+    """Whether ``node`` reads one element of ``container`` by a plain key (``args[0]``,
+    ``kwargs['cache']``)."""
+    index = getattr(node, "index", None)
+    if isinstance(container, tuple):
+        return isinstance(node, S.GetItemSource) and isinstance(index, int)
+    return isinstance(node, (S.DictGetItemSource, S.GetItemSource)) and isinstance(index, (str, int))
+
+
+def _is_object(value: Any) -> bool:
+    """Whether ``value`` can be a root: an object with a ``__dict__`` (a module, a cache, a
+    function), not a tensor nor a container."""
+    import torch
+
+    if isinstance(value, (torch.Tensor, type, types.ModuleType, dict, *_IMMUTABLE, *_UNWATCHABLE)):
+        return False
+    return isinstance(getattr(value, "__dict__", None), dict)
+
+
+def _check_attribute(owner: Any, member: str) -> None:
+    """Raises ``CannotWatch`` when ``owner.member`` is computed by a data descriptor (a
+    property, a slot) rather than read from a dict."""
+    instance_dict = getattr(owner, "__dict__", None)
+    if isinstance(instance_dict, dict) and member in instance_dict:
+        return
+    found = inspect.getattr_static(owner if isinstance(owner, type) else type(owner), member, None)
+    if hasattr(type(found), "__set__") or hasattr(type(found), "__get__") and not inspect.isroutine(found):
+        raise CannotWatch(f"`{member}` is computed by a {type(found).__name__}, not read from a dict")
+
+
+def _watch_value(value: Any, out: Reads, hooks: bool) -> None:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        raise CannotWatch("a tensor's metadata changes without any dict changing")
+    if isinstance(value, _UNWATCHABLE):
+        raise CannotWatch(f"a {type(value).__name__} is not a dict a watcher can see")
+    if isinstance(value, dict):
+        out.watch(value)
+    elif isinstance(value, type):
+        _watch_class(value, out)
+    elif isinstance(value, types.ModuleType):
+        out.watch(vars(value))
+    elif not isinstance(value, _IMMUTABLE):
+        instance_dict = getattr(value, "__dict__", None)
+        if isinstance(instance_dict, dict):
+            out.watch(instance_dict)
+        _watch_class(type(value), out)
+        if hooks and _is_module(value):
+            watch_hooks_of(value, out)
+
+
+def _watch_class(cls: type, out: Reads) -> None:
+    for klass in cls.__mro__:
+        if klass is not object:
+            out.watch(klass)
+
+
+def _is_module(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.nn.Module)
+
+
+def watch_hooks_of(module: Any, out: Reads) -> None:
+    for name in HOOK_DICTS:
+        hooks = vars(module).get(name)
+        if isinstance(hooks, dict):
+            out.watch_hooks(hooks)
