@@ -16,6 +16,8 @@ struct WatchGate {
   PyObject* roots;    // a tuple of (local name, path, object): f_locals[name][path[0]][path[1]]...
                       // (through the `*args` tuple, the `**kwargs` dict) is the object
   PyObject* keyed;    // a tuple of (dict, key, value) triples: read by key, not watched whole
+  PyObject* tensors;  // a tuple of tensors (parameters) whose metadata is checked on every call
+  PyObject* tensor_check;  // tensor_check(*tensors) -> bool (torch's TensorGuards.check), or None
   std::vector<uint64_t>* versions;  // 3.11: ma_version_tag of each dict at the last check
   uint64_t epoch;                   // 3.12+: the watch epoch at the last check
   int verdict;                      // the last check's verdict: 1 pass, 0 fail, -1 none yet
@@ -116,10 +118,19 @@ int RootsMatch(const WatchGate* self, PyObject* f_locals) {
   return 1;
 }
 
+// tensor_check(*tensors): whether the watched parameters still have their compile's dtype,
+// device, shape, strides and dispatch keys (`.half()`, `param.data = other`,
+// `channels_last` change them without changing any dict). A new reference to a bool.
+PyObject* TensorsMatch(const WatchGate* self) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(self->tensors);
+  if (n == 0 || self->tensor_check == Py_None) Py_RETURN_TRUE;
+  return PyObject_Vectorcall(self->tensor_check, &PyTuple_GET_ITEM(self->tensors, 0), static_cast<size_t>(n), nullptr);
+}
+
 PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* self = reinterpret_cast<WatchGate*>(self_);
   if (self->recheck == nullptr) {
-    PyErr_SetString(PyExc_TypeError, "WatchGate.__init__(dicts, roots, keyed, recheck) was not called");
+    PyErr_SetString(PyExc_TypeError, "WatchGate.__init__(dicts, roots, keyed, recheck[, tensors, tensor_check]) was not called");
     return nullptr;
   }
   if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
@@ -131,7 +142,8 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
   if (roots < 0) return nullptr;
   const int keys = KeyChanged(self);
   if (keys < 0) return nullptr;
-  if (roots == 1 && keys == 0 && self->verdict >= 0 && !Changed(self)) return PyBool_FromLong(self->verdict);
+  if (roots == 1 && keys == 0 && self->verdict >= 0 && !Changed(self))
+    return self->verdict ? TensorsMatch(self) : PyBool_FromLong(0);
   uint64_t epoch;
   std::vector<uint64_t> versions;
   Read(self, &epoch, &versions);
@@ -146,7 +158,7 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
     self->verdict = truth;
     Arm(self, epoch, versions);
   }
-  return PyBool_FromLong(truth);
+  return truth ? TensorsMatch(self) : PyBool_FromLong(0);
 }
 
 // The dict a watched object stands for: a dict itself, a class's own dict (None for a class
@@ -229,12 +241,19 @@ int Set(WatchGate* self, PyObject* given, PyObject* roots, PyObject* keyed, int 
 }
 
 int Init(PyObject* self_, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {"dicts", "roots", "keyed", "recheck", nullptr};
-  PyObject *given, *roots, *keyed, *recheck;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!O:WatchGate", const_cast<char**>(keywords), &PyTuple_Type,
-                                   &given, &PyTuple_Type, &roots, &PyTuple_Type, &keyed, &recheck))
+  static const char* keywords[] = {"dicts", "roots", "keyed", "recheck", "tensors", "tensor_check", nullptr};
+  PyObject *given, *roots, *keyed, *recheck, *tensors = nullptr, *tensor_check = Py_None;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!O|O!O:WatchGate", const_cast<char**>(keywords),
+                                   &PyTuple_Type, &given, &PyTuple_Type, &roots, &PyTuple_Type, &keyed, &recheck,
+                                   &PyTuple_Type, &tensors, &tensor_check))
     return -1;
   auto* self = reinterpret_cast<WatchGate*>(self_);
+  if (tensors == nullptr) tensors = PyTuple_New(0);
+  else Py_INCREF(tensors);
+  if (tensors == nullptr) return -1;
+  Py_XSETREF(self->tensors, tensors);
+  Py_INCREF(tensor_check);
+  Py_XSETREF(self->tensor_check, tensor_check);
   // Made right after the compile, whose guards held on this very state: a pass until it changes.
   if (Set(self, given, roots, keyed, 1) < 0) return -1;
   Py_INCREF(recheck);
@@ -275,6 +294,8 @@ int Traverse(PyObject* self_, visitproc visit, void* arg) {
   Py_VISIT(self->dicts);
   Py_VISIT(self->roots);
   Py_VISIT(self->keyed);
+  Py_VISIT(self->tensors);
+  Py_VISIT(self->tensor_check);
   return 0;
 }
 
@@ -285,6 +306,8 @@ int Clear(PyObject* self_) {
   Py_CLEAR(self->dicts);
   Py_CLEAR(self->roots);
   Py_CLEAR(self->keyed);
+  Py_CLEAR(self->tensors);
+  Py_CLEAR(self->tensor_check);
   return 0;
 }
 
@@ -328,7 +351,7 @@ PyTypeObject watch_gate_type = [] {
   t.tp_name = "guardpolicy._core.WatchGate";
   t.tp_basicsize = sizeof(WatchGate);
   t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
-  t.tp_doc = "WatchGate(dicts, roots, keyed, recheck): a cache entry's watched guards, checked in C only when "
+  t.tp_doc = "WatchGate(dicts, roots, keyed, recheck[, tensors, tensor_check]): a cache entry's watched guards, checked in C only when "
              "what they read changed (watch_gate.h)";
   t.tp_vectorcall_offset = offsetof(WatchGate, vectorcall);
   t.tp_call = PyVectorcall_Call;

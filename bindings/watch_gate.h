@@ -12,7 +12,9 @@
 // recorded object and every keyed value is in place, a call returns the verdict of the last
 // check: no Python code runs. Otherwise it calls `recheck(f_locals)` (the watched guards,
 // evaluated by torch's guard manager), counts it in `rechecks`, and keeps its verdict when
-// the roots and keyed values matched. A gate is made right after its entry's compile, on the
+// the roots and keyed values matched. A passing verdict also needs `tensor_check(*tensors)`
+// on every call: the parameters read by watched guards, whose metadata (`.half()`,
+// `param.data = other`) changes without any dict changing (torch's TensorGuards, one C call). A gate is made right after its entry's compile, on the
 // state the compile guarded: its first verdict is a pass. `reset(dicts, roots, keyed)` makes it
 // watch another object's dicts (an input object passed again and again, adopted as the new
 // root), with no verdict kept; `roots_match(f_locals)` says whether the roots are in place.
@@ -27,7 +29,7 @@
 
 namespace guardpolicy::python {
 
-// Adds the type WatchGate(dicts, roots, keyed, recheck) to `m`. Raises error_already_set.
+// Adds the type WatchGate(dicts, roots, keyed, recheck[, tensors, tensor_check]) to `m`. Raises error_already_set.
 void BindWatchGate(pybind11::module_& m);
 
 }  // namespace guardpolicy::python

@@ -264,9 +264,12 @@ def test_what_cannot_be_watched_is_kept_and_said(tmp_path):
     compiled = gp.compile(model, gp.load(path), backend="eager")
     with torch.no_grad():
         compiled(torch.randn(2, 3, 8, 8))
-    unwatched = {u.guard_type: u.why for u in gp.stats(compiled).watches.unwatched}
+    watches = gp.stats(compiled).watches
+    unwatched = {u.guard_type: u.why for u in watches.unwatched}
     assert "not held in a dict a watcher can see" in unwatched["GLOBAL_STATE"]
-    assert "TENSOR_MATCH" in unwatched  # parameters: .half() changes them without a dict
+    # buffers stay checked; parameters are watched with their metadata checked on every call
+    assert unwatched["TENSOR_MATCH"] == "a tensor's metadata changes without any dict changing"
+    assert {id(p) for p in model.parameters()} <= set(watches.frames[0].reads.tensors)
 
 
 class Cache:

@@ -62,10 +62,14 @@ class FramePlan:
 
     def make_gate(self) -> Any:
         """The ``WatchGate`` of this frame's cache entry."""
+        from . import torch_internals
+
         reads = self.reads
         frozen = tuple(reads.hooks.values()) + tuple(o for o in reads.watched.values() if isinstance(o, type))
         recheck = _Recheck(self, frozen, _contents(frozen))
-        self.gate = WatchGate(*reads.gate_args(), recheck)
+        tensors = tuple(reads.tensors.values())
+        check = torch_internals.tensor_check(tensors) if tensors else None
+        self.gate = WatchGate(*reads.gate_args(), recheck, tensors, check)
         return self.gate
 
     def read_again(self, f_locals: dict) -> Reads | None:
@@ -77,8 +81,8 @@ class FramePlan:
         closure = torch_internals.closure_vars()
         reads = Reads()
         try:
-            for source in self.sources:
-                read(source, scope, closure, reads)
+            for source, tensor_match in self.sources:
+                read(source, scope, closure, reads, tensor_match)
         except Exception:  # noqa: BLE001 - not watchable there: the gate checks every such call
             return None
         for hooks in self.reads.hooks.values():  # the hook dicts compared whole stay the compile's
@@ -201,7 +205,7 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
             if exp.guard_type in kept_types:
                 raise CannotWatch(f"{exp.guard_type} guards are not held in a dict a watcher can see")
             source = entry.orig_guard.originating_source
-            read(source, scope, closure, out.reads)
+            read(source, scope, closure, out.reads, exp.guard_type == "TENSOR_MATCH")
         except Exception as error:  # noqa: BLE001 - also a source torch itself could not read
             why = str(error) if isinstance(error, CannotWatch) else f"its source could not be read ({error})"
             out.unwatched.append(Unwatched(exp.name, exp.guard_type, why))
@@ -209,7 +213,7 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
             continue
         decisions[i] = False
         watched.append(entry.orig_guard)
-        out.sources.append(source)
+        out.sources.append((source, exp.guard_type == "TENSOR_MATCH"))
     out.guards = len(watched)
     if watched:
         for _name, hooks in torch_internals.global_module_hooks():

@@ -23,19 +23,22 @@ class Reads:
     """What the watched sources of one frame read: ``watched`` (dicts and classes, by id),
     ``roots`` (``(local name, path)`` -> the object found there: the frame's module, a
     module or an object passed in ``*args``/``**kwargs``), ``keyed`` (globals, read by name:
-    ``(dict, name, value)``) and ``hooks`` (the hook dicts of the modules the frame calls)."""
+    ``(dict, name, value)``), ``hooks`` (the hook dicts of the modules the frame calls) and
+    ``tensors`` (the parameters whose ``TENSOR_MATCH`` is watched: their metadata is checked on
+    every call, by id)."""
 
     def __init__(self) -> None:
         self.watched: dict[int, Any] = {}
         self.roots: dict[tuple[str, tuple], Any] = {}
         self.keyed: dict[tuple[int, str], tuple[dict, str, Any]] = {}
         self.hooks: dict[int, dict] = {}
+        self.tensors: dict[int, Any] = {}
 
     def watch(self, obj: Any) -> None:
         self.watched.setdefault(id(obj), obj)
 
     def gate_args(self) -> tuple[tuple, tuple, tuple]:
-        """``(dicts, roots, keyed)`` as ``_core.WatchGate`` takes them."""
+        """``(dicts, roots, keyed)`` as ``_core.WatchGate`` takes them (and ``reset``)."""
         roots = tuple((name, path, obj) for (name, path), obj in self.roots.items())
         return tuple(self.watched.values()), roots, tuple(self.keyed.values())
 
@@ -44,10 +47,12 @@ class Reads:
         self.hooks.setdefault(id(hooks), hooks)
 
 
-def read(source: Any, scope: dict, closure: dict, out: Reads) -> None:
+def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool = False) -> None:
     """Records in ``out`` every dict ``source`` reads, from its root to its value; raises
     ``CannotWatch`` where one read is not of a dict. ``scope``: ``{"L": frame locals, "G":
-    globals}`` as torch's guard code reads them; ``closure``: torch's guard closure names."""
+    globals}`` as torch's guard code reads them; ``closure``: torch's guard closure names.
+    ``tensor_match``: the guard is a ``TENSOR_MATCH``, whose value may be a parameter (its
+    metadata then checked on every call: ``out.tensors``)."""
     from . import torch_internals
 
     S = torch_internals.dynamo_sources()  # noqa: N806 - Dynamo's source classes
@@ -69,6 +74,9 @@ def read(source: Any, scope: dict, closure: dict, out: Reads) -> None:
         value = node.get_value(scope, closure, cache)
         if parent is not None and isinstance(node, S.AttrSource):
             _check_attribute(parent, node.member)
+        if tensor_match and node is source and _is_parameter(value):
+            out.tensors.setdefault(id(value), value)
+            return
         # a local module's own hooks run outside its frame: those of what the frame calls are watched
         _watch_value(value, out, parent is not None or not local)
         parent = value
@@ -164,6 +172,12 @@ def _watch_class(cls: type, out: Reads) -> None:
     for klass in cls.__mro__:
         if klass is not object:
             out.watch(klass)
+
+
+def _is_parameter(value: Any) -> bool:
+    import torch
+
+    return isinstance(value, torch.nn.Parameter)
 
 
 def _is_module(value: Any) -> bool:

@@ -141,6 +141,15 @@ def add_last_guard(manager: Any, check: Any, text: str) -> None:
     manager.root.add_epilogue_lambda_guard(check, [text], None)
 
 
+def tensor_check(tensors: tuple) -> Any:
+    """``check(*tensors) -> bool``: whether each tensor still has the dtype, device, shape,
+    strides, ``requires_grad`` and dispatch keys it has now, in one C call (torch's
+    ``torch._C._dynamo.guards.TensorGuards``, what ``TENSOR_MATCH`` checks, without dynamic
+    dimensions)."""
+    guards = torch._C._dynamo.guards.TensorGuards(*tensors, dynamic_dims_sizes=None, dynamic_dims_strides=None)
+    return guards.check
+
+
 def all_cache_entries(code: Any) -> list:
     """Every cache entry of ``code`` (all regions), in the order torch tries them."""
     return _CACHE_ENTRIES(code)
