@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import collections
 import inspect
+import sys
 import types
+import weakref
 from typing import Any
 
 #: nn.Module's per-instance hook dicts that change what a call runs.
@@ -162,10 +164,39 @@ def _watch_value(value: Any, out: Reads, hooks: bool) -> None:
     elif not isinstance(value, _IMMUTABLE):
         instance_dict = getattr(value, "__dict__", None)
         if isinstance(instance_dict, dict):
-            out.watch(instance_dict)
+            out.watch(_own_dict(value, instance_dict))
         _watch_class(type(value), out)
         if hooks and _is_module(value):
             watch_hooks_of(value, out)
+
+
+#: ``Py_TPFLAGS_INLINE_VALUES`` (CPython 3.13): the type's instances keep their attributes in
+#: values stored inline in the object, which their ``__dict__`` shares; a write to such an
+#: attribute changes neither the dict's version nor notifies a dict watcher (checked on 3.13.x).
+_INLINE_VALUES = 1 << 2
+#: id -> (weak reference to the object, the dict it was given): each object is given one once.
+_OWN_DICTS: dict[int, tuple[Any, dict]] = {}
+
+
+def _own_dict(obj: Any, current: dict) -> dict:
+    """``obj.__dict__``, made a dict of its own first on CPython 3.13+ where it shares inline
+    values (the same contents, assigned to ``obj.__dict__`` once: from then on every write goes
+    through the dict, which watchers see). Raises ``CannotWatch`` for an object that cannot
+    be referenced weakly (the assignment could not be remembered)."""
+    if sys.version_info < (3, 13) or not type(obj).__flags__ & _INLINE_VALUES:
+        return current
+    known = _OWN_DICTS.get(id(obj))
+    if known is not None and known[0]() is obj and known[1] is current:
+        return current
+    key = id(obj)
+    try:
+        ref = weakref.ref(obj, lambda _ref: _OWN_DICTS.pop(key, None))
+    except TypeError:
+        raise CannotWatch("on Python 3.13 its attributes are held inline, where no dict watcher sees them") from None
+    own = dict(current)
+    object.__setattr__(obj, "__dict__", own)
+    _OWN_DICTS[key] = (ref, own)
+    return own
 
 
 def _watch_class(cls: type, out: Reads) -> None:
