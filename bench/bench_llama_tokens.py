@@ -7,7 +7,8 @@ random weights, a ``StaticCache`` written in place, one token per call of the de
 (``guardpolicy.tools.latency.run``) times five loops: eager, ``torch.compile`` (no filter),
 torch's recipe (``skip_guard_on_all_nn_modules_unsafe`` + ``install_free_tensors`` + the
 ``skip_guard_eval_unsafe`` stance, the torch way), the suggested policy with its ``verify every
-100 calls``, and the same with ``dispatch direct``. Every loop's logits equal eager's over its
+100 calls``, the same with ``dispatch direct``, and that with every kept guard checked on every
+call (its ``default watch`` read as ``default keep``: the safe setting before watching). Every loop's logits equal eager's over its
 first steps before timing. Prints a Markdown section for bench/DETAILS.md.
 
 Usage: bench_llama_tokens.py [--calls 600] [--block 20]
@@ -40,7 +41,7 @@ def main() -> int:
     guards, dropped = len(audited), sum(1 for g in audited if g in set(s.dropped))
     torch.compiler.reset()
     with torch.no_grad():
-        vs = decode.variants(model, s.source)
+        vs = decode.variants(model, s.source, checked=True)
         latency.run(vs, (), args.calls, args.block)
     rows = decode.rows(vs)
     date = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")

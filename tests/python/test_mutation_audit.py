@@ -161,7 +161,9 @@ def test_suggested_policy_lints_clean_and_passes_its_own_tests(model, suggested)
     text = gpol.read_text()
     expects = text.count("  expect ")
     assert r.returncode == 0 and r.stdout.endswith(f"\n{expects} passed, 0 failed\n"), r.stdout + r.stderr
-    assert text.count("  expect drop ") >= 1 and text.count("  expect keep ") >= 1
+    # a dangerous guard is watched (checked again when its state changes), an input's tensor kept
+    assert text.count("  expect drop ") >= 1 and text.count("  expect watch ") >= 1
+    assert "  default watch\n" in text and "  keep when guard_source == LOCAL and guard_type in {TENSOR_MATCH" in text
     assert "  verify every 100 calls" in text and " and path " in text and " name " not in text
 
 

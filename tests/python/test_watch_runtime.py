@@ -316,3 +316,21 @@ def test_an_object_passed_on_every_call_is_watched_and_another_adopted(policy):
         call(second, "enabled off")
         for i in range(4):  # a new object on every call: each call checked, never stale
             call(Cache(float(i)), f"a new object with scale {i}")
+
+
+def test_changes_torch_serves_stale_are_counted_and_the_watched_policy_catches_them(policy):
+    from guardpolicy.tools import ignored_changes
+
+    model = _net()
+    x = torch.randn(2, 3, 8, 8)
+    settings = {"no filter": lambda m: torch.compile(m, backend="eager"),
+                "watched": lambda m: gp.compile(m, policy, backend="eager")}
+    counted, missed = ignored_changes.outcomes(model, settings, lambda m, fn: fn(x),
+                                               lambda a, b: torch.allclose(a, b))
+    assert "Conv2d.forward patched" in counted  # torch.compile with no filter serves it stale
+    assert missed == {"no filter": counted, "watched": []}
+    assert Conv2d_forward_intact()
+
+
+def Conv2d_forward_intact() -> bool:  # noqa: N802 - names the class it checks
+    return "forward" in vars(nn.Conv2d) and nn.Conv2d.forward.__qualname__ == "Conv2d.forward"

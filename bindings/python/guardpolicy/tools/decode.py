@@ -23,6 +23,8 @@ block's verified call); the per-step latency is the median and p90 of single ste
 
 from __future__ import annotations
 
+import dataclasses
+
 from typing import Any
 
 from ..api import loading
@@ -102,6 +104,7 @@ class Decoder:
 TORCH_RECIPE = "torch's recipe (nn modules +ift +stance)"
 SUGGESTED = "suggested + verify"
 DIRECT = "suggested + verify + direct dispatch"
+CHECKED = "suggested, every kept guard checked per call (watch as keep) + verify + direct dispatch"
 
 
 def with_direct(suggested: PolicyText) -> PolicyText:
@@ -110,9 +113,11 @@ def with_direct(suggested: PolicyText) -> PolicyText:
 
 
 def variants(model: Any, suggested: PolicyText, backend: str = "inductor",
-             without_direct: bool = True) -> list[latency.Variant]:
+             without_direct: bool = True, checked: bool = False) -> list[latency.Variant]:
     """The five decode loops (module docstring; ``without_direct=False``: four, no
-    ``suggested + verify`` without direct dispatch), each compiled by its first call, and
+    ``suggested + verify`` without direct dispatch; ``checked``: one more, the suggested
+    policy's ``default watch`` read as ``default keep``, as before the runtime watched), each
+    compiled by its first call, and
     checked against eager's logits over ``CHECK_STEPS`` steps (SystemExit naming the first
     that differs)."""
     import torch
@@ -129,6 +134,8 @@ def variants(model: Any, suggested: PolicyText, backend: str = "inductor",
     loop.rewind()
     out.append(latency.Variant(TORCH_RECIPE, loop, latency.stance_block))
     policies = ((SUGGESTED, suggested.render()),) if without_direct else ()
+    if checked:
+        policies += ((CHECKED, with_direct(dataclasses.replace(suggested, default="keep")).render()),)
     for label, text in policies + ((DIRECT, with_direct(suggested).render()),):
         out.append(latency.Variant(label, Decoder(model, latency.gp_compile(latency.own_copy(model),
                                                                             loading.load(text), backend=backend))))

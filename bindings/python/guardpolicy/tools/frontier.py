@@ -9,9 +9,10 @@ Per model, on one backend:
 2. each filter (torch's six, as the std policies, and the suggested policy) is
    mutation-audited too; a counted change is **caught** under it unless its audit found
    that change dangerous (the filter dropped every guard that would notice it). ``no
-   filter`` drops nothing and so catches all of them (torch itself ignores some, e.g.
-   hooks added after compiling with ``skip_nnmodule_hook_guards``: the audit, which only
-   changes what a filter drops, does not count those);
+   filter`` drops nothing and so catches all of them (torch itself serves some changes
+   stale, e.g. a submodule class's ``forward`` patched after warm-up: the audit, which only
+   changes the state a guard reads, does not see those; ``make demo`` counts them too,
+   ``guardpolicy.tools.ignored_changes``);
 3. the suggested policy with verify mode (its text with ``verify every N calls``,
    docs/verify.md) is one more point: timed with ``N`` = ``VERIFY_EVERY``, and audited
    with ``verify=1, on_violation="recompile"`` (``mutation.audit(verify=1)``), so a change is
