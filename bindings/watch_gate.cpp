@@ -13,8 +13,8 @@ struct WatchGate {
   PyObject* recheck;  // recheck(f_locals) -> bool: the watched guards, evaluated
   PyObject* held;     // a tuple: the objects given (dicts and classes), kept alive
   PyObject* dicts;    // a tuple: the dicts watched (a class's own dict stands for the class)
-  PyObject* roots;    // a tuple of (local name, path, object): f_locals[name][path[0]][path[1]]...
-                      // (through the `*args` tuple, the `**kwargs` dict) is the object
+  PyObject* roots;    // a tuple of (local name, path, object or a weak reference to it):
+                      // f_locals[name][path[0]]... (through `*args`, `**kwargs`) is the object
   PyObject* keyed;    // a tuple of (dict, key, value) triples: read by key, not watched whole
   PyObject* tensors;  // a tuple of tensors (parameters) whose metadata is checked on every call
   PyObject* tensor_check;  // tensor_check(*tensors) -> bool (torch's TensorGuards.check), or None
@@ -105,6 +105,23 @@ PyObject* Follow(PyObject* value, PyObject* path) {
   return value;
 }
 
+// The address of the object the weak reference `ref` refers to, None once it died (compared
+// by address only: no reference is kept).
+PyObject* Referent(PyObject* ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* obj = nullptr;
+  if (PyWeakref_GetRef(ref, &obj) < 0) {
+    PyErr_Clear();
+    return Py_None;
+  }
+  if (obj == nullptr) return Py_None;
+  Py_DECREF(obj);
+  return obj;
+#else
+  return PyWeakref_GET_OBJECT(ref);
+#endif
+}
+
 // 1 when every root of `f_locals` is the recorded object, 0 when one is not, -1 on error.
 int RootsMatch(const WatchGate* self, PyObject* f_locals) {
   const Py_ssize_t n = PyTuple_GET_SIZE(self->roots);
@@ -113,7 +130,9 @@ int RootsMatch(const WatchGate* self, PyObject* f_locals) {
     PyObject* value = PyDict_Check(f_locals) ? PyDict_GetItemWithError(f_locals, PyTuple_GET_ITEM(root, 0)) : nullptr;
     if (value != nullptr) value = Follow(value, PyTuple_GET_ITEM(root, 1));
     if (value == nullptr && PyErr_Occurred()) return -1;
-    if (value != PyTuple_GET_ITEM(root, 2)) return 0;
+    PyObject* expected = PyTuple_GET_ITEM(root, 2);
+    if (PyWeakref_CheckRef(expected)) expected = Referent(expected);
+    if (value != expected) return 0;
   }
   return 1;
 }
@@ -280,7 +299,25 @@ PyObject* RootsMatchMethod(PyObject* self_, PyObject* f_locals) {
   return PyBool_FromLong(match);
 }
 
+// gate.release(): drops every reference to what is watched (its root died), keeping no
+// verdict: from then on each call checks the watched guards (the recheck).
+PyObject* Release(PyObject* self_, PyObject*) {
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  PyObject* empty = PyTuple_New(0);
+  if (empty == nullptr) return nullptr;
+  if (Set(self, empty, empty, empty, -1) < 0) {
+    Py_DECREF(empty);
+    return nullptr;
+  }
+  Py_INCREF(empty);
+  Py_XSETREF(self->tensors, empty);
+  Py_DECREF(empty);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
+    {"release", Release, METH_NOARGS,
+     "release(): drop every reference to what is watched (its root died); each later call checks again"},
     {"reset", Reset, METH_VARARGS,
      "reset(dicts, roots, keyed): watch these instead, with no verdict kept (the next call checks again)"},
     {"roots_match", RootsMatchMethod, METH_O, "roots_match(f_locals): whether every root is the recorded object"},

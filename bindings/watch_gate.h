@@ -17,7 +17,10 @@
 // `param.data = other`) changes without any dict changing (torch's TensorGuards, one C call). A gate is made right after its entry's compile, on the
 // state the compile guarded: its first verdict is a pass. `reset(dicts, roots, keyed)` makes it
 // watch another object's dicts (an input object passed again and again, adopted as the new
-// root), with no verdict kept; `roots_match(f_locals)` says whether the roots are in place.
+// root), with no verdict kept; `roots_match(f_locals)` says whether the roots are in place;
+// `release()` drops every reference to what is watched (a root held by a weak reference died,
+// so the model's dicts and parameters are not kept alive by its cache entry). A root may be
+// given as a weak reference.
 //
 // Whether a dict changed: on CPython 3.12+ one dict watcher of guardpolicy's (PyDict_AddWatcher)
 // bumps a process-wide epoch on any change of any watched dict, so the check is one compare; on

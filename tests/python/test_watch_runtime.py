@@ -334,3 +334,20 @@ def test_changes_torch_serves_stale_are_counted_and_the_watched_policy_catches_t
 
 def Conv2d_forward_intact() -> bool:  # noqa: N802 - names the class it checks
     return "forward" in vars(nn.Conv2d) and nn.Conv2d.forward.__qualname__ == "Conv2d.forward"
+
+
+def test_a_cache_entry_does_not_keep_the_model_alive(policy):
+    import gc
+    import weakref
+
+    model = _net()
+    compiled = gp.compile(model, policy, backend="eager")
+    with torch.no_grad():
+        compiled(torch.randn(2, 3, 8, 8))
+    gate = gp.stats(compiled).watches.frames[0].gate
+    assert gate.watched > 10
+    alive, weight = weakref.ref(model), weakref.ref(model.head.weight)
+    del model, compiled
+    gc.collect()
+    assert alive() is None and weight() is None  # the gate held the root weakly, then let go
+    assert gate.watched == 0 and gate.verdict is None

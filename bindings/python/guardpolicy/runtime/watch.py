@@ -28,6 +28,7 @@ What is watched and what stays kept is in ``guardpolicy.stats(compiled).watches`
 from __future__ import annotations
 
 import dataclasses
+import weakref
 from typing import Any
 
 from .._core import WatchGate
@@ -59,18 +60,24 @@ class FramePlan:
         self.guards = 0  # watched guards taken out of torch's manager
         self.manager: Any = None
         self.gate: Any = None
+        self.frozen: tuple = ()  # the hook dicts and classes compared whole, and their contents
+        self.contents: tuple = ()
 
     def make_gate(self) -> Any:
         """The ``WatchGate`` of this frame's cache entry."""
         from . import torch_internals
 
         reads = self.reads
-        frozen = tuple(reads.hooks.values()) + tuple(o for o in reads.watched.values() if isinstance(o, type))
-        recheck = _Recheck(self, frozen, _contents(frozen))
+        self.frozen = tuple(reads.hooks.values()) + tuple(o for o in reads.watched.values() if isinstance(o, type))
+        self.contents = _contents(self.frozen)
         tensors = tuple(reads.tensors.values())
         check = torch_internals.tensor_check(tensors) if tensors else None
-        self.gate = WatchGate(*reads.gate_args(), recheck, tensors, check)
-        return self.gate
+        holder: list = []  # the gate, for the roots' death callbacks (a cycle the collector breaks)
+        gate = WatchGate(*reads.gate_args(lambda _ref: holder and holder[0].release()), _Recheck(self),
+                         tensors, check)
+        holder.append(gate)
+        self.gate = gate
+        return gate
 
     def read_again(self, f_locals: dict) -> Reads | None:
         """What the watched sources read from ``f_locals`` (another object at a root), or None
@@ -97,48 +104,50 @@ def _contents(frozen: tuple) -> tuple[tuple, ...]:
 
 class _Recheck:
     """What a gate calls after a change: the watched guards (torch's manager of them) pass
-    on the frame locals, and the hook dicts and the classes (``frozen``) hold what they held
-    at compile time. A hook or a class attribute (a monkeypatched method) is inlined by Dynamo
-    with no guard of its own when torch skips hook guards; any change to one recompiles.
+    on the frame locals, and the hook dicts and the classes (``frame.frozen``) hold what they
+    held at compile time. A hook or a class attribute (a monkeypatched method) is inlined by
+    Dynamo with no guard of its own when torch skips hook guards; any change to one recompiles.
+    It holds its ``FramePlan`` weakly (the plan lives with the compiled object; a cache entry
+    must not keep a model alive): once the plan is gone, the entry is not served again.
 
     Another object at a root (a new cache object for each request, a copy of the module)
     passes or fails here on every call; when the same other object comes twice in a row and
     it is not a module, the gate adopts it: its dicts are watched from then on."""
 
-    __slots__ = ("frame", "frozen", "contents", "last_other")
+    __slots__ = ("frame", "last_other")
 
-    def __init__(self, frame: FramePlan, frozen: tuple, contents: tuple[tuple, ...]):
-        self.frame = frame
-        self.frozen = frozen
-        self.contents = contents
+    def __init__(self, frame: FramePlan):
+        self.frame = weakref.ref(frame)
         self.last_other: tuple = ()
 
     def __call__(self, f_locals: dict) -> bool:
+        frame = self.frame()
+        if frame is None:
+            return False
         try:
-            if _contents(self.frozen) != self.contents:
+            if _contents(frame.frozen) != frame.contents:
                 return False
-            manager = self.frame.manager
-            if manager is not None and not manager.check(f_locals):
+            if frame.manager is not None and not frame.manager.check(f_locals):
                 return False
-            gate = self.frame.gate
+            gate = frame.gate
             if gate is not None and not gate.roots_match(f_locals):
-                self._maybe_adopt(gate, f_locals)
+                self._maybe_adopt(frame, gate, f_locals)
             return True
         except Exception:  # noqa: BLE001 - a guard that cannot be evaluated fails: torch compiles anew
             return False
 
-    def _maybe_adopt(self, gate: Any, f_locals: dict) -> None:
-        reads = self.frame.read_again(f_locals)
+    def _maybe_adopt(self, frame: FramePlan, gate: Any, f_locals: dict) -> None:
+        reads = frame.read_again(f_locals)
         if reads is None:
             return
-        before = self.frame.reads.roots
+        before = frame.reads.roots
         changed = [obj for key, obj in reads.roots.items() if before.get(key) is not obj]
         if not changed or any(_is_module(obj) for obj in changed):
             return
         other = tuple(id(obj) for obj in changed)
         if other == self.last_other:
-            gate.reset(*reads.gate_args())
-            self.frame.reads = reads
+            gate.reset(*reads.gate_args(lambda _ref, gate=gate: gate.release()))
+            frame.reads = reads
         self.last_other = other
 
 

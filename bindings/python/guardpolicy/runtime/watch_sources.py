@@ -39,14 +39,23 @@ class Reads:
     def watch(self, obj: Any) -> None:
         self.watched.setdefault(id(obj), obj)
 
-    def gate_args(self) -> tuple[tuple, tuple, tuple]:
-        """``(dicts, roots, keyed)`` as ``_core.WatchGate`` takes them (and ``reset``)."""
-        roots = tuple((name, path, obj) for (name, path), obj in self.roots.items())
+    def gate_args(self, on_death: Any = None) -> tuple[tuple, tuple, tuple]:
+        """``(dicts, roots, keyed)`` as ``_core.WatchGate`` takes them (and ``reset``): each
+        root by a weak reference where it takes one (``on_death`` its callback), so that a
+        cache entry does not keep a model alive."""
+        roots = tuple((name, path, _weakly(obj, on_death)) for (name, path), obj in self.roots.items())
         return tuple(self.watched.values()), roots, tuple(self.keyed.values())
 
     def watch_hooks(self, hooks: dict) -> None:
         self.watch(hooks)
         self.hooks.setdefault(id(hooks), hooks)
+
+
+def _weakly(obj: Any, on_death: Any) -> Any:
+    try:
+        return weakref.ref(obj, on_death)
+    except TypeError:  # no weak reference to it: held as it is
+        return obj
 
 
 def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool = False) -> None:
