@@ -110,8 +110,14 @@ TEST(Watch, Gp3012NamesWhatOnlyAKeepCanHonour) {
           "policy p {\n  keep when source.kind in {\"GlobalStateSource\", \"ShapeEnvSource\"}\n"
           "  watch when guard_type == TENSOR_MATCH\n}\n"),
       std::vector<std::string>{
-          "`watch` on `TENSOR_MATCH` guards on inputs is honoured as `keep`: an input is "
-          "passed anew on every call, not held in a dict a watcher can see"});
+          "`watch` on `TENSOR_MATCH` guards on inputs is honoured as `keep`: an input tensor "
+          "is passed anew on every call, and its metadata is held in no dict a watcher can see"});
+  // An input object's attributes (a KV cache passed on every call) are watched by the runtime,
+  // through the object's identity: no finding for CONSTANT_MATCH or TYPE_MATCH on inputs.
+  EXPECT_TRUE(WatchFindings("policy p {\n  keep when guard_type == TENSOR_MATCH\n"
+                            "  keep when source.kind in {\"GlobalStateSource\", \"ShapeEnvSource\"}\n"
+                            "  watch when guard_source == LOCAL\n}\n")
+                  .empty());
   // Module state, parameters, globals: what a dict watcher sees. No finding.
   EXPECT_TRUE(WatchFindings("policy p {\n  watch when guard_source.is_unspecialized_nn_module\n"
                             "  watch when is_global\n  watch when value.is_parameter\n}\n")
