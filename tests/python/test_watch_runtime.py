@@ -351,3 +351,22 @@ def test_a_cache_entry_does_not_keep_the_model_alive(policy):
     gc.collect()
     assert alive() is None and weight() is None  # the gate held the root weakly, then let go
     assert gate.watched == 0 and gate.verdict is None
+
+
+@pytest.mark.parametrize("dispatch", [None, "direct"])
+def test_peft_lora_set_adapter_under_watch(policy, dispatch):
+    from pathlib import Path
+
+    from guardpolicy.tools import model_spec
+
+    built = model_spec.resolve(str(Path(__file__).resolve().parent / "models" / "peft_lora_model.py")).build()
+    model, (x,) = built.fn, built.args
+    compiled = gp.compile(model, policy, backend="eager", dispatch=dispatch)
+    with torch.no_grad():
+        for _ in range(10):
+            torch.testing.assert_close(compiled(x), model(x))
+        for adapter in ("b", "a", "b"):
+            model.set_adapter(adapter)
+            for _ in range(2):
+                torch.testing.assert_close(compiled(x), model(x), msg=lambda m: f"set_adapter({adapter!r}): {m}")
+    assert gp.stats(compiled).compiles <= 3  # a and b: each compiled once, switched back without a compile
