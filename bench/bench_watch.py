@@ -13,14 +13,17 @@ through ``gp.compile``. ``--instructions`` also counts instructions per call und
 (bench/callgrind.py), the measure that decides on this machine. Prints markdown;
 ``--results bench/DETAILS.md`` writes its section there.
 
+``--decode-instructions N`` counts the HF Llama decode step too (bench_llama_suggest.py's).
+
 Usage: bench_watch.py [--models mlp,gpt2] [--calls 600] [--block 20] [--instructions 300]
-                      [--results bench/DETAILS.md]
+                      [--decode-instructions 100] [--results bench/DETAILS.md]
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import re
 import sys
 from pathlib import Path
@@ -32,6 +35,8 @@ import callgrind
 import guardpolicy as gp
 from guardpolicy.tools import latency
 from guardpolicy.tools.models import build
+
+ROOT = Path(__file__).resolve().parents[1]
 
 BEGIN = "<!-- watch: begin (bench/bench_watch.py writes this section) -->"
 END = "<!-- watch: end -->"
@@ -46,9 +51,12 @@ def with_direct(text: str) -> str:
     return re.sub(r"^  default ", "  dispatch direct\n  default ", text, count=1, flags=re.M)
 
 
-def variants(policies: dict[str, str]):
+def variants(policies: dict[str, str] | str):
     """The ``make`` of ``latency``/``callgrind``: ``policies`` maps a model's class name to
-    its suggested policy text (with ``dispatch direct``)."""
+    its suggested policy text (with ``dispatch direct``), or is a JSON file holding that map
+    (callgrind's child takes its arguments on the command line)."""
+    if isinstance(policies, str):
+        policies = json.loads(Path(policies).read_text(encoding="utf-8"))
 
     def make(model, inputs: tuple, backend: str) -> list[latency.Variant]:
         text = policies[type(model).__name__]
@@ -62,6 +70,58 @@ def variants(policies: dict[str, str]):
         return out
 
     return make
+
+
+def decode_variants(text: str):  # text: the policy, or a file holding it
+    """The ``make`` of ``callgrind`` for the HF Llama decode step (bench_llama_suggest's
+    model, tests/python/models/llama_model.py): the model and inputs it is given (the MLP's:
+    callgrind builds a demo model) are ignored; each variant's call is one decode step with the
+    cache's write position rewound first. ``text``: the suggested policy (``dispatch direct``)."""
+
+    if Path(text).is_file():
+        text = Path(text).read_text(encoding="utf-8")
+
+    def make(_model, _inputs: tuple, backend: str) -> list[latency.Variant]:
+        from bench_llama_suggest import rewound
+
+        from guardpolicy.tools import model_spec
+
+        b = model_spec.resolve(str(ROOT / "tests/python/models/llama_model.py")).build()
+        cache = b.kwargs["cache"]
+        length = int(cache.layers[0].cumulative_length)
+
+        def step(fn):
+            call = rewound(fn, cache, length)
+            return lambda *_: call(**b.kwargs)
+
+        out = [latency.Variant("eager", step(b.fn))]
+        for label, source in ((CHECKED, text.replace("  default watch", "  default keep")), (WATCHED, text),
+                              (FLOOR, latency.RECIPES[-1].policy_source())):
+            fn = latency.gp_compile(latency.own_copy(b.fn), gp.load(source), backend=backend)
+            out.append(latency.Variant(label, step(fn)))
+        return out
+
+    return make
+
+
+def decode_text() -> str:
+    from guardpolicy.tools import model_spec
+
+    b = model_spec.resolve(str(ROOT / "tests/python/models/llama_model.py")).build()
+    return with_direct(gp.suggest(b.fn, *b.args, backend="inductor", **b.kwargs).text)
+
+
+def _file(text: str) -> str:
+    """A temporary file holding ``text`` (removed at exit), for callgrind's child."""
+    import atexit
+    import os
+    import tempfile
+
+    fd, path = tempfile.mkstemp(prefix="gp-bench-watch-", suffix=".txt")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    atexit.register(lambda: os.path.exists(path) and os.remove(path))
+    return path
 
 
 def suggested(names: list[str]) -> dict[str, str]:
@@ -80,6 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--block", type=int, default=20)
     parser.add_argument("--instructions", type=int, default=300, help="calls counted under callgrind (0: none)")
     parser.add_argument("--results", type=Path)
+    parser.add_argument("--decode-instructions", type=int, default=0,
+                        help="also count the HF Llama decode step's instructions, this many calls per variant")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     names = args.models.split(",")
@@ -89,7 +151,12 @@ def main(argv: list[str] | None = None) -> int:
     counts = {}
     if args.instructions:
         runs = [(name, "inductor") for name in names]
-        counts = callgrind.count_runs("bench_watch", "variants", [policies], runs, args.instructions)
+        counts = callgrind.count_runs("bench_watch", "variants", [_file(json.dumps(policies))], runs,
+                                      args.instructions)
+    if args.decode_instructions:
+        print("the HF Llama decode step: counting instructions", file=sys.stderr)
+        counts[("decode", "inductor")] = callgrind.count("bench_watch", "decode_variants", [_file(decode_text())],
+                                                         "mlp", "inductor", args.decode_instructions)
     lines = [f"Recorded {datetime.date.today().isoformat()} on {latency.machine()}, Inductor; "
              f"{args.calls} timed calls per variant, interleaved in blocks of {args.block}"
              + (f"; instructions: {args.instructions} calls per variant under callgrind." if counts else "."), ""]
@@ -112,11 +179,18 @@ def main(argv: list[str] | None = None) -> int:
         ratio = count[WATCHED] / count[FLOOR] if count else None
         verdicts.append((name, watched, ratio))
         lines.append("")
+    decode = counts.get(("decode", "inductor"))
+    if decode:
+        lines += ["**HF Llama decode step** (instructions only; wall clock: bench_llama_suggest.py)", "",
+                  "| variant | instructions per call | instructions / floor |", "|---|---:|---:|"]
+        lines += [f"| {label} | {n:,.0f} | {n / decode[FLOOR]:.3f} |" for label, n in decode.items()]
+        lines.append("")
+        verdicts.append(("decode step", float("nan"), decode[WATCHED] / decode[FLOOR]))
     met = all((r if r is not None else w) <= TARGET for _, w, r in verdicts)
     lines.append(f"Target: {WATCHED} at most {TARGET}× the zero-guard floor (instruction counts decide where "
                  f"measured): **{'met' if met else 'not met'}** ("
-                 + "; ".join(f"{n} {w:.2f}× wall clock" + (f", {r:.3f}× instructions" if r else "")
-                             for n, w, r in verdicts) + ").")
+                 + "; ".join((f"{n} {w:.2f}× wall clock" if w == w else n)
+                             + (f", {r:.3f}× instructions" if r else "") for n, w, r in verdicts) + ").")
     text = "\n".join(lines)
     print(text)
     if args.results:

@@ -24,6 +24,7 @@ import concurrent.futures
 import importlib
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -42,7 +43,12 @@ def count(bench: str, factory: str, args: list, model: str, backend: str, calls:
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         raise SystemExit("callgrind.count: valgrind is not installed (apt-get install valgrind)")
     spec = {"bench": bench, "factory": factory, "args": args, "model": model, "backend": backend, "calls": calls}
-    env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")  # no compile workers under valgrind
+    # No compile workers under valgrind; no AVX-512 in the code Inductor writes (gcc runs
+    # outside valgrind and would build for the host's -march=native, whose AVX-512
+    # instructions valgrind cannot decode) nor in ATen's kernels.
+    env = dict(os.environ, TORCHINDUCTOR_COMPILE_THREADS="1")
+    if platform.machine() == "x86_64":
+        env.update(TORCHINDUCTOR_CPP_MARCH="x86-64-v3", ATEN_CPU_CAPABILITY="avx2")
     with tempfile.TemporaryDirectory(prefix="gp-callgrind-") as tmp:
         out = Path(tmp) / "cg.out"
         cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", "--instr-atstart=no",
