@@ -194,8 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.results:
-        write_section(args.results, BEGIN, END,
-                      "## The safe setting against the zero-guard floor (`bench/bench_watch.py`)\n\n" + text)
+        write_section(args.results, BEGIN, END, f"{BEGIN}\n## The safe setting against the zero-guard floor "
+                      f"(`bench/bench_watch.py`)\n\n{text}\n{END}\n")
     return 0
 
 
