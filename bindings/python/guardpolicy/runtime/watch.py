@@ -12,15 +12,19 @@ checked again only when the state it reads changes.
   calls, and torch's global module hook dicts, are recorded too, whether or not torch guards
   them (``skip_nnmodule_hook_guards``). A watched guard that cannot be watched stays in
   torch's manager, as a ``keep`` (``Unwatched``: the schema's ``watch_kept_guard_types``, a
-  source that starts at an input, or that passes a tensor, a list or a set). The watched
-  guards get a guard manager of their own, built by torch's builder.
+  source that starts at an input, or that passes a tensor other than a parameter, a list or
+  a set). A parameter's ``TENSOR_MATCH`` is watched with the parameter recorded, its metadata
+  checked on every call. The watched guards get a guard manager of their own, built by
+  torch's builder.
 * **After the compile** (``Watches.attach``): the cache entry's kept manager gets one more
   guard, run last: a ``_core.WatchGate`` (bindings/watch_gate.h). While none of the recorded
-  dicts changed and ``self`` is the recorded module, it returns its last verdict in C, without
-  evaluating a watched guard. After a change it evaluates the watched guards' manager and
-  compares the hook dicts with the compile's; the entry is served only when both pass, and
+  dicts changed and every root is the recorded object, it returns its last verdict in C
+  (with the parameters' metadata checked by torch's ``TensorGuards``), without evaluating a
+  watched guard. After a change it evaluates the watched guards' manager and compares the
+  hook dicts and classes with the compile's; the entry is served only when both pass, and
   torch tries its next entry or compiles otherwise (a hook added after warm-up recompiles;
-  removing it serves the first entry again).
+  removing it serves the first entry again). Roots are held weakly: when the model dies, the
+  gate lets go of what it watched.
 
 What is watched and what stays kept is in ``guardpolicy.stats(compiled).watches``.
 """
@@ -223,10 +227,17 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
         decisions[i] = False
         watched.append(entry.orig_guard)
         out.sources.append((source, exp.guard_type == "TENSOR_MATCH"))
-    out.guards = len(watched)
     if watched:
         for _name, hooks in torch_internals.global_module_hooks():
             out.reads.watch_hooks(hooks)
-        out.manager = torch_internals.build_guard_manager(torch_locals["self"], watched, torch_locals,
-                                                          lambda rows: [True] * len(rows))
+        try:
+            out.manager = torch_internals.build_guard_manager(torch_locals["self"], watched, torch_locals,
+                                                              lambda rows: [True] * len(rows))
+        except Exception as error:  # noqa: BLE001 - torch could not build it: every watch is kept
+            for i, exp in enumerate(explanations):
+                if exp.watched and not decisions[i]:
+                    decisions[i] = True
+                    explanations[i] = dataclasses.replace(exp, checked=f"the watched guards' manager failed: {error}")
+            return FramePlan(graph.global_scope)
+    out.guards = len(watched)
     return out
