@@ -15,11 +15,16 @@ struct WatchGate {
   PyObject* dicts;    // a tuple: the dicts watched (a class's own dict stands for the class)
   PyObject* roots;    // a tuple of (local name, path, object or a weak reference to it):
                       // f_locals[name][path[0]]... (through `*args`, `**kwargs`) is the object
-  PyObject* keyed;    // a tuple of (dict, key, value) triples: read by key, not watched whole
+  PyObject* keyed;    // a tuple of (dict, key, value) triples: read by key, not watched whole; a
+                      // triple (object or a weak reference to it, None, dict) says that dict
+                      // is the object's __dict__ (assigning `obj.__dict__` changes no dict)
   PyObject* tensors;  // a tuple of tensors (parameters) whose metadata is checked on every call
   PyObject* tensor_check;  // tensor_check(*tensors) -> bool (torch's TensorGuards.check), or None
   std::vector<uint64_t>* versions;  // 3.11: ma_version_tag of each dict at the last check
   uint64_t epoch;                   // 3.12+: the watch epoch at the last check
+  PyObject* frozen;   // a tuple: the dicts compared whole on a change (hook dicts, classes' dicts)
+  std::vector<uint64_t>* frozen_versions;  // 3.11: their ma_version_tag at the last check
+  uint64_t frozen_epoch;                   // 3.12+: the frozen epoch at the last check
   int verdict;                      // the last check's verdict: 1 pass, 0 fail, -1 none yet
   long long rechecks;               // how many calls evaluated the watched guards
 };
@@ -32,14 +37,53 @@ int OnDictEvent(PyDict_WatchEvent, PyObject*, PyObject*, PyObject*) {
   ++watch_epoch;
   return 0;
 }
+
+int frozen_watcher_id = -1;
+uint64_t frozen_watch_epoch = 0;  // bumped by any change of a frozen dict (a second watcher)
+
+int OnFrozenEvent(PyDict_WatchEvent, PyObject*, PyObject*, PyObject*) {
+  ++frozen_watch_epoch;
+  return 0;
+}
 #endif
 
-// Whether a keyed dict holds another value at its key (or lost it): 1, 0, or -1 on error.
+// The address of the object the weak reference `ref` refers to, None once it died (compared
+// by address only: no reference is kept).
+PyObject* Referent(PyObject* ref) {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* obj = nullptr;
+  if (PyWeakref_GetRef(ref, &obj) < 0) {
+    PyErr_Clear();
+    return Py_None;
+  }
+  if (obj == nullptr) return Py_None;
+  Py_DECREF(obj);
+  return obj;
+#else
+  return PyWeakref_GET_OBJECT(ref);
+#endif
+}
+
+// Whether `owner` (or the object the weak reference refers to) has another __dict__ than `dict`.
+bool OwnDictChanged(PyObject* owner, PyObject* dict) {
+  if (PyWeakref_CheckRef(owner)) owner = Referent(owner);
+  if (owner == Py_None) return true;  // died: its guards are checked again
+  PyObject** slot = _PyObject_GetDictPtr(owner);
+  return slot == nullptr || *slot != dict;
+}
+
+// Whether a keyed dict holds another value at its key (or lost it), or an object another
+// __dict__: 1, 0, or -1 on error.
 int KeyChanged(const WatchGate* self) {
   const Py_ssize_t n = PyTuple_GET_SIZE(self->keyed);
   for (Py_ssize_t i = 0; i < n; ++i) {
     PyObject* triple = PyTuple_GET_ITEM(self->keyed, i);
-    PyObject* now = PyDict_GetItemWithError(PyTuple_GET_ITEM(triple, 0), PyTuple_GET_ITEM(triple, 1));
+    PyObject* key = PyTuple_GET_ITEM(triple, 1);
+    if (key == Py_None) {
+      if (OwnDictChanged(PyTuple_GET_ITEM(triple, 0), PyTuple_GET_ITEM(triple, 2))) return 1;
+      continue;
+    }
+    PyObject* now = PyDict_GetItemWithError(PyTuple_GET_ITEM(triple, 0), key);
     if (now == nullptr && PyErr_Occurred()) return -1;
     if (now != PyTuple_GET_ITEM(triple, 2)) return 1;
   }
@@ -57,6 +101,36 @@ bool Changed(const WatchGate* self) {
     if (reinterpret_cast<PyDictObject*>(PyTuple_GET_ITEM(self->dicts, i))->ma_version_tag != versions[i]) return true;
   }
   return false;
+#endif
+}
+
+// Whether a frozen dict changed since the last check (or none was frozen yet: then false).
+bool FrozenChanged(const WatchGate* self) {
+  if (self->frozen == nullptr) return false;
+#if PY_VERSION_HEX >= 0x030C0000
+  return self->frozen_epoch != frozen_watch_epoch;
+#else
+  const Py_ssize_t n = PyTuple_GET_SIZE(self->frozen);
+  for (Py_ssize_t i = 0; i < n; ++i) {
+    if (reinterpret_cast<PyDictObject*>(PyTuple_GET_ITEM(self->frozen, i))->ma_version_tag !=
+        (*self->frozen_versions)[static_cast<size_t>(i)])
+      return true;
+  }
+  return false;
+#endif
+}
+
+// Records the frozen dicts' state now.
+void ArmFrozen(WatchGate* self) {
+  if (self->frozen == nullptr) return;
+#if PY_VERSION_HEX >= 0x030C0000
+  self->frozen_epoch = frozen_watch_epoch;
+#else
+  const Py_ssize_t n = PyTuple_GET_SIZE(self->frozen);
+  self->frozen_versions->resize(static_cast<size_t>(n));
+  for (Py_ssize_t i = 0; i < n; ++i)
+    (*self->frozen_versions)[static_cast<size_t>(i)] =
+        reinterpret_cast<PyDictObject*>(PyTuple_GET_ITEM(self->frozen, i))->ma_version_tag;
 #endif
 }
 
@@ -105,23 +179,6 @@ PyObject* Follow(PyObject* value, PyObject* path) {
   return value;
 }
 
-// The address of the object the weak reference `ref` refers to, None once it died (compared
-// by address only: no reference is kept).
-PyObject* Referent(PyObject* ref) {
-#if PY_VERSION_HEX >= 0x030D0000
-  PyObject* obj = nullptr;
-  if (PyWeakref_GetRef(ref, &obj) < 0) {
-    PyErr_Clear();
-    return Py_None;
-  }
-  if (obj == nullptr) return Py_None;
-  Py_DECREF(obj);
-  return obj;
-#else
-  return PyWeakref_GET_OBJECT(ref);
-#endif
-}
-
 // 1 when every root of `f_locals` is the recorded object, 0 when one is not, -1 on error.
 int RootsMatch(const WatchGate* self, PyObject* f_locals) {
   const Py_ssize_t n = PyTuple_GET_SIZE(self->roots);
@@ -161,13 +218,20 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
   if (roots < 0) return nullptr;
   const int keys = KeyChanged(self);
   if (keys < 0) return nullptr;
-  if (roots == 1 && keys == 0 && self->verdict >= 0 && !Changed(self))
-    return self->verdict ? TensorsMatch(self) : PyBool_FromLong(0);
+  const bool frozen = FrozenChanged(self);
+  const bool changed = frozen || keys != 0 || self->verdict < 0 || Changed(self);
+  if (roots == 1 && !changed) return self->verdict ? TensorsMatch(self) : PyBool_FromLong(0);
   uint64_t epoch;
   std::vector<uint64_t> versions;
   Read(self, &epoch, &versions);
   ++self->rechecks;
-  PyObject* result = PyObject_CallOneArg(self->recheck, f_locals);
+  // recheck(f_locals, changed): 0, only a root differs (the watched state is as the last check
+  // left it); 1, watched state changed; 2, a frozen dict (hooks, a class) changed too
+  PyObject* how = PyLong_FromLong(frozen || self->verdict < 0 ? 2 : changed ? 1 : 0);
+  if (how == nullptr) return nullptr;
+  PyObject* call_args[2] = {f_locals, how};
+  PyObject* result = PyObject_Vectorcall(self->recheck, call_args, 2, nullptr);
+  Py_DECREF(how);
   if (result == nullptr) return nullptr;
   const int truth = PyObject_IsTrue(result);
   Py_DECREF(result);
@@ -176,8 +240,11 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
                                   // rebound (its recorded value no longer there): not kept
     self->verdict = truth;
     Arm(self, epoch, versions);
+    ArmFrozen(self);  // compared whole just now: the kept verdict holds until one changes again
   }
-  return truth ? TensorsMatch(self) : PyBool_FromLong(0);
+  if (!truth) return PyBool_FromLong(0);
+  // another object at a root: the recheck evaluated its parameters' guards, not the recorded ones
+  return roots == 1 ? TensorsMatch(self) : PyBool_FromLong(1);
 }
 
 // The dict a watched object stands for: a dict itself, a class's own dict (None for a class
@@ -198,6 +265,7 @@ PyObject* New(PyTypeObject* type, PyObject*, PyObject*) {
   if (self == nullptr) return nullptr;
   self->vectorcall = Call;
   self->versions = new std::vector<uint64_t>();
+  self->frozen_versions = new std::vector<uint64_t>();
   self->verdict = -1;
   return reinterpret_cast<PyObject*>(self);
 }
@@ -214,8 +282,11 @@ int CheckShapes(PyObject* roots, PyObject* keyed) {
   }
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(keyed); ++i) {
     PyObject* triple = PyTuple_GET_ITEM(keyed, i);
-    if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3 || !PyDict_Check(PyTuple_GET_ITEM(triple, 0))) {
-      PyErr_SetString(PyExc_TypeError, "WatchGate keyed entries are (dict, key, value) triples");
+    if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3 ||
+        (PyTuple_GET_ITEM(triple, 1) == Py_None ? !PyDict_Check(PyTuple_GET_ITEM(triple, 2))
+                                                : !PyDict_Check(PyTuple_GET_ITEM(triple, 0)))) {
+      PyErr_SetString(PyExc_TypeError,
+                      "WatchGate keyed entries are (dict, key, value) or (object, None, its __dict__) triples");
       return -1;
     }
   }
@@ -280,13 +351,22 @@ int Init(PyObject* self_, PyObject* args, PyObject* kwargs) {
   return 0;
 }
 
-// gate.reset(dicts, roots, keyed): watches these instead (another object adopted at a root),
-// with no verdict: the next call checks again.
+// gate.reset(dicts, roots, keyed[, tensors, tensor_check]): watches these instead (another
+// object adopted at a root, or objects read anew), with no verdict: the next call checks again.
 PyObject* Reset(PyObject* self_, PyObject* args) {
-  PyObject *given, *roots, *keyed;
-  if (!PyArg_ParseTuple(args, "O!O!O!:reset", &PyTuple_Type, &given, &PyTuple_Type, &roots, &PyTuple_Type, &keyed))
+  PyObject *given, *roots, *keyed, *tensors = nullptr, *tensor_check = nullptr;
+  if (!PyArg_ParseTuple(args, "O!O!O!|O!O:reset", &PyTuple_Type, &given, &PyTuple_Type, &roots, &PyTuple_Type, &keyed,
+                        &PyTuple_Type, &tensors, &tensor_check))
     return nullptr;
-  if (Set(reinterpret_cast<WatchGate*>(self_), given, roots, keyed, -1) < 0) return nullptr;
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  if (Set(self, given, roots, keyed, -1) < 0) return nullptr;
+  if (tensors != nullptr) {
+    Py_INCREF(tensors);
+    Py_XSETREF(self->tensors, tensors);
+    PyObject* check = tensor_check != nullptr ? tensor_check : Py_None;
+    Py_INCREF(check);
+    Py_XSETREF(self->tensor_check, check);
+  }
   Py_RETURN_NONE;
 }
 
@@ -311,15 +391,50 @@ PyObject* Release(PyObject* self_, PyObject*) {
   }
   Py_INCREF(empty);
   Py_XSETREF(self->tensors, empty);
+  Py_CLEAR(self->frozen);
   Py_DECREF(empty);
   Py_RETURN_NONE;
 }
 
+// gate.freeze(objects): the hook dicts and classes whose whole contents the recheck compares;
+// a change to one is reported to it (recheck's `changed` 2), else it skips the comparison.
+PyObject* Freeze(PyObject* self_, PyObject* given) {
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  if (!PyTuple_Check(given)) {
+    PyErr_SetString(PyExc_TypeError, "WatchGate.freeze takes a tuple of dicts and classes");
+    return nullptr;
+  }
+  PyObject* dicts = PyList_New(0);
+  if (dicts == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(given); ++i) {
+    PyObject* dict = DictOf(PyTuple_GET_ITEM(given, i));
+    if (dict == nullptr || (dict != Py_None && PyList_Append(dicts, dict) < 0)) {
+      Py_DECREF(dicts);
+      return nullptr;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    if (dict != Py_None && PyDict_Watch(frozen_watcher_id, dict) < 0) {
+      Py_DECREF(dicts);
+      return nullptr;
+    }
+#endif
+  }
+  PyObject* frozen = PyList_AsTuple(dicts);
+  Py_DECREF(dicts);
+  if (frozen == nullptr) return nullptr;
+  Py_XSETREF(self->frozen, frozen);
+  ArmFrozen(self);
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
+    {"freeze", Freeze, METH_O,
+     "freeze(objects): the hook dicts and classes the recheck compares whole, armed on their state now"},
     {"release", Release, METH_NOARGS,
      "release(): drop every reference to what is watched (its root died); each later call checks again"},
     {"reset", Reset, METH_VARARGS,
-     "reset(dicts, roots, keyed): watch these instead, with no verdict kept (the next call checks again)"},
+     "reset(dicts, roots, keyed[, tensors, tensor_check]): watch these instead, with no verdict kept (the next "
+     "call checks again)"},
     {"roots_match", RootsMatchMethod, METH_O, "roots_match(f_locals): whether every root is the recorded object"},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -332,6 +447,7 @@ int Traverse(PyObject* self_, visitproc visit, void* arg) {
   Py_VISIT(self->roots);
   Py_VISIT(self->keyed);
   Py_VISIT(self->tensors);
+  Py_VISIT(self->frozen);
   Py_VISIT(self->tensor_check);
   return 0;
 }
@@ -344,6 +460,7 @@ int Clear(PyObject* self_) {
   Py_CLEAR(self->roots);
   Py_CLEAR(self->keyed);
   Py_CLEAR(self->tensors);
+  Py_CLEAR(self->frozen);
   Py_CLEAR(self->tensor_check);
   return 0;
 }
@@ -352,6 +469,7 @@ void Dealloc(PyObject* self_) {
   PyObject_GC_UnTrack(self_);
   Clear(self_);
   delete reinterpret_cast<WatchGate*>(self_)->versions;
+  delete reinterpret_cast<WatchGate*>(self_)->frozen_versions;
   Py_TYPE(self_)->tp_free(self_);
 }
 
@@ -409,6 +527,10 @@ void BindWatchGate(pybind11::module_& m) {
   if (watcher_id < 0) {
     watcher_id = PyDict_AddWatcher(OnDictEvent);
     if (watcher_id < 0) throw pybind11::error_already_set();
+  }
+  if (frozen_watcher_id < 0) {
+    frozen_watcher_id = PyDict_AddWatcher(OnFrozenEvent);
+    if (frozen_watcher_id < 0) throw pybind11::error_already_set();
   }
 #endif
   if (PyType_Ready(&watch_gate_type) < 0) throw pybind11::error_already_set();

@@ -5,22 +5,26 @@
 // torch calls it with the frame locals (a dict) once the entry's kept guards have passed. It
 // holds strong references to the dicts the entry's watched guards read (instance __dict__s,
 // _modules/_parameters/_buffers, hook dicts; a class stands for its own dict), the objects
-// the watched sources start from (`roots`: (local name, path, object), e.g. the module bound
-// to `self`, `args[0]` of a `*args` wrapper, a cache object passed as `kwargs['cache']`) and `keyed` (dict, key, value) triples for dicts read by key and too busy to watch
-// whole (a module's globals, which its top-level code writes: only the globals the guards
-// read are compared, by identity). While none of the dicts changed, every root is the
-// recorded object and every keyed value is in place, a call returns the verdict of the last
-// check: no Python code runs. Otherwise it calls `recheck(f_locals)` (the watched guards,
-// evaluated by torch's guard manager), counts it in `rechecks`, and keeps its verdict when
-// the roots and keyed values matched. A passing verdict also needs `tensor_check(*tensors)`
-// on every call: the parameters read by watched guards, whose metadata (`.half()`,
-// `param.data = other`) changes without any dict changing (torch's TensorGuards, one C call). A gate is made right after its entry's compile, on the
-// state the compile guarded: its first verdict is a pass. `reset(dicts, roots, keyed)` makes it
-// watch another object's dicts (an input object passed again and again, adopted as the new
-// root), with no verdict kept; `roots_match(f_locals)` says whether the roots are in place;
-// `release()` drops every reference to what is watched (a root held by a weak reference died,
-// so the model's dicts and parameters are not kept alive by its cache entry). A root may be
-// given as a weak reference.
+// the watched sources start from (`roots`: (local name, path, object or a weak reference),
+// e.g. the module bound to `self`, `args[0]` of a `*args` wrapper, a KV cache passed as
+// `kwargs['cache']`) and `keyed` triples: (dict, key, value) for dicts read by key and too
+// busy to watch whole (a module's globals, which its top-level code writes), and (object,
+// None, its __dict__) for objects whose `__dict__` may be reassigned.
+//
+// While none of the dicts changed, every root is the recorded object and every keyed value is
+// in place, a call returns the verdict of the last check, and a pass also needs
+// `tensor_check(*tensors)` (the parameters read by watched guards, whose metadata `.half()` or
+// `param.data = other` changes without any dict changing: torch's TensorGuards, one C call).
+// No Python code runs. Otherwise it calls `recheck(f_locals, changed)` (`changed` False: only
+// a root differs), counts it in `rechecks`, and keeps its verdict when the roots and keyed
+// values matched. A gate is made right after its entry's compile, on the state the compile
+// guarded: its first verdict is a pass.
+//
+// `reset(dicts, roots, keyed[, tensors, tensor_check])` makes it watch what the sources read
+// now (an object adopted at a root, a submodule replaced by an equal one), with no verdict
+// kept; `roots_match(f_locals)` says whether the roots are in place; `release()` drops every
+// reference to what is watched (a root held by a weak reference died, so the model's dicts and
+// parameters are not kept alive by its cache entry).
 //
 // Whether a dict changed: on CPython 3.12+ one dict watcher of guardpolicy's (PyDict_AddWatcher)
 // bumps a process-wide epoch on any change of any watched dict, so the check is one compare; on

@@ -316,6 +316,16 @@ def test_an_object_passed_on_every_call_is_watched_and_another_adopted(policy):
         call(second, "enabled off")
         for i in range(4):  # a new object on every call: each call checked, never stale
             call(Cache(float(i)), f"a new object with scale {i}")
+        third = Cache(4.0)
+        for _ in range(3):
+            call(third, "a third request")
+        import gc
+        import weakref
+
+        gone = weakref.ref(third)
+        del third, second, first
+        gc.collect()
+        assert gone() is None  # an adopted object dies with its request
 
 
 def test_changes_torch_serves_stale_are_counted_and_the_watched_policy_catches_them(policy):
@@ -370,3 +380,51 @@ def test_peft_lora_set_adapter_under_watch(policy, dispatch):
             for _ in range(2):
                 torch.testing.assert_close(compiled(x), model(x), msg=lambda m: f"set_adapter({adapter!r}): {m}")
     assert gp.stats(compiled).compiles <= 3  # a and b: each compiled once, switched back without a compile
+
+
+class Gain:
+    def __init__(self, mult: float):
+        self.mult = mult
+
+
+class WithParts(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.gain = Gain(1.0)
+        self.block = Block(4)
+        self.head = nn.Linear(4, 5)
+
+    def forward(self, x):
+        return self.head(self.block(x).mean((2, 3))) * self.gain.mult
+
+
+def test_objects_replaced_after_warm_up_are_watched_from_then_on(policy, restore_globals):
+    """A submodule or config object replaced by an equal one passes the watched guards; the
+    gate then watches the new one (found by a new user: it kept watching the old one)."""
+    torch.manual_seed(0)
+    model = WithParts().eval()
+    compiled = gp.compile(model, policy, backend="eager")
+    x = torch.randn(2, 4, 8, 8)
+    with torch.no_grad():
+        for _ in range(3):
+            _check(compiled, model, x, "warm-up")
+        model.gain.__dict__ = {"mult": 5.0}  # the object's __dict__ replaced: no dict changes
+        _check(compiled, model, x, "gain.__dict__ replaced")
+        model.gain = Gain(5.0)  # an equal object: served by the same entry, then watched
+        _check(compiled, model, x, "an equal Gain")
+        model.gain.mult = 2.0
+        _check(compiled, model, x, "the new Gain's attribute")
+        torch.manual_seed(1)
+        model.block = Block(4).eval()  # a submodule of the same class: the same entry
+        _check(compiled, model, x, "a new Block")
+        model.block.shift_bias = 0.0
+        model.block.bn.eps = 0.5  # an attribute of the new submodule
+        _check(compiled, model, x, "the new Block's BatchNorm eps")
+        handle = model.block.conv.register_forward_hook(lambda m, a, out: out * 2)
+        _check(compiled, model, x, "a hook on the new Block's conv")
+        handle.remove()
+        _check(compiled, model, x, "the hook removed")
+        fresh = Block(4).eval()
+        fresh.conv.register_forward_hook(lambda m, a, out: out + 1)
+        model.block = fresh  # arrives with a hook: its entry must not be served
+        _check(compiled, model, x, "a new Block with a hook")

@@ -224,7 +224,7 @@ class WatchGate:
     (bindings/watch_gate.h; made by ``guardpolicy.runtime.watch``). Called by torch with the
     frame locals (an epilogue guard of the entry's kept manager): the kept verdict while no
     watched dict changed, every root is the recorded object and every keyed global holds its
-    value, and ``tensor_check(*tensors)``; else ``recheck(f_locals)``, counted in
+    value, and ``tensor_check(*tensors)``; else ``recheck(f_locals, changed)``, counted in
     ``rechecks``. Raises TypeError for malformed ``roots`` (``(name, path tuple, object or weak
     reference)``) or ``keyed`` (``(dict, key, value)``) entries, or a watched object that is
     neither a dict nor a class."""
@@ -243,3 +243,4 @@ class WatchGate:
               keyed: tuple[tuple[dict[Any, Any], Any, Any], ...]) -> None: ...
     def roots_match(self, f_locals: dict[str, Any]) -> bool: ...
     def release(self) -> None: ...
+    def freeze(self, objects: tuple[Any, ...]) -> None: ...

@@ -37,7 +37,7 @@ from typing import Any
 
 from .._core import WatchGate
 from ..api.data import schema_list
-from .watch_sources import CannotWatch, Reads, read
+from .watch_sources import CannotWatch, Reads, weakly, deref, read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,16 +72,45 @@ class FramePlan:
         from . import torch_internals
 
         reads = self.reads
-        self.frozen = tuple(reads.hooks.values()) + tuple(o for o in reads.watched.values() if isinstance(o, type))
-        self.contents = _contents(self.frozen)
+        self.freeze()
         tensors = tuple(reads.tensors.values())
         check = torch_internals.tensor_check(tensors) if tensors else None
         holder: list = []  # the gate, for the roots' death callbacks (a cycle the collector breaks)
-        gate = WatchGate(*reads.gate_args(lambda _ref: holder and holder[0].release()), _Recheck(self),
-                         tensors, check)
+        plan = weakref.ref(self)  # the plan holds the model: a cache entry must not
+        gate = WatchGate(*reads.gate_args(lambda _ref: holder and _released(plan, holder[0])),
+                         _Recheck(self), tensors, check)
+        gate.freeze(self.frozen)
         holder.append(gate)
         self.gate = gate
+        reads.roots = {key: obj if _is_module(obj) else weakly(obj, None) for key, obj in reads.roots.items()}
         return gate
+
+
+
+    def freeze(self) -> None:
+        """Records what the hook dicts and classes hold now (``frozen``, ``contents``)."""
+        self.frozen = tuple(self.reads.hooks.values()) + tuple(
+            o for o in self.reads.watched.values() if isinstance(o, type))
+        self.contents = _contents(self.frozen)
+
+    def rearm(self, gate: Any, reads: Reads) -> bool:
+        """The gate watches what ``reads`` found (no verdict kept: the next call checks);
+        False, and nothing changed, when a module read anew has hooks the compile did not see
+        (the entry must not be served)."""
+        from . import torch_internals
+
+        known = {id(d) for d in self.frozen}
+        if any(hooks and id(hooks) not in known for hooks in reads.hooks.values()):
+            return False
+        tensors = tuple(reads.tensors.values())
+        plan = weakref.ref(self)
+        gate.reset(*reads.gate_args(lambda _ref: _released(plan, gate)), tensors,
+                   torch_internals.tensor_check(tensors) if tensors else None)
+        reads.roots = {key: weakly(obj, None) for key, obj in reads.roots.items()}  # an adopted KV cache dies
+        self.reads = reads                                                         # with its request
+        self.freeze()
+        gate.freeze(self.frozen)
+        return True
 
     def read_again(self, f_locals: dict) -> Reads | None:
         """What the watched sources read from ``f_locals`` (another object at a root), or None
@@ -99,6 +128,15 @@ class FramePlan:
         for hooks in self.reads.hooks.values():  # the hook dicts compared whole stay the compile's
             reads.watch_hooks(hooks)
         return reads
+
+
+def _released(plan: Any, gate: Any) -> None:
+    """A root died (a KV cache at the end of its request, the model): the gate and the plan
+    (``plan``, a weak reference) let go of everything read from the roots; each later call
+    checks again, and adopts the next object."""
+    gate.release()
+    if (frame := plan()) is not None:
+        frame.reads.forget()
 
 
 def _contents(frozen: tuple) -> tuple[tuple, ...]:
@@ -124,35 +162,60 @@ class _Recheck:
         self.frame = weakref.ref(frame)
         self.last_other: tuple = ()
 
-    def __call__(self, f_locals: dict) -> bool:
+    def __call__(self, f_locals: dict, changed: int = 2) -> bool:
+        """``changed`` (from the gate): 0, the watched state is as the last check left it and
+        only a root differs (another object passed in, a copy of the module); 1, watched state
+        changed; 2, a hook dict or a class changed too (compared whole only then)."""
         frame = self.frame()
         if frame is None:
             return False
         try:
-            if _contents(frame.frozen) != frame.contents:
+            if changed >= 2 and _contents(frame.frozen) != frame.contents:
                 return False
             if frame.manager is not None and not frame.manager.check(f_locals):
                 return False
             gate = frame.gate
             if gate is not None and not gate.roots_match(f_locals):
                 self._maybe_adopt(frame, gate, f_locals)
+            elif changed and gate is not None and frame.reads.moved():  # another object where one was read
+                reads = frame.read_again(f_locals)
+                return reads is not None and frame.rearm(gate, reads)
             return True
         except Exception:  # noqa: BLE001 - a guard that cannot be evaluated fails: torch compiles anew
             return False
 
     def _maybe_adopt(self, frame: FramePlan, gate: Any, f_locals: dict) -> None:
-        reads = frame.read_again(f_locals)
-        if reads is None:
+        """Adopts the objects now at the roots when the same ones came twice in a row and none
+        is a module; the sources are read again only then."""
+        other = _roots_in(frame.reads.roots, f_locals)
+        if other is None or any(_is_module(obj) for obj in other):
+            self.last_other = ()
             return
-        before = frame.reads.roots
-        changed = [obj for key, obj in reads.roots.items() if before.get(key) is not obj]
-        if not changed or any(_is_module(obj) for obj in changed):
-            return
-        other = tuple(id(obj) for obj in changed)
-        if other == self.last_other:
-            gate.reset(*reads.gate_args(lambda _ref, gate=gate: gate.release()))
-            frame.reads = reads
-        self.last_other = other
+        ids = tuple(id(obj) for obj in other)
+        if ids == self.last_other and (reads := frame.read_again(f_locals)) is not None:
+            frame.rearm(gate, reads)
+        self.last_other = ids
+
+
+def _roots_in(roots: dict, f_locals: dict) -> list | None:
+    """The objects at ``roots``' places in ``f_locals`` that differ from the recorded ones
+    (None when a place is missing)."""
+    out = []
+    for (name, path), recorded in roots.items():
+        value = f_locals.get(name, _MISSING)
+        for key in path:
+            try:
+                value = value[key]
+            except Exception:  # noqa: BLE001 - the call passes no such item
+                return None
+        if value is _MISSING:
+            return None
+        if value is not deref(recorded):
+            out.append(value)
+    return out
+
+
+_MISSING = object()
 
 
 def _is_module(value: Any) -> bool:

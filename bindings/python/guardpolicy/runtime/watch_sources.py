@@ -15,6 +15,7 @@ from typing import Any
 HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range, slice)
 _UNWATCHABLE = (list, set, bytearray, collections.deque)
+_MISSING = object()
 
 
 class CannotWatch(Exception):
@@ -35,15 +36,46 @@ class Reads:
         self.keyed: dict[tuple[int, str], tuple[dict, str, Any]] = {}
         self.hooks: dict[int, dict] = {}
         self.tensors: dict[int, Any] = {}
+        self.reached: dict[tuple[int, Any], tuple[dict, Any, Any]] = {}  # (dict, key, object read there)
 
     def watch(self, obj: Any) -> None:
         self.watched.setdefault(id(obj), obj)
+
+    def forget(self) -> None:
+        """Drops every strong reference but the roots (one of them died: what was read from
+        it, a KV cache's tensors say, must not stay alive)."""
+        self.watched, self.keyed, self.hooks, self.tensors, self.reached = {}, {}, {}, {}, {}
+
+    def reach(self, parent: Any, node: Any, value: Any, S: Any) -> None:  # noqa: N803
+        """Records that ``node`` read ``value`` out of ``parent``'s dict (an item of a dict,
+        an attribute in an instance dict): another object there later (a submodule replaced
+        by one of the same class) makes the gate read the sources again."""
+        if isinstance(value, _IMMUTABLE) or isinstance(value, type):
+            return
+        if isinstance(node, S.AttrSource):
+            container, key = getattr(parent, "__dict__", None), node.member
+        else:
+            container, key = parent, getattr(node, "index", None)
+        if isinstance(container, dict) and isinstance(key, (str, int)) and container.get(key, _MISSING) is value:
+            self.reached[(id(container), key)] = (container, key, value)
+
+    def moved(self) -> bool:
+        """Whether an object recorded by ``reach`` is no longer where it was read, or an
+        object has another ``__dict__`` than the one watched."""
+        if any(container.get(key, _MISSING) is not value for container, key, value in self.reached.values()):
+            return True
+        for owner, key, own in self.keyed.values():
+            if key is None:
+                obj = owner() if isinstance(owner, weakref.ref) else owner
+                if obj is None or getattr(obj, "__dict__", None) is not own:
+                    return True
+        return False
 
     def gate_args(self, on_death: Any = None) -> tuple[tuple, tuple, tuple]:
         """``(dicts, roots, keyed)`` as ``_core.WatchGate`` takes them (and ``reset``): each
         root by a weak reference where it takes one (``on_death`` its callback), so that a
         cache entry does not keep a model alive."""
-        roots = tuple((name, path, _weakly(obj, on_death)) for (name, path), obj in self.roots.items())
+        roots = tuple((name, path, weakly(deref(obj), on_death)) for (name, path), obj in self.roots.items())
         return tuple(self.watched.values()), roots, tuple(self.keyed.values())
 
     def watch_hooks(self, hooks: dict) -> None:
@@ -51,7 +83,12 @@ class Reads:
         self.hooks.setdefault(id(hooks), hooks)
 
 
-def _weakly(obj: Any, on_death: Any) -> Any:
+def deref(obj: Any) -> Any:
+    """``obj``, or what it refers to when it is a weak reference (None once dead)."""
+    return obj() if isinstance(obj, weakref.ref) else obj
+
+
+def weakly(obj: Any, on_death: Any) -> Any:
     try:
         return weakref.ref(obj, on_death)
     except TypeError:  # no weak reference to it: held as it is
@@ -85,6 +122,8 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
         value = node.get_value(scope, closure, cache)
         if parent is not None and isinstance(node, S.AttrSource):
             _check_attribute(parent, node.member)
+        if parent is not None:
+            out.reach(parent, node, value, S)
         if tensor_match and node is source and _is_parameter(value):
             out.tensors.setdefault(id(value), value)
             return
@@ -173,7 +212,10 @@ def _watch_value(value: Any, out: Reads, hooks: bool) -> None:
     elif not isinstance(value, _IMMUTABLE):
         instance_dict = getattr(value, "__dict__", None)
         if isinstance(instance_dict, dict):
-            out.watch(_own_dict(value, instance_dict))
+            own = _own_dict(value, instance_dict)
+            out.watch(own)
+            if not _is_module(value):  # `cfg.__dict__ = {...}` changes no dict: the gate checks it is this one
+                out.keyed[(id(value), None)] = (weakly(value, None), None, own)
         _watch_class(type(value), out)
         if hooks and _is_module(value):
             watch_hooks_of(value, out)
