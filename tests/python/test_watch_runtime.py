@@ -378,7 +378,7 @@ def test_peft_lora_set_adapter_under_watch(policy, dispatch):
         for adapter in ("b", "a", "b"):
             model.set_adapter(adapter)
             for _ in range(2):
-                torch.testing.assert_close(compiled(x), model(x), msg=lambda m: f"set_adapter({adapter!r}): {m}")
+                torch.testing.assert_close(compiled(x), model(x), msg=lambda m, a=adapter: f"set_adapter({a!r}): {m}")
     assert gp.stats(compiled).compiles <= 3  # a and b: each compiled once, switched back without a compile
 
 
