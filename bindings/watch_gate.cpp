@@ -104,6 +104,12 @@ bool Changed(const WatchGate* self) {
 #endif
 }
 
+#if PY_VERSION_HEX >= 0x030C0000
+#define WATCHER(id) (id)
+#else
+#define WATCHER(id) (-1)
+#endif
+
 // Whether a frozen dict changed since the last check (or none was frozen yet: then false).
 bool FrozenChanged(const WatchGate* self) {
   if (self->frozen == nullptr) return false;
@@ -270,6 +276,31 @@ PyObject* New(PyTypeObject* type, PyObject*, PyObject*) {
   return reinterpret_cast<PyObject*>(self);
 }
 
+// The dicts `given` (dicts and classes) stand for, as a new tuple, each watched by `watcher`
+// (3.12+; -1 on 3.11: versions are read instead); NULL with an exception set.
+PyObject* WatchedDicts(PyObject* given, int watcher) {
+  PyObject* dicts = PyList_New(0);
+  if (dicts == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(given); ++i) {
+    PyObject* dict = DictOf(PyTuple_GET_ITEM(given, i));
+    if (dict == nullptr || (dict != Py_None && PyList_Append(dicts, dict) < 0)) {
+      Py_DECREF(dicts);
+      return nullptr;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    if (dict != Py_None && PyDict_Watch(watcher, dict) < 0) {
+      Py_DECREF(dicts);
+      return nullptr;
+    }
+#else
+    (void)watcher;
+#endif
+  }
+  PyObject* out = PyList_AsTuple(dicts);
+  Py_DECREF(dicts);
+  return out;
+}
+
 // Checks the shapes of `roots` and `keyed`; 0, or -1 with a TypeError set.
 int CheckShapes(PyObject* roots, PyObject* keyed) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(roots); ++i) {
@@ -297,23 +328,7 @@ int CheckShapes(PyObject* roots, PyObject* keyed) {
 // `verdict`; 0, or -1 with an exception set (the gate unchanged).
 int Set(WatchGate* self, PyObject* given, PyObject* roots, PyObject* keyed, int verdict) {
   if (CheckShapes(roots, keyed) < 0) return -1;
-  PyObject* dicts = PyList_New(0);
-  if (dicts == nullptr) return -1;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(given); ++i) {
-    PyObject* dict = DictOf(PyTuple_GET_ITEM(given, i));
-    if (dict == nullptr || (dict != Py_None && PyList_Append(dicts, dict) < 0)) {
-      Py_DECREF(dicts);
-      return -1;
-    }
-#if PY_VERSION_HEX >= 0x030C0000
-    if (dict != Py_None && PyDict_Watch(watcher_id, dict) < 0) {
-      Py_DECREF(dicts);
-      return -1;
-    }
-#endif
-  }
-  PyObject* watched = PyList_AsTuple(dicts);
-  Py_DECREF(dicts);
+  PyObject* watched = WatchedDicts(given, WATCHER(watcher_id));
   if (watched == nullptr) return -1;
   Py_INCREF(given);
   Py_INCREF(roots);
@@ -404,23 +419,7 @@ PyObject* Freeze(PyObject* self_, PyObject* given) {
     PyErr_SetString(PyExc_TypeError, "WatchGate.freeze takes a tuple of dicts and classes");
     return nullptr;
   }
-  PyObject* dicts = PyList_New(0);
-  if (dicts == nullptr) return nullptr;
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(given); ++i) {
-    PyObject* dict = DictOf(PyTuple_GET_ITEM(given, i));
-    if (dict == nullptr || (dict != Py_None && PyList_Append(dicts, dict) < 0)) {
-      Py_DECREF(dicts);
-      return nullptr;
-    }
-#if PY_VERSION_HEX >= 0x030C0000
-    if (dict != Py_None && PyDict_Watch(frozen_watcher_id, dict) < 0) {
-      Py_DECREF(dicts);
-      return nullptr;
-    }
-#endif
-  }
-  PyObject* frozen = PyList_AsTuple(dicts);
-  Py_DECREF(dicts);
+  PyObject* frozen = WatchedDicts(given, WATCHER(frozen_watcher_id));
   if (frozen == nullptr) return nullptr;
   Py_XSETREF(self->frozen, frozen);
   ArmFrozen(self);
