@@ -2,6 +2,8 @@
 // the CPython API (vectorcall, 3.9+) so that one source serves Python 3.11 to 3.13.
 #include "call_layer.h"
 
+#include "py_type.h"
+
 #include <structmember.h>
 
 #include <cstddef>
@@ -168,12 +170,6 @@ int Clear(PyObject* self_) {
   return 0;
 }
 
-void Dealloc(PyObject* self_) {
-  PyObject_GC_UnTrack(self_);
-  Clear(self_);
-  Py_TYPE(self_)->tp_free(self_);
-}
-
 PyMemberDef members[] = {
     {const_cast<char*>("inner"), T_OBJECT_EX, offsetof(CallLayer, inner), 0,
      const_cast<char*>("torch's compiled callable, which every call runs")},
@@ -183,22 +179,14 @@ PyMemberDef members[] = {
 };
 
 PyTypeObject call_layer_type = [] {
-// The C API's idiom: the head set, every other slot zero (set below where needed).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmissing-field-initializers"
-  PyTypeObject t{PyVarObject_HEAD_INIT(nullptr, 0)};
-#pragma GCC diagnostic pop
-  t.tp_name = "guardpolicy._core.CallLayer";
-  t.tp_basicsize = sizeof(CallLayer);
-  t.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL;
-  t.tp_doc = "CallLayer(inner, stats, pending): verify's per-call counting and sampling in C (call_layer.h)";
+  PyTypeObject t = GcType("guardpolicy._core.CallLayer", sizeof(CallLayer),
+                          Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_VECTORCALL,
+                          "CallLayer(inner, stats, pending): verify's per-call counting and sampling in C (call_layer.h)",
+                          Traverse, Clear, GcDealloc<Clear>);
   t.tp_vectorcall_offset = offsetof(CallLayer, vectorcall);
   t.tp_call = PyVectorcall_Call;
   t.tp_new = New;
   t.tp_init = Init;
-  t.tp_traverse = Traverse;
-  t.tp_clear = Clear;
-  t.tp_dealloc = Dealloc;
   t.tp_members = members;
   return t;
 }();
@@ -211,9 +199,7 @@ void BindCallLayer(pybind11::module_& m) {
     names[i] = PyUnicode_InternFromString(spellings[i]);
     if (names[i] == nullptr) throw pybind11::error_already_set();
   }
-  if (PyType_Ready(&call_layer_type) < 0) throw pybind11::error_already_set();
-  Py_INCREF(&call_layer_type);
-  m.add_object("CallLayer", reinterpret_cast<PyObject*>(&call_layer_type));
+  AddType(m, "CallLayer", &call_layer_type);
 }
 
 }  // namespace guardpolicy::python

@@ -219,28 +219,48 @@ class CallLayer:
     def __call__(self, *args: Any, **kwargs: Any) -> Any: ...
 
 
+WATCH_ABSENT: object
+"""The value of a ``WatchState`` keyed row whose key must stay missing (a builtin that a new
+global of the same name would shadow)."""
+
+
+class WatchState:
+    """What one set of roots of a cache entry's watched guards reads (bindings/watch_state.h;
+    made by ``guardpolicy.runtime.watch``): ``roots`` ``(local name, path, object or weak
+    reference, class, __dict__ or None)``, the ``dicts`` and classes whose changes are seen,
+    ``objects`` ``(object, class, __dict__ or None)`` and ``functions`` ``(function, __code__,
+    __defaults__, __kwdefaults__, cell contents)`` compared on every call, ``keyed`` ``(dict,
+    key, value or WATCH_ABSENT)``, ``ordered`` ``(dict, keys)`` whose iteration order is
+    compared, and the parameters whose metadata ``tensor_check(*tensors)`` checks. Armed on the
+    dicts' state at construction, with no verdict. Raises TypeError for a malformed row or a
+    watched object that is neither a dict nor a class."""
+
+    def __init__(self, roots: tuple[tuple[Any, ...], ...], dicts: tuple[Any, ...], objects: tuple[tuple[Any, ...], ...],
+                 functions: tuple[tuple[Any, ...], ...], keyed: tuple[tuple[Any, ...], ...],
+                 ordered: tuple[tuple[Any, ...], ...], tensors: tuple[Any, ...], tensor_check: Any,
+                 info: Any) -> None: ...
+    def stale(self) -> bool: ...
+    @property
+    def verdict(self) -> bool | None: ...
+    @property
+    def watched(self) -> int: ...
+    @property
+    def info(self) -> Any: ...
+
+
 class WatchGate:
     """A cache entry's watched guards, checked in C only when what they read changed
     (bindings/watch_gate.h; made by ``guardpolicy.runtime.watch``). Called by torch with the
-    frame locals (an epilogue guard of the entry's kept manager): the kept verdict while no
-    watched dict changed, every root is the recorded object and every keyed global holds its
-    value, and ``tensor_check(*tensors)``; else ``recheck(f_locals, changed)``, counted in
-    ``rechecks``. Raises TypeError for malformed ``roots`` (``(name, path tuple, object or weak
-    reference)``) or ``keyed`` (``(dict, key, value)``) entries, or a watched object that is
-    neither a dict nor a class."""
+    frame locals (an epilogue guard of the entry's kept manager): the verdict of the state of
+    the call's roots while it is armed and nothing it holds changed (and its tensor check);
+    else ``recheck(f_locals, state or None) -> (verdict, new state or None)``, counted in
+    ``rechecks``. Keeps at most ``capacity`` states (ValueError below 1)."""
 
-    def __init__(self, dicts: tuple[Any, ...], roots: tuple[tuple[str, tuple[Any, ...], Any], ...],
-                 keyed: tuple[tuple[dict[Any, Any], Any, Any], ...], recheck: Any,
-                 tensors: tuple[Any, ...] = ..., tensor_check: Any = ...) -> None: ...
+    def __init__(self, recheck: Any, capacity: int = ...) -> None: ...
     def __call__(self, f_locals: dict[str, Any]) -> bool: ...
     @property
     def rechecks(self) -> int: ...
     @property
-    def watched(self) -> int: ...
-    @property
-    def verdict(self) -> bool | None: ...
-    def reset(self, dicts: tuple[Any, ...], roots: tuple[tuple[str, tuple[Any, ...], Any], ...],
-              keyed: tuple[tuple[dict[Any, Any], Any, Any], ...]) -> None: ...
-    def roots_match(self, f_locals: dict[str, Any]) -> bool: ...
-    def release(self) -> None: ...
-    def freeze(self, objects: tuple[Any, ...]) -> None: ...
+    def states(self) -> tuple[WatchState, ...]: ...
+    def install(self, state: WatchState) -> None: ...
+    def prune(self, *_: Any) -> None: ...

@@ -4,27 +4,21 @@ checked again only when the state it reads changes.
 
 * **At compile time** (``plan``, from the ``guard_filter_fn``): each watched guard's source
   is walked from its root (the module bound to ``self``, an object passed in ``*args`` or
-  ``**kwargs`` such as a KV cache, or a global) with torch's own
-  ``Source.get_value``, and every dict it reads on the way is recorded: instance
-  ``__dict__``s (with their classes' dicts), ``_modules``, ``_parameters``, ``_buffers``,
-  config objects' ``__dict__``s; a global is recorded by key (its name and value: a script's
-  top-level code writes its globals dict all the time). The hook dicts of every module the frame
-  calls, and torch's global module hook dicts, are recorded too, whether or not torch guards
-  them (``skip_nnmodule_hook_guards``). A watched guard that cannot be watched stays in
-  torch's manager, as a ``keep`` (``Unwatched``: the schema's ``watch_kept_guard_types``, a
-  source that starts at an input, or that passes a tensor other than a parameter, a list or
-  a set). A parameter's ``TENSOR_MATCH`` is watched with the parameter recorded, its metadata
-  checked on every call. The watched guards get a guard manager of their own, built by
-  torch's builder.
+  ``**kwargs`` such as a KV cache, or a global) with torch's own ``Source.get_value``, and
+  what it reads on the way is recorded (``watch_sources.Reads``): dicts, classes, objects,
+  functions, globals, the hook dicts of every module the frame calls and torch's global ones.
+  A watched guard that cannot be watched stays in torch's manager, as a ``keep``
+  (``Unwatched``). The watched guards get a guard manager of their own, built by torch's
+  builder, and the compile's ``signature``: the hooks and classes its code inlined.
 * **After the compile** (``Watches.attach``): the cache entry's kept manager gets one more
-  guard, run last: a ``_core.WatchGate`` (bindings/watch_gate.h). While none of the recorded
-  dicts changed and every root is the recorded object, it returns its last verdict in C
-  (with the parameters' metadata checked by torch's ``TensorGuards``), without evaluating a
-  watched guard. After a change it evaluates the watched guards' manager and compares the
-  hook dicts and classes with the compile's; the entry is served only when both pass, and
-  torch tries its next entry or compiles otherwise (a hook added after warm-up recompiles;
-  removing it serves the first entry again). Roots are held weakly: when the model dies, the
-  gate lets go of what it watched.
+  guard, run last: a ``_core.WatchGate`` (bindings/watch_gate.h) holding one
+  ``_core.WatchState`` per set of roots (bindings/watch_state.h), the compile's first, with no
+  verdict yet: the first call checks.
+* **Per call**, in C: the state of the call's roots, when armed and unchanged, gives its verdict.
+  Otherwise ``_Recheck`` runs: it builds a new state when the roots have none (a second
+  instance, an adopted KV cache) or when what the state holds moved, and then evaluates the
+  watched guards' manager and compares the signature with the compile's. Roots are held weakly:
+  when one dies its state is dropped.
 
 What is watched and what stays kept is in ``guardpolicy.stats(compiled).watches``.
 """
@@ -35,9 +29,9 @@ import dataclasses
 import weakref
 from typing import Any
 
-from .._core import WatchGate
+from .._core import WatchGate, WatchState
 from ..api.data import schema_list
-from .watch_sources import CannotWatch, Reads, weakly, deref, read
+from .watch_sources import CannotWatch, Reads, deref, read, weakly
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,171 +45,106 @@ class Unwatched:
 
 
 class FramePlan:
-    """What one compiled frame watches: ``reads`` (the dicts, roots and globals its watched
-    guards read, a ``watch_sources.Reads``), ``sources`` (theirs, to read again for another
-    object at a root), the watched guards' ``manager``, the ``gate`` once attached, and the
-    watched guards that stay checked (``unwatched``)."""
+    """What one compiled frame watches: ``reads`` (what its watched guards read at compile time,
+    a ``watch_sources.Reads``), ``sources`` (theirs, read again for other roots), the watched
+    guards' ``manager``, the compile's ``signature`` (``Reads.signature``), the ``gate`` once
+    attached, and the watched guards that stay checked (``unwatched``)."""
 
-    def __init__(self, globals_: dict) -> None:
-        self.reads = Reads()
-        self.sources: list = []
+    def __init__(self, globals_: dict, code: Any = None, traced: frozenset = frozenset()) -> None:
         self.globals = globals_
+        self.code = code
+        self.traced = traced
+        self.reads = Reads(traced)
+        self.sources: list = []
         self.unwatched: list[Unwatched] = []
         self.guards = 0  # watched guards taken out of torch's manager
         self.manager: Any = None
+        self.signature: tuple = ()
         self.gate: Any = None
-        self.frozen: tuple = ()  # the hook dicts and classes compared whole, and their contents
-        self.contents: tuple = ()
 
-    def make_gate(self) -> Any:
-        """The ``WatchGate`` of this frame's cache entry."""
+    def ambient(self, reads: Reads) -> None:
+        """What every call of the frame reads besides its sources: torch's global module hooks
+        and the builtins its own code reads."""
         from . import torch_internals
 
-        reads = self.reads
-        self.freeze()
-        tensors = tuple(reads.tensors.values())
-        check = torch_internals.tensor_check(tensors) if tensors else None
-        holder: list = []  # the gate, for the roots' death callbacks (a cycle the collector breaks)
-        plan = weakref.ref(self)  # the plan holds the model: a cache entry must not
-        gate = WatchGate(*reads.gate_args(lambda _ref: holder and _released(plan, holder[0])),
-                         _Recheck(self), tensors, check)
-        gate.freeze(self.frozen)
-        holder.append(gate)
-        self.gate = gate
-        reads.roots = {key: obj if _is_module(obj) else weakly(obj, None) for key, obj in reads.roots.items()}
-        return gate
+        for name, hooks in torch_internals.global_module_hooks():
+            reads.watch_hooks(hooks, (("", ()), "<global>", name))
+        if self.code is not None:
+            reads.watch_builtins(self.code, self.globals)
 
-
-
-    def freeze(self) -> None:
-        """Records what the hook dicts and classes hold now (``frozen``, ``contents``)."""
-        self.frozen = tuple(self.reads.hooks.values()) + tuple(
-            o for o in self.reads.watched.values() if isinstance(o, type))
-        self.contents = _contents(self.frozen)
-
-    def rearm(self, gate: Any, reads: Reads) -> bool:
-        """The gate watches what ``reads`` found (no verdict kept: the next call checks);
-        False, and nothing changed, when a module read anew has hooks the compile did not see
-        (the entry must not be served)."""
-        from . import torch_internals
-
-        known = {id(d) for d in self.frozen}
-        if any(hooks and id(hooks) not in known for hooks in reads.hooks.values()):
-            return False
-        tensors = tuple(reads.tensors.values())
-        plan = weakref.ref(self)
-        gate.reset(*reads.gate_args(lambda _ref: _released(plan, gate)), tensors,
-                   torch_internals.tensor_check(tensors) if tensors else None)
-        reads.roots = {key: weakly(obj, None) for key, obj in reads.roots.items()}  # an adopted KV cache dies
-        self.reads = reads                                                         # with its request
-        self.freeze()
-        gate.freeze(self.frozen)
-        return True
-
-    def read_again(self, f_locals: dict) -> Reads | None:
-        """What the watched sources read from ``f_locals`` (another object at a root), or None
-        when one of them cannot be watched there."""
+    def read(self, f_locals: dict) -> Reads | None:
+        """What the watched sources read from ``f_locals``, or None when one of them cannot be
+        watched there."""
         from . import torch_internals
 
         scope = {"L": f_locals, "G": self.globals, "__builtins__": __builtins__}
         closure = torch_internals.closure_vars()
-        reads = Reads()
+        reads = Reads(self.traced)
         try:
             for source, tensor_match in self.sources:
                 read(source, scope, closure, reads, tensor_match)
         except Exception:  # noqa: BLE001 - not watchable there: the gate checks every such call
             return None
-        for hooks in self.reads.hooks.values():  # the hook dicts compared whole stay the compile's
-            reads.watch_hooks(hooks)
+        self.ambient(reads)
         return reads
 
+    def state(self, reads: Reads) -> Any:
+        """A ``WatchState`` of ``reads``, armed on the state of its dicts now (so built before
+        the guards are evaluated); its roots held weakly from then on."""
+        from . import torch_internals
 
-def _released(plan: Any, gate: Any) -> None:
-    """A root died (a KV cache at the end of its request, the model): the gate and the plan
-    (``plan``, a weak reference) let go of everything read from the roots; each later call
-    checks again, and adopts the next object."""
-    gate.release()
-    if (frame := plan()) is not None:
-        frame.reads.forget()
-
-
-def _contents(frozen: tuple) -> tuple[tuple, ...]:
-    """What each hook dict or class holds: its keys and the identity of each value."""
-    return tuple(tuple((k, id(v)) for k, v in (vars(d) if isinstance(d, type) else d).items()) for d in frozen)
+        reads.weaken_roots(self.gate.prune)
+        tensors = tuple(reads.tensors.values())
+        ordered = tuple((d, tuple(d)) for d in reads.hooks.values() if len(d) > 1)
+        return WatchState(reads.root_rows(), tuple(reads.watched.values()), tuple(reads.objects.values()),
+                          tuple(reads.functions.values()), tuple(reads.keyed.values()), ordered, tensors,
+                          torch_internals.tensor_check(tensors) if tensors else None, reads)
 
 
 class _Recheck:
-    """What a gate calls after a change: the watched guards (torch's manager of them) pass
-    on the frame locals, and the hook dicts and the classes (``frame.frozen``) hold what they
-    held at compile time. A hook or a class attribute (a monkeypatched method) is inlined by
-    Dynamo with no guard of its own when torch skips hook guards; any change to one recompiles.
-    It holds its ``FramePlan`` weakly (the plan lives with the compiled object; a cache entry
-    must not keep a model alive): once the plan is gone, the entry is not served again.
+    """What a gate calls when a call's roots have no armed, unchanged state: returns
+    ``(verdict, new state or None)``. The verdict: the watched guards (torch's manager of them)
+    pass on the frame locals, and the hooks and classes the compiled code inlined are the
+    compile's (Dynamo inlines a hook or a method with no guard of its own). A new state is built
+    when what the given one holds moved (an object replaced, a class swapped, a function's code),
+    for a module at a root that has none (a second instance), and for another object at a root
+    (a KV cache of a new request) when the same one comes twice in a row. It holds its
+    ``FramePlan`` weakly (a cache entry must not keep a model alive): once the plan is gone, the
+    entry is not served again."""
 
-    Another object at a root (a new cache object for each request, a copy of the module)
-    passes or fails here on every call; when the same other object comes twice in a row and
-    it is not a module, the gate adopts it: its dicts are watched from then on."""
-
-    __slots__ = ("frame", "last_other")
+    __slots__ = ("frame", "last")
 
     def __init__(self, frame: FramePlan):
         self.frame = weakref.ref(frame)
-        self.last_other: tuple = ()
+        self.last: tuple = ()  # weak references to the other objects at the roots last time
 
-    def __call__(self, f_locals: dict, changed: int = 2) -> bool:
-        """``changed`` (from the gate): 0, the watched state is as the last check left it and
-        only a root differs (another object passed in, a copy of the module); 1, watched state
-        changed; 2, a hook dict or a class changed too (compared whole only then)."""
+    def __call__(self, f_locals: dict, state: Any) -> tuple[bool, Any]:
         frame = self.frame()
-        if frame is None:
-            return False
+        if frame is None or frame.manager is None:
+            return False, None
         try:
-            if changed >= 2 and _contents(frame.frozen) != frame.contents:
-                return False
-            if frame.manager is not None and not frame.manager.check(f_locals):
-                return False
-            gate = frame.gate
-            if gate is not None and not gate.roots_match(f_locals):
-                self._maybe_adopt(frame, gate, f_locals)
-            elif changed and gate is not None and frame.reads.moved():  # another object where one was read
-                reads = frame.read_again(f_locals)
-                return reads is not None and frame.rearm(gate, reads)
-            return True
+            fresh = None
+            reads = state.info if state is not None else None
+            if reads is None or state.stale() or reads.moved():
+                reads = frame.read(f_locals)
+                if reads is None:
+                    return False, None
+                if state is not None or self._adopt(reads):
+                    fresh = frame.state(reads)
+            ok = bool(frame.manager.check(f_locals)) and reads.signature() == frame.signature
+            if fresh is not None and reads.moved():  # moved while it was built: the next call reads again
+                fresh = None
+            return ok, fresh
         except Exception:  # noqa: BLE001 - a guard that cannot be evaluated fails: torch compiles anew
-            return False
+            return False, None
 
-    def _maybe_adopt(self, frame: FramePlan, gate: Any, f_locals: dict) -> None:
-        """Adopts the objects now at the roots when the same ones came twice in a row and none
-        is a module; the sources are read again only then."""
-        other = _roots_in(frame.reads.roots, f_locals)
-        if other is None or any(_is_module(obj) for obj in other):
-            self.last_other = ()
-            return
-        ids = tuple(id(obj) for obj in other)
-        if ids == self.last_other and (reads := frame.read_again(f_locals)) is not None:
-            frame.rearm(gate, reads)
-        self.last_other = ids
-
-
-def _roots_in(roots: dict, f_locals: dict) -> list | None:
-    """The objects at ``roots``' places in ``f_locals`` that differ from the recorded ones
-    (None when a place is missing)."""
-    out = []
-    for (name, path), recorded in roots.items():
-        value = f_locals.get(name, _MISSING)
-        for key in path:
-            try:
-                value = value[key]
-            except Exception:  # noqa: BLE001 - the call passes no such item
-                return None
-        if value is _MISSING:
-            return None
-        if value is not deref(recorded):
-            out.append(value)
-    return out
-
-
-_MISSING = object()
+    def _adopt(self, reads: Reads) -> bool:
+        """Whether to keep a state for the objects at the roots: modules at once, other objects
+        when the same ones (alive: not new ones at reused addresses) came last time too."""
+        now = tuple(obj for obj in map(deref, reads.roots.values()) if not _is_module(obj))
+        same = len(now) == len(self.last) and all(deref(r) is o for r, o in zip(self.last, now))
+        self.last = tuple(weakly(o, None) for o in now)
+        return same
 
 
 def _is_module(value: Any) -> bool:
@@ -256,7 +185,9 @@ class Watches:
             manager = getattr(cfm, "guard_manager", None)
             if manager is None or torch_internals.is_deleted(manager) or frame.guards == 0:
                 continue
-            torch_internals.add_last_guard(manager, frame.make_gate(),
+            frame.gate = WatchGate(_Recheck(frame))
+            frame.gate.install(frame.state(frame.reads))
+            torch_internals.add_last_guard(manager, frame.gate,
                                            f"guardpolicy watch: {frame.guards} watched guards, "
                                            f"{len(frame.reads.watched)} dicts")
             self.frames.append(frame)
@@ -269,7 +200,9 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
     from . import torch_internals
 
     graph = torch_locals["output_graph"]
-    out = FramePlan(graph.global_scope)
+    traced = torch_internals.traced_code(graph)
+    out = FramePlan(graph.global_scope, torch_locals.get("f_code"), traced)
+    out.reads = Reads(traced)
     scope = {"L": graph.local_scope, "G": graph.global_scope, "__builtins__": __builtins__}
     closure = torch_internals.closure_vars()
     kept_types = set(schema_list("watch_kept_guard_types"))
@@ -291,8 +224,8 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
         watched.append(entry.orig_guard)
         out.sources.append((source, exp.guard_type == "TENSOR_MATCH"))
     if watched:
-        for _name, hooks in torch_internals.global_module_hooks():
-            out.reads.watch_hooks(hooks)
+        out.ambient(out.reads)
+        out.signature = out.reads.signature()
         try:
             out.manager = torch_internals.build_guard_manager(torch_locals["self"], watched, torch_locals,
                                                               lambda rows: [True] * len(rows))

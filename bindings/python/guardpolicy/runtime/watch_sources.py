@@ -4,7 +4,10 @@ read on the way recorded in a ``Reads``, or ``CannotWatch`` where a read is not 
 
 from __future__ import annotations
 
+import builtins
 import collections
+import dis
+import functools
 import inspect
 import sys
 import types
@@ -16,6 +19,8 @@ HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backw
 _IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range, slice)
 _UNWATCHABLE = (list, set, bytearray, collections.deque)
 _MISSING = object()
+#: A watched function's attributes that the gate compares on every call (watch_state.h).
+_FUNCTION_ATTRIBUTES = ("__code__", "__defaults__", "__kwdefaults__", "__closure__")
 
 
 class CannotWatch(Exception):
@@ -23,33 +28,37 @@ class CannotWatch(Exception):
 
 
 class Reads:
-    """What the watched sources of one frame read: ``watched`` (dicts and classes, by id),
-    ``roots`` (``(local name, path)`` -> the object found there: the frame's module, a
-    module or an object passed in ``*args``/``**kwargs``), ``keyed`` (globals, read by name:
-    ``(dict, name, value)``), ``hooks`` (the hook dicts of the modules the frame calls) and
-    ``tensors`` (the parameters whose ``TENSOR_MATCH`` is watched: their metadata is checked on
-    every call, by id)."""
+    """What the watched sources of one frame read from one set of roots: ``watched`` (dicts and
+    classes, by id), ``roots`` (``(local name, path)`` -> the object found there: the frame's
+    module, a module or an object passed in ``*args``/``**kwargs``; held weakly once a state is
+    made of it), ``keyed`` (globals read by name: ``(dict, name, value)``, and builtins the
+    traced code reads, which a new global of that name would shadow: ``(globals, name,
+    WATCH_ABSENT)``), ``hooks`` (the hook dicts of the modules the frame calls, by id, and
+    ``hook_paths``: where each was found), ``objects`` (objects whose class and ``__dict__``
+    are compared on every call), ``functions`` (functions whose code, defaults and closure
+    cells are compared on every call) and ``tensors`` (the parameters whose ``TENSOR_MATCH`` is
+    watched: their metadata is checked on every call). ``traced``: the code objects Dynamo
+    traced for the frame (``OutputGraph.traced_code``): a function is watched when it runs one."""
 
-    def __init__(self) -> None:
+    def __init__(self, traced: frozenset = frozenset()) -> None:
+        self.traced = traced
         self.watched: dict[int, Any] = {}
         self.roots: dict[tuple[str, tuple], Any] = {}
         self.keyed: dict[tuple[int, str], tuple[dict, str, Any]] = {}
         self.hooks: dict[int, dict] = {}
+        self.hook_paths: list[tuple[tuple, str, str, dict]] = []  # (root key, module path, hook dict name, it)
+        self.objects: dict[int, tuple] = {}  # (object, its class, its __dict__) as read
+        self.functions: dict[int, tuple] = {}  # (function, __code__, __defaults__, __kwdefaults__, cells) as read
         self.tensors: dict[int, Any] = {}
         self.reached: dict[tuple[int, Any], tuple[dict, Any, Any]] = {}  # (dict, key, object read there)
 
     def watch(self, obj: Any) -> None:
         self.watched.setdefault(id(obj), obj)
 
-    def forget(self) -> None:
-        """Drops every strong reference but the roots (one of them died: what was read from
-        it, a KV cache's tensors say, must not stay alive)."""
-        self.watched, self.keyed, self.hooks, self.tensors, self.reached = {}, {}, {}, {}, {}
-
     def reach(self, parent: Any, node: Any, value: Any, S: Any) -> None:  # noqa: N803
         """Records that ``node`` read ``value`` out of ``parent``'s dict (an item of a dict,
         an attribute in an instance dict): another object there later (a submodule replaced
-        by one of the same class) makes the gate read the sources again."""
+        by one of the same class) makes the state be built anew."""
         if isinstance(value, _IMMUTABLE) or isinstance(value, type):
             return
         if isinstance(node, S.AttrSource):
@@ -60,27 +69,76 @@ class Reads:
             self.reached[(id(container), key)] = (container, key, value)
 
     def moved(self) -> bool:
-        """Whether an object recorded by ``reach`` is no longer where it was read, or an
-        object has another ``__dict__`` than the one watched."""
-        if any(container.get(key, _MISSING) is not value for container, key, value in self.reached.values()):
-            return True
-        for owner, key, own in self.keyed.values():
-            if key is None:
-                obj = owner() if isinstance(owner, weakref.ref) else owner
-                if obj is None or getattr(obj, "__dict__", None) is not own:
-                    return True
-        return False
+        """Whether an object recorded by ``reach`` is no longer where it was read."""
+        return any(container.get(key, _MISSING) is not value for container, key, value in self.reached.values())
 
-    def gate_args(self, on_death: Any = None) -> tuple[tuple, tuple, tuple]:
-        """``(dicts, roots, keyed)`` as ``_core.WatchGate`` takes them (and ``reset``): each
-        root by a weak reference where it takes one (``on_death`` its callback), so that a
-        cache entry does not keep a model alive."""
-        roots = tuple((name, path, weakly(deref(obj), on_death)) for (name, path), obj in self.roots.items())
-        return tuple(self.watched.values()), roots, tuple(self.keyed.values())
-
-    def watch_hooks(self, hooks: dict) -> None:
+    def watch_hooks(self, hooks: dict, where: tuple = (("", ()), "", "")) -> None:
         self.watch(hooks)
-        self.hooks.setdefault(id(hooks), hooks)
+        if id(hooks) not in self.hooks:
+            self.hooks[id(hooks)] = hooks
+            self.hook_paths.append((*where, hooks))
+
+    def watch_function(self, fn: Any) -> None:
+        """A function the traced code runs (or a guard reads): its ``__code__``,
+        ``__defaults__``, ``__kwdefaults__`` (and its contents) and closure cells, and the
+        builtins its code reads, which a new global would shadow."""
+        if id(fn) in self.functions:
+            return
+        cells = tuple(_cell_contents(c) for c in fn.__closure__ or ())
+        self.functions[id(fn)] = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__, cells)
+        if isinstance(fn.__kwdefaults__, dict):
+            self.watch(fn.__kwdefaults__)
+        self.watch(fn.__dict__)
+        self.watch_builtins(fn.__code__, fn.__globals__)
+
+    def watch_builtins(self, code: Any, globals_: dict) -> None:
+        """Each builtin ``code`` reads as a global must stay missing from ``globals_``."""
+        from .._core import WATCH_ABSENT
+
+        for name in _builtins_read(code):
+            if name not in globals_:
+                self.keyed.setdefault((id(globals_), name), (globals_, name, WATCH_ABSENT))
+
+    def signature(self) -> tuple:
+        """What the compiled code inlined without a guard of its own: the hooks of the modules
+        it calls (where each sits under its root, and the identity of each hook) and the
+        contents of the classes read. Two reads with equal signatures run the same code."""
+        hooks = tuple(sorted((key[0], key[1], path, name, tuple(id(v) for v in d.values()))
+                             for key, path, name, d in self.hook_paths))
+        classes = tuple((c.__qualname__, tuple((k, id(v)) for k, v in vars(c).items()))
+                        for c in self.watched.values() if isinstance(c, type))
+        return hooks, classes
+
+    def weaken_roots(self, on_death: Any) -> None:
+        """Holds the roots weakly (``on_death`` called when one dies): a cache entry must not
+        keep a model or a request's cache alive."""
+        self.roots = {key: weakly(deref(obj), on_death) for key, obj in self.roots.items()}
+
+    def root_rows(self) -> tuple:
+        """``(local name, path, object or weak reference, class, __dict__)`` per root, as
+        ``_core.WatchState`` takes them."""
+        return tuple((name, path, held, type(deref(held)), own_dict_of(deref(held)))
+                     for (name, path), held in self.roots.items())
+
+
+def own_dict_of(obj: Any) -> dict | None:
+    """``obj.__dict__`` when it is a dict, else None."""
+    d = getattr(obj, "__dict__", None)
+    return d if isinstance(d, dict) else None
+
+
+def _cell_contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell: the gate reads it as None
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _builtins_read(code: Any) -> tuple[str, ...]:
+    """The builtins ``code`` (and the code nested in it) reads by ``LOAD_GLOBAL``."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
+    return tuple(sorted(n for n in names if isinstance(n, str) and hasattr(builtins, n)))
 
 
 def deref(obj: Any) -> Any:
@@ -116,7 +174,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
         out.keyed[(id(g), root.global_name)] = (g, root.global_name, root.get_value(scope, closure, cache))
     else:
         raise CannotWatch(f"its source starts at a {type(root).__name__}")
-    local = isinstance(root, S.LocalSource)
+    at_root = chain[-1].value if isinstance(root, S.LocalSource) else _MISSING  # also behind a wrapping source
     parent = None
     for node in reversed(chain):
         value = node.get_value(scope, closure, cache)
@@ -128,7 +186,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
             out.tensors.setdefault(id(value), value)
             return
         # a local module's own hooks run outside its frame: those of what the frame calls are watched
-        _watch_value(value, out, parent is not None or not local)
+        _watch_value(value, out, hooks=value is not at_root, root=value is at_root)
         parent = value
 
 
@@ -152,8 +210,9 @@ def _root(chain: list, scope: dict, closure: dict, cache: dict, out: Reads, S: A
         return
     out.roots[key] = value
     if _is_module(value):  # the frame's module: the hooks of every module it calls
-        for sub in list(value.modules())[1:]:
-            watch_hooks_of(sub, out)
+        for path, sub in value.named_modules(remove_duplicate=False):
+            if path:
+                watch_hooks_of(sub, out, (key, path))
 
 
 class _Here:
@@ -191,12 +250,16 @@ def _check_attribute(owner: Any, member: str) -> None:
     instance_dict = getattr(owner, "__dict__", None)
     if isinstance(instance_dict, dict) and member in instance_dict:
         return
+    if isinstance(owner, types.FunctionType) and member in _FUNCTION_ATTRIBUTES:
+        return  # the function is watched: these are compared on every call
     found = inspect.getattr_static(owner if isinstance(owner, type) else type(owner), member, None)
     if hasattr(type(found), "__set__") or hasattr(type(found), "__get__") and not inspect.isroutine(found):
         raise CannotWatch(f"`{member}` is computed by a {type(found).__name__}, not read from a dict")
 
 
-def _watch_value(value: Any, out: Reads, hooks: bool) -> None:
+def _watch_value(value: Any, out: Reads, hooks: bool, root: bool = False) -> None:
+    """Records what ``value``, read by a watched source, is held in. ``root``: the value is a
+    root, whose class and ``__dict__`` the gate compares with the root itself."""
     import torch
 
     if isinstance(value, torch.Tensor):
@@ -209,13 +272,17 @@ def _watch_value(value: Any, out: Reads, hooks: bool) -> None:
         _watch_class(value, out)
     elif isinstance(value, types.ModuleType):
         out.watch(vars(value))
+    elif isinstance(value, types.FunctionType):
+        out.watch_function(value)
+    elif isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
+        out.watch_function(value.__func__)
     elif not isinstance(value, _IMMUTABLE):
         instance_dict = getattr(value, "__dict__", None)
         if isinstance(instance_dict, dict):
             own = _own_dict(value, instance_dict)
             out.watch(own)
-            if not _is_module(value):  # `cfg.__dict__ = {...}` changes no dict: the gate checks it is this one
-                out.keyed[(id(value), None)] = (weakly(value, None), None, own)
+            if not root:  # `obj.__class__ = ...`, `obj.__dict__ = {...}` change no dict: compared per call
+                out.objects.setdefault(id(value), (value, type(value), own))
         _watch_class(type(value), out)
         if hooks and _is_module(value):
             watch_hooks_of(value, out)
@@ -251,9 +318,16 @@ def _own_dict(obj: Any, current: dict) -> dict:
 
 
 def _watch_class(cls: type, out: Reads) -> None:
-    for klass in cls.__mro__:
-        if klass is not object:
-            out.watch(klass)
+    """A class, its bases and its metaclass's (an attribute read through the class may come
+    from either), and the functions in them that the traced code runs."""
+    for klass in (*cls.__mro__, *type(cls).__mro__):
+        if klass is object or klass is type or id(klass) in out.watched:
+            continue
+        out.watch(klass)
+        for attr in vars(klass).values():
+            fn = getattr(attr, "__func__", attr)  # staticmethod, classmethod
+            if isinstance(fn, types.FunctionType) and fn.__code__ in out.traced:
+                out.watch_function(fn)
 
 
 def _is_parameter(value: Any) -> bool:
@@ -268,8 +342,13 @@ def _is_module(value: Any) -> bool:
     return isinstance(value, torch.nn.Module)
 
 
-def watch_hooks_of(module: Any, out: Reads) -> None:
+def watch_hooks_of(module: Any, out: Reads, where: tuple = (("", ()), "")) -> None:
+    """The hook dicts of ``module`` (``where``: its root's key and its path under it), and the
+    hooks in them that the traced code runs."""
     for name in HOOK_DICTS:
         hooks = vars(module).get(name)
         if isinstance(hooks, dict):
-            out.watch_hooks(hooks)
+            out.watch_hooks(hooks, (*where, name))
+            for hook in hooks.values():
+                if isinstance(hook, types.FunctionType) and hook.__code__ in out.traced:
+                    out.watch_function(hook)

@@ -27,6 +27,15 @@ def dynamo_sources() -> Any:
     return torch._dynamo.source
 
 
+def traced_code(output_graph: Any) -> frozenset:
+    """The code objects Dynamo traced for the frame being compiled, inlined calls included
+    (``OutputGraph.traced_code``, the tracing context's list); empty where torch lacks it."""
+    codes = getattr(output_graph, "traced_code", None)
+    if codes is None:
+        codes = getattr(getattr(output_graph, "tracing_context", None), "traced_code", ())
+    return frozenset(codes)
+
+
 def guard_source_enum() -> Any:
     """``torch._guards.GuardSource``, the enum of where a guarded value lives."""
     return torch._guards.GuardSource

@@ -1,0 +1,416 @@
+// watch_state.cpp: the WatchState type (see watch_state.h), against the CPython API of 3.11
+// to 3.13.
+#include "watch_state.h"
+
+#include "py_type.h"
+
+namespace guardpolicy::python {
+namespace {
+
+PyObject* absent = nullptr;  // WATCH_ABSENT: a keyed entry whose key must stay missing
+
+#if PY_VERSION_HEX >= 0x030C0000
+int watcher_id = -1;
+uint64_t watch_epoch = 0;  // bumped under the GIL by any change of any watched dict
+
+int OnDictEvent(PyDict_WatchEvent, PyObject*, PyObject*, PyObject*) {
+  ++watch_epoch;
+  return 0;
+}
+#endif
+
+uint64_t VersionOf(PyObject* dict) {
+#if PY_VERSION_HEX >= 0x030C0000
+  (void)dict;
+  return 0;
+#else
+  return reinterpret_cast<PyDictObject*>(dict)->ma_version_tag;
+#endif
+}
+
+// The object a root entry refers to (borrowed): NULL once a weak reference died.
+PyObject* Referent(PyObject* held) {
+  if (!PyWeakref_CheckRef(held)) return held;
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* obj = nullptr;
+  if (PyWeakref_GetRef(held, &obj) <= 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  Py_DECREF(obj);  // alive: the weak reference's referent outlives this borrowed use
+  return obj;
+#else
+  PyObject* obj = PyWeakref_GET_OBJECT(held);
+  return obj == Py_None ? nullptr : obj;
+#endif
+}
+
+// The object at `path` (a tuple of keys) under `value`, through tuples (int keys) and dicts;
+// NULL when there is none (no error set), or NULL with an error set.
+PyObject* Follow(PyObject* value, PyObject* path) {
+  for (Py_ssize_t i = 0; value != nullptr && i < PyTuple_GET_SIZE(path); ++i) {
+    PyObject* key = PyTuple_GET_ITEM(path, i);
+    if (PyTuple_Check(value) && PyLong_Check(key)) {
+      const Py_ssize_t at = PyLong_AsSsize_t(key);
+      if (at == -1 && PyErr_Occurred()) return nullptr;
+      value = at >= 0 && at < PyTuple_GET_SIZE(value) ? PyTuple_GET_ITEM(value, at) : nullptr;
+    } else if (PyDict_Check(value)) {
+      value = PyDict_GetItemWithError(value, key);
+    } else {
+      value = nullptr;
+    }
+  }
+  return value;
+}
+
+bool DictsChanged(const WatchState* s) {
+#if PY_VERSION_HEX >= 0x030C0000
+  return s->epoch != watch_epoch;
+#else
+  const Py_ssize_t n = PyTuple_GET_SIZE(s->dicts);
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (VersionOf(PyTuple_GET_ITEM(s->dicts, i)) != s->versions[i]) return true;
+  return false;
+#endif
+}
+
+// An object's class or __dict__ is not the recorded one.
+bool ObjectsMoved(const WatchState* s) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->objects); ++i) {
+    PyObject* row = PyTuple_GET_ITEM(s->objects, i);
+    PyObject* obj = PyTuple_GET_ITEM(row, 0);
+    if (reinterpret_cast<PyObject*>(Py_TYPE(obj)) != PyTuple_GET_ITEM(row, 1)) return true;
+    PyObject* dict = PyTuple_GET_ITEM(row, 2);
+    if (dict == Py_None) continue;
+    PyObject** slot = _PyObject_GetDictPtr(obj);
+    if (slot == nullptr || *slot != dict) return true;
+  }
+  return false;
+}
+
+PyObject* OrNone(PyObject* obj) { return obj != nullptr ? obj : Py_None; }
+
+// A function's code, defaults, keyword defaults or a closure cell's contents is not the
+// recorded one.
+bool FunctionsMoved(const WatchState* s) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->functions); ++i) {
+    PyObject* row = PyTuple_GET_ITEM(s->functions, i);
+    PyObject* fn = PyTuple_GET_ITEM(row, 0);
+    if (PyFunction_GET_CODE(fn) != PyTuple_GET_ITEM(row, 1) ||
+        OrNone(PyFunction_GET_DEFAULTS(fn)) != PyTuple_GET_ITEM(row, 2) ||
+        OrNone(PyFunction_GET_KW_DEFAULTS(fn)) != PyTuple_GET_ITEM(row, 3))
+      return true;
+    PyObject* closure = PyFunction_GET_CLOSURE(fn);
+    PyObject* contents = PyTuple_GET_ITEM(row, 4);
+    const Py_ssize_t cells = closure == nullptr ? 0 : PyTuple_GET_SIZE(closure);
+    if (cells != PyTuple_GET_SIZE(contents)) return true;
+    for (Py_ssize_t c = 0; c < cells; ++c)
+      if (OrNone(PyCell_GET(PyTuple_GET_ITEM(closure, c))) != PyTuple_GET_ITEM(contents, c)) return true;
+  }
+  return false;
+}
+
+// 1 when a keyed dict holds another value at its key (or gained or lost it), 0, -1 on error.
+int KeyedMoved(const WatchState* s) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->keyed); ++i) {
+    PyObject* row = PyTuple_GET_ITEM(s->keyed, i);
+    PyObject* now = PyDict_GetItemWithError(PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1));
+    if (now == nullptr && PyErr_Occurred()) return -1;
+    if ((now == nullptr ? absent : now) != PyTuple_GET_ITEM(row, 2)) return 1;
+  }
+  return 0;
+}
+
+// 1 when a dict's iteration order is not the recorded keys' (identity), 0, -1 on error.
+int OrderMoved(const WatchState* s) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->ordered); ++i) {
+    PyObject* row = PyTuple_GET_ITEM(s->ordered, i);
+    PyObject* keys = PyTuple_GET_ITEM(row, 1);
+    PyObject* it = PyObject_GetIter(PyTuple_GET_ITEM(row, 0));
+    if (it == nullptr) return -1;
+    int moved = 0;
+    Py_ssize_t at = 0;
+    for (PyObject* key; moved == 0 && (key = PyIter_Next(it)) != nullptr; ++at) {
+      moved = at >= PyTuple_GET_SIZE(keys) || key != PyTuple_GET_ITEM(keys, at);
+      Py_DECREF(key);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return -1;
+    if (moved || at != PyTuple_GET_SIZE(keys)) return 1;
+  }
+  return 0;
+}
+
+PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs);
+
+// Checks the row shapes the per-call checks rely on; 0, or -1 with a TypeError set.
+int CheckRows(PyObject* rows, Py_ssize_t width, bool (*ok)(PyObject* row), const char* what) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(rows); ++i) {
+    PyObject* row = PyTuple_GET_ITEM(rows, i);
+    if (!PyTuple_Check(row) || PyTuple_GET_SIZE(row) != width || !ok(row)) {
+      PyErr_Format(PyExc_TypeError, "WatchState %s rows are malformed (row %zd)", what, i);
+      return -1;
+    }
+  }
+  return 0;
+}
+
+bool RootOk(PyObject* r) {
+  return PyUnicode_Check(PyTuple_GET_ITEM(r, 0)) && PyTuple_Check(PyTuple_GET_ITEM(r, 1)) &&
+         PyType_Check(PyTuple_GET_ITEM(r, 3)) && (PyTuple_GET_ITEM(r, 4) == Py_None || PyDict_Check(PyTuple_GET_ITEM(r, 4)));
+}
+bool ObjectOk(PyObject* r) {
+  return PyType_Check(PyTuple_GET_ITEM(r, 1)) &&
+         (PyTuple_GET_ITEM(r, 2) == Py_None || PyDict_Check(PyTuple_GET_ITEM(r, 2)));
+}
+bool FunctionOk(PyObject* r) { return PyFunction_Check(PyTuple_GET_ITEM(r, 0)) && PyTuple_Check(PyTuple_GET_ITEM(r, 4)); }
+bool KeyedOk(PyObject* r) { return PyDict_Check(PyTuple_GET_ITEM(r, 0)); }
+bool OrderedOk(PyObject* r) { return PyTuple_Check(PyTuple_GET_ITEM(r, 1)); }
+
+// The dicts `given` (dicts and classes) stand for, as a new tuple, each watched (3.12+); a
+// static class cannot change and stands for nothing. NULL with an exception set.
+PyObject* WatchedDicts(PyObject* given) {
+  PyObject* dicts = PyList_New(0);
+  if (dicts == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(given); ++i) {
+    PyObject* obj = PyTuple_GET_ITEM(given, i);
+    PyObject* dict = obj;
+    if (PyType_Check(obj)) {
+      auto* type = reinterpret_cast<PyTypeObject*>(obj);
+      const bool fixed = !(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE;
+      dict = fixed || type->tp_dict == nullptr ? nullptr : type->tp_dict;
+      if (dict == nullptr) continue;
+    } else if (!PyDict_Check(obj)) {
+      PyErr_Format(PyExc_TypeError, "WatchState watches dicts and classes, not %.100s", Py_TYPE(obj)->tp_name);
+      Py_DECREF(dicts);
+      return nullptr;
+    }
+#if PY_VERSION_HEX >= 0x030C0000
+    if (PyDict_Watch(watcher_id, dict) < 0) {
+      Py_DECREF(dicts);
+      return nullptr;
+    }
+#endif
+    if (PyList_Append(dicts, dict) < 0) {
+      Py_DECREF(dicts);
+      return nullptr;
+    }
+  }
+  PyObject* out = PyList_AsTuple(dicts);
+  Py_DECREF(dicts);
+  return out;
+}
+
+int Traverse(PyObject* self_, visitproc visit, void* arg) {
+  auto* s = reinterpret_cast<WatchState*>(self_);
+  Py_VISIT(s->roots);
+  Py_VISIT(s->dicts);
+  Py_VISIT(s->objects);
+  Py_VISIT(s->functions);
+  Py_VISIT(s->keyed);
+  Py_VISIT(s->ordered);
+  Py_VISIT(s->tensors);
+  Py_VISIT(s->tensor_check);
+  Py_VISIT(s->info);
+  return 0;
+}
+
+// Drops what the state references but the empty tuples its per-call checks walk (a cleared
+// state, in a cycle the collector breaks, may still be asked by a call in flight).
+int Clear(PyObject* self_) {
+  auto* s = reinterpret_cast<WatchState*>(self_);
+  PyObject** rows[] = {&s->roots, &s->objects, &s->functions, &s->keyed, &s->ordered, &s->tensors};
+  for (PyObject** row : rows) {
+    PyObject* empty = PyTuple_New(0);
+    Py_XSETREF(*row, empty);
+  }
+  PyObject* empty = PyTuple_New(0);
+  Py_XSETREF(s->dicts, empty);
+  s->verdict = -1;
+  Py_CLEAR(s->tensor_check);
+  Py_CLEAR(s->info);
+  return 0;
+}
+
+void Dealloc(PyObject* self_) {
+  PyObject_GC_UnTrack(self_);
+  auto* s = reinterpret_cast<WatchState*>(self_);
+  PyObject** all[] = {&s->roots, &s->dicts, &s->objects, &s->functions, &s->keyed,
+                      &s->ordered, &s->tensors, &s->tensor_check, &s->info};
+  for (PyObject** p : all) Py_CLEAR(*p);
+  PyMem_Free(s->versions);
+  Py_TYPE(self_)->tp_free(self_);
+}
+
+PyObject* Stale(PyObject* self_, PyObject*) {
+  const int stale = StateStale(reinterpret_cast<WatchState*>(self_));
+  return stale < 0 ? nullptr : PyBool_FromLong(stale);
+}
+
+PyMethodDef methods[] = {
+    {"stale", Stale, METH_NOARGS,
+     "stale(): whether an object's class or __dict__, a function attribute, a keyed value or a dict's order "
+     "differs from the state's construction (it must be built anew)"},
+    {nullptr, nullptr, 0, nullptr},
+};
+
+PyObject* GetVerdict(PyObject* self_, void*) {
+  const int verdict = reinterpret_cast<WatchState*>(self_)->verdict;
+  if (verdict < 0) Py_RETURN_NONE;
+  return PyBool_FromLong(verdict);
+}
+
+PyObject* GetWatched(PyObject* self_, void*) {
+  return PyLong_FromSsize_t(PyTuple_GET_SIZE(reinterpret_cast<WatchState*>(self_)->dicts));
+}
+
+PyObject* GetInfo(PyObject* self_, void*) {
+  PyObject* info = OrNone(reinterpret_cast<WatchState*>(self_)->info);
+  Py_INCREF(info);
+  return info;
+}
+
+PyGetSetDef getset[] = {
+    {const_cast<char*>("verdict"), GetVerdict, nullptr,
+     const_cast<char*>("the verdict kept since the last check (None before the first)"), nullptr},
+    {const_cast<char*>("watched"), GetWatched, nullptr, const_cast<char*>("how many dicts are watched"), nullptr},
+    {const_cast<char*>("info"), GetInfo, nullptr, const_cast<char*>("what the Python side keeps with it"), nullptr},
+    {nullptr, nullptr, nullptr, nullptr, nullptr},
+};
+
+PyTypeObject state_type = [] {
+  PyTypeObject t = GcType("guardpolicy._core.WatchState", sizeof(WatchState), 0,
+                          "WatchState(roots, dicts, objects, functions, keyed, ordered, tensors, tensor_check, info): "
+                          "what one set of roots of a cache entry's watched guards reads (watch_state.h)",
+                          Traverse, Clear, Dealloc);
+  t.tp_new = New;
+  t.tp_methods = methods;
+  t.tp_getset = getset;
+  return t;
+}();
+
+PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
+  static const char* keywords[] = {"roots", "dicts", "objects", "functions", "keyed",
+                                   "ordered", "tensors", "tensor_check", "info", nullptr};
+  PyObject *roots, *given, *objects, *functions, *keyed, *ordered, *tensors, *check, *info;
+  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!O!O!O!O!OO:WatchState", const_cast<char**>(keywords),
+                                   &PyTuple_Type, &roots, &PyTuple_Type, &given, &PyTuple_Type, &objects, &PyTuple_Type,
+                                   &functions, &PyTuple_Type, &keyed, &PyTuple_Type, &ordered, &PyTuple_Type, &tensors,
+                                   &check, &info))
+    return nullptr;
+  if (CheckRows(roots, 5, RootOk, "roots") < 0 || CheckRows(objects, 3, ObjectOk, "objects") < 0 ||
+      CheckRows(functions, 5, FunctionOk, "functions") < 0 || CheckRows(keyed, 3, KeyedOk, "keyed") < 0 ||
+      CheckRows(ordered, 2, OrderedOk, "ordered") < 0)
+    return nullptr;
+  PyObject* dicts = WatchedDicts(given);
+  if (dicts == nullptr) return nullptr;
+  auto* s = reinterpret_cast<WatchState*>(type->tp_alloc(type, 0));
+  if (s == nullptr) {
+    Py_DECREF(dicts);
+    return nullptr;
+  }
+  s->dicts = dicts;
+  PyObject** fields[] = {&s->roots, &s->objects, &s->functions, &s->keyed, &s->ordered, &s->tensors,
+                         &s->tensor_check, &s->info};
+  PyObject* values[] = {roots, objects, functions, keyed, ordered, tensors, check, info};
+  for (size_t i = 0; i < sizeof(values) / sizeof(*values); ++i) {
+    Py_INCREF(values[i]);
+    *fields[i] = values[i];
+  }
+  WatchSnapshot snap;
+  if (TakeSnapshot(s, &snap) < 0) {
+    Py_DECREF(s);
+    return nullptr;
+  }
+  ArmState(s, &snap, -1);
+  return reinterpret_cast<PyObject*>(s);
+}
+
+}  // namespace
+
+bool IsWatchState(PyObject* obj) { return Py_TYPE(obj) == &state_type; }
+
+int RootsMatch(const WatchState* s, PyObject* f_locals) {
+  if (!PyDict_Check(f_locals)) return PyTuple_GET_SIZE(s->roots) == 0;
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->roots); ++i) {
+    PyObject* root = PyTuple_GET_ITEM(s->roots, i);
+    PyObject* value = PyDict_GetItemWithError(f_locals, PyTuple_GET_ITEM(root, 0));
+    if (value != nullptr) value = Follow(value, PyTuple_GET_ITEM(root, 1));
+    if (value == nullptr && PyErr_Occurred()) return -1;
+    PyObject* expected = Referent(PyTuple_GET_ITEM(root, 2));
+    if (expected == nullptr || value != expected) return 0;
+    if (reinterpret_cast<PyObject*>(Py_TYPE(value)) != PyTuple_GET_ITEM(root, 3)) return 0;  // __class__ =
+    PyObject* dict = PyTuple_GET_ITEM(root, 4);
+    PyObject** slot = dict == Py_None ? nullptr : _PyObject_GetDictPtr(value);
+    if (dict != Py_None && (slot == nullptr || *slot != dict)) return 0;  // __dict__ =
+  }
+  return 1;
+}
+
+bool RootsAlive(const WatchState* s) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->roots); ++i)
+    if (Referent(PyTuple_GET_ITEM(PyTuple_GET_ITEM(s->roots, i), 2)) == nullptr) return false;
+  return true;
+}
+
+int StateStale(const WatchState* s) {
+  if (ObjectsMoved(s) || FunctionsMoved(s)) return 1;
+  const int keyed = KeyedMoved(s);
+  if (keyed != 0) return keyed;
+  return OrderMoved(s);
+}
+
+int StateChanged(const WatchState* s) { return DictsChanged(s) ? 1 : StateStale(s); }
+
+PyObject* TensorsMatch(const WatchState* s) {
+  const Py_ssize_t n = PyTuple_GET_SIZE(s->tensors);
+  if (n == 0 || s->tensor_check == nullptr || s->tensor_check == Py_None) Py_RETURN_TRUE;
+  return PyObject_Vectorcall(s->tensor_check, &PyTuple_GET_ITEM(s->tensors, 0), static_cast<size_t>(n), nullptr);
+}
+
+int TakeSnapshot(const WatchState* s, WatchSnapshot* snap) {
+#if PY_VERSION_HEX >= 0x030C0000
+  snap->epoch = watch_epoch;
+  (void)s;
+#else
+  const Py_ssize_t n = PyTuple_GET_SIZE(s->dicts);
+  snap->versions = static_cast<uint64_t*>(PyMem_Malloc(sizeof(uint64_t) * static_cast<size_t>(n > 0 ? n : 1)));
+  if (snap->versions == nullptr) {
+    PyErr_NoMemory();
+    return -1;
+  }
+  for (Py_ssize_t i = 0; i < n; ++i) snap->versions[i] = VersionOf(PyTuple_GET_ITEM(s->dicts, i));
+#endif
+  return 0;
+}
+
+void ArmState(WatchState* s, WatchSnapshot* snap, int verdict) {
+  s->epoch = snap->epoch;
+  PyMem_Free(s->versions);
+  s->versions = snap->versions;  // the same dicts (a state's dicts never change): the same length
+  snap->versions = nullptr;
+  s->verdict = verdict;
+}
+
+void ReleaseSnapshot(WatchSnapshot* snap) {
+  PyMem_Free(snap->versions);
+  snap->versions = nullptr;
+}
+
+void BindWatchState(pybind11::module_& m) {
+#if PY_VERSION_HEX >= 0x030C0000
+  if (watcher_id < 0) {
+    watcher_id = PyDict_AddWatcher(OnDictEvent);
+    if (watcher_id < 0) throw pybind11::error_already_set();
+  }
+#endif
+  if (absent == nullptr) {
+    absent = PyObject_CallNoArgs(reinterpret_cast<PyObject*>(&PyBaseObject_Type));
+    if (absent == nullptr) throw pybind11::error_already_set();
+  }
+  Py_INCREF(absent);
+  m.add_object("WATCH_ABSENT", absent);
+  AddType(m, "WatchState", &state_type);
+}
+
+}  // namespace guardpolicy::python

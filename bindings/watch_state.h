@@ -1,0 +1,94 @@
+// watch_state.h: guardpolicy._core.WatchState, what one set of roots of a cache entry's
+// watched guards reads (docs/design-notes/watch.md), and how a call tells that none of it
+// changed.
+//
+// A WatchState is made by the Python side (runtime/watch.py) from a walk of the watched
+// guards' sources, for one set of roots (the module bound to `self`, an object passed in
+// `*args`/`**kwargs`): a second instance of the class, or a KV cache of another request, has
+// a state of its own. What it holds never changes after construction; only its arming does
+// (the verdict of the last check, and the dict versions or watch epoch that check saw), and
+// only WatchGate's call writes it.
+//
+//   roots      (local name, path, weak reference or object, its type, its __dict__ or None):
+//              f_locals[name][path...] must be that very object (a dead reference matches
+//              nothing), of that class and with that __dict__
+//   dicts      dicts whose every change is seen: a dict watcher's epoch on CPython 3.12+,
+//              ma_version_tag on 3.11 (a class stands for its own dict)
+//   objects    (object, type, its __dict__ or None): `obj.__class__ = ...` and
+//              `obj.__dict__ = ...` change no dict, so both are compared on every call
+//   functions  (function, __code__, __defaults__, __kwdefaults__, cell contents): assigning
+//              a function's attributes or a closure cell changes no dict, compared every call
+//   keyed      (dict, key, value or WATCH_ABSENT): a dict too busy to watch whole (a module's
+//              globals, which its top-level code writes), read at one key; WATCH_ABSENT says
+//              the key must stay missing (a builtin that a new global would shadow)
+//   ordered    (dict, keys): the iteration order of a dict (an OrderedDict of hooks), which
+//              `move_to_end` changes without any dict event
+//   tensors    parameters whose metadata (`.half()`, `param.data = ...`) changes without any
+//              dict changing: `tensor_check(*tensors)` (torch's TensorGuards) on every pass
+//   info       whatever the Python side keeps with the state (opaque here)
+//
+// On construction the dicts are watched and the state is armed on their state then, with no
+// verdict: the Python side builds it before it evaluates the guards, so a change made while
+// they are evaluated is seen by the next call.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+
+namespace guardpolicy::python {
+
+struct WatchState {
+  PyObject_HEAD
+  PyObject* roots;
+  PyObject* dicts;
+  PyObject* objects;
+  PyObject* functions;
+  PyObject* keyed;
+  PyObject* ordered;
+  PyObject* tensors;
+  PyObject* tensor_check;  // callable or None
+  PyObject* info;
+  uint64_t* versions;  // 3.11: each dict's ma_version_tag when armed (PyMem, len(dicts) entries)
+  uint64_t epoch;      // 3.12+: the watch epoch when armed
+  int verdict;         // 1 pass, 0 fail, -1 none yet
+};
+
+// What a state's dicts looked like at one moment (the arming a recheck will store).
+struct WatchSnapshot {
+  uint64_t epoch = 0;
+  uint64_t* versions = nullptr;  // 3.11, PyMem; freed by ReleaseSnapshot
+};
+
+// Whether `obj` is a WatchState.
+bool IsWatchState(PyObject* obj);
+
+// 1 when every root of `state` is in place in `f_locals`, 0 when one is not, -1 on error.
+int RootsMatch(const WatchState* state, PyObject* f_locals);
+
+// 1 when anything the state holds differs from when it was armed or built (a dict changed, an
+// object's class or __dict__, a function attribute, a keyed value, a dict's order), else 0;
+// -1 on error.
+int StateChanged(const WatchState* state);
+
+// 1 when anything but the dicts' contents differs from the state's construction (the state
+// must be built anew: its objects, functions or keyed values are not the ones there now).
+int StateStale(const WatchState* state);
+
+// `tensor_check(*tensors)`: a new reference to a bool, or NULL with an exception set.
+PyObject* TensorsMatch(const WatchState* state);
+
+// Reads the dicts' state now into `snap` (0, or -1 with MemoryError set); ArmState stores it
+// with `verdict` and frees it; ReleaseSnapshot frees one not stored.
+int TakeSnapshot(const WatchState* state, WatchSnapshot* snap);
+void ArmState(WatchState* state, WatchSnapshot* snap, int verdict);
+void ReleaseSnapshot(WatchSnapshot* snap);
+
+// Whether each root's weak reference (if any) still refers to a live object.
+bool RootsAlive(const WatchState* state);
+
+// Adds the type WatchState and the sentinel WATCH_ABSENT to `m`, and (3.12+) guardpolicy's
+// dict watcher. Raises error_already_set.
+void BindWatchState(pybind11::module_& m);
+
+}  // namespace guardpolicy::python
