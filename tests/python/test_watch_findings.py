@@ -17,7 +17,6 @@ import copy
 import dataclasses
 import gc
 import threading
-import types
 import weakref
 
 import pytest
@@ -319,7 +318,7 @@ def test_a_change_from_another_thread_is_never_served_stale(policy, dispatch):
             for _ in range(3):
                 cm(x)
             done = threading.Event()
-            worker = threading.Thread(target=lambda: (setattr(m, "scale", float(repeat + 2)), done.set()))
+            worker = threading.Thread(target=lambda v=float(repeat + 2), d=done: (setattr(m, "scale", v), d.set()))
             worker.start()
             while not done.is_set():  # calls race the change
                 cm(x)
