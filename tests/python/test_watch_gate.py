@@ -1,0 +1,202 @@
+"""The C gate alone (bindings/watch_gate.h, bindings/watch_state.h), on plain Python objects,
+no torch: its state machine (no verdict -> checking -> armed -> changed), what each kind of
+row sees, states added and pruned while a call runs, and the interleavings issue 40 found
+unsafe (a recheck that installs a state for a tuple of other dicts while the gate compares
+the old one). ``make test-asan`` runs this file against an ASan build of the extension with
+``-D_GLIBCXX_SANITIZE_VECTOR`` (``GUARDPOLICY_CORE`` names that build's ``_core``).
+"""
+
+from __future__ import annotations
+
+import gc
+import importlib.util
+import os
+import weakref
+from collections import OrderedDict
+
+import pytest
+
+
+def _core():
+    path = os.environ.get("GUARDPOLICY_CORE")
+    if not path:
+        from guardpolicy import _core
+
+        return _core
+    spec = importlib.util.spec_from_file_location("_core", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+core = _core()
+
+
+class Obj:
+    pass
+
+
+def state(roots=(), dicts=(), objects=(), functions=(), keyed=(), ordered=(), info=None):
+    return core.WatchState(tuple(roots), tuple(dicts), tuple(objects), tuple(functions), tuple(keyed),
+                           tuple(ordered), (), None, info)
+
+
+def root_row(name, obj, held=None):
+    return (name, (), obj if held is None else held, type(obj), obj.__dict__)
+
+
+class Recorder:
+    """A recheck that records its calls and answers ``verdict``, with ``make()`` a new state."""
+
+    def __init__(self, verdict=True, make=None):
+        self.calls, self.verdict, self.make = [], verdict, make
+
+    def __call__(self, f_locals, st):
+        self.calls.append(st)
+        return self.verdict, self.make() if self.make else None
+
+
+def test_no_verdict_until_checked_then_armed_until_a_dict_changes():
+    root, d = Obj(), {"a": 1}
+    recheck = Recorder()
+    gate = core.WatchGate(recheck)
+    st = state([root_row("self", root)], [d])
+    gate.install(st)
+    f = {"self": root}
+    assert st.verdict is None
+    assert gate(f) is True and recheck.calls == [st] and st.verdict is True
+    for _ in range(5):
+        assert gate(f) is True
+    assert gate.rechecks == 1
+    d["a"] = 2
+    recheck.verdict = False
+    assert gate(f) is False and gate(f) is False and gate.rechecks == 2  # the fail is kept
+    d["a"] = 1
+    recheck.verdict = True
+    assert gate(f) is True and gate.rechecks == 3
+
+
+def test_a_change_made_during_the_recheck_is_seen_by_the_next_call():
+    root, d = Obj(), {"a": 1}
+    gate = None
+
+    def recheck(f_locals, st):
+        d["a"] += 1  # a write while the guards are evaluated (another thread, say)
+        return True, None
+
+    gate = core.WatchGate(recheck)
+    gate.install(state([root_row("self", root)], [d]))
+    gate({"self": root})
+    gate({"self": root})
+    assert gate.rechecks == 2  # armed on what was read before the recheck
+
+
+@pytest.mark.parametrize("kind", ["class", "dict", "function", "cell", "keyed", "absent", "order"])
+def test_what_no_dict_event_tells_is_compared_on_every_call(kind):
+    obj, g = Obj(), {"k": 1}
+
+    def fn(x, y=1, *, z=2):
+        return x
+
+    def outer():
+        v = 1
+
+        def inner():
+            return v
+
+        def set_v(n):
+            nonlocal v
+            v = n
+
+        return inner, set_v
+
+    inner, set_v = outer()
+    od = OrderedDict(a=1, b=2)
+    rows = {"objects": [(obj, Obj, obj.__dict__)],
+            "functions": [(fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__, ()),
+                          (inner, inner.__code__, None, None, (1,))],
+            "keyed": [(g, "k", 1), (g, "max", core.WATCH_ABSENT)],
+            "ordered": [(od, tuple(od))]}
+    gate = core.WatchGate(Recorder())
+    gate.install(state(**rows))
+    gate({})
+    assert gate.rechecks == 1
+    change = {"class": lambda: setattr(obj, "__class__", type("Sub", (Obj,), {})),
+              "dict": lambda: setattr(obj, "__dict__", {}),
+              "function": lambda: setattr(fn, "__defaults__", (5,)),
+              "cell": lambda: set_v(7),
+              "keyed": lambda: g.__setitem__("k", 2),
+              "absent": lambda: g.__setitem__("max", min),
+              "order": lambda: od.move_to_end("a")}[kind]
+    change()
+    gate({})
+    assert gate.rechecks == 2
+    assert gate.states[0].stale() is True
+
+
+def test_a_dead_root_matches_nothing_and_its_state_is_pruned():
+    gate = core.WatchGate(Recorder())
+    root = Obj()
+    gate.install(state([root_row("self", root, weakref.ref(root, gate.prune))], [{"a": 1}]))
+    gate({"self": root})
+    assert len(gate.states) == 1
+    del root
+    gc.collect()
+    assert gate.states == ()
+    assert gate({"self": None}) is True and gate.rechecks == 2  # None is no dead root: checked
+
+
+def test_states_per_root_capacity_and_a_new_state_replaces_the_given_one():
+    roots = [Obj() for _ in range(12)]
+
+    def recheck(f_locals, st):
+        r = f_locals["self"]
+        return True, state([root_row("self", r)], [r.__dict__])
+
+    gate = core.WatchGate(recheck, capacity=4)
+    for r in roots:
+        gate({"self": r})
+    assert len(gate.states) == 4 and gate.rechecks == 12
+    gate({"self": roots[-1]})
+    assert gate.rechecks == 12  # its own state, armed
+    roots[-1].x = 1
+    gate({"self": roots[-1]})
+    assert len(gate.states) == 4 and gate.rechecks == 13
+
+
+def test_issue_40_repro_a_recheck_that_installs_other_dicts_mid_call():
+    """The interleaving that overflowed a vector before: the recheck swaps what the gate
+    watches for a tuple of 65 dicts while the gate compares the old one."""
+    root, d0 = Obj(), {"a": 1}
+    many = tuple({"k": i} for i in range(64))
+    calls = []
+    gate = None
+
+    def recheck(f_locals, st):
+        calls.append(st)
+        if len(calls) == 1:
+            gate.install(state([root_row("self", root)], (d0,) + many))
+            gate.prune()
+        return True, None
+
+    gate = core.WatchGate(recheck)
+    gate.install(state([root_row("self", root)], [d0]))
+    f = {"self": root}
+    gate(f)
+    d0["a"] = 2
+    gate(f), gate(f)
+    many[40]["k"] = -1
+    gate(f)
+    assert gate.rechecks >= 3 and all(s.watched in (1, 65) for s in gate.states)
+
+
+def test_malformed_rows_are_type_errors():
+    with pytest.raises(TypeError, match="roots"):
+        state([("self", (), Obj())])
+    with pytest.raises(TypeError, match="watches dicts and classes"):
+        state(dicts=[[1]])
+    with pytest.raises(TypeError, match="recheck returns"):
+        gate = core.WatchGate(lambda f, s: True)
+        gate({})
+    with pytest.raises(ValueError):
+        core.WatchGate(Recorder(), capacity=0)
