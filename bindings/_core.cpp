@@ -11,7 +11,7 @@
 
 #include "call_layer.h"
 #include "data_dirs.h"
-#include "entry_extractor.h"
+#include "extractor_plan.h"
 #include "files.h"
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/keywords.h"
