@@ -1,21 +1,17 @@
-// entry_extractor.cpp: reading GuardFilterEntry fields through the CPython API.
+// entry_extractor.cpp: reading GuardFilterEntry fields through the CPython API: an entry's
+// schema fields, the per-entry and per-call caches they share, and the dispatch of the other
+// slots (plugin fields and filters: entry_extractor_plugins.cpp; mapping rows:
+// entry_extractor_mappings.cpp).
 #include "entry_extractor.h"
 
 #include <algorithm>
-#include <optional>
 #include <stdexcept>
 
-#include "guardpolicy/plugin_values.h"
 #include "py_attrs.h"
 
 namespace guardpolicy::python {
 namespace {
 
-constexpr std::pair<const char*, FieldId> kFieldIds[] = {
-#define GUARDPOLICY_FIELD_ENTRY(id, name) {name, FieldId::k##id},
-    GUARDPOLICY_SCHEMA_FIELDS(GUARDPOLICY_FIELD_ENTRY)
-#undef GUARDPOLICY_FIELD_ENTRY
-};
 constexpr std::string_view kGuardSourcePrefix = "guard_source.";
 
 // Attribute names, interned once for the life of the interpreter.
@@ -45,10 +41,12 @@ bool TruthAttr(py::handle obj, Attr a) { return Truth(GetAttr(obj, a)); }
 PyObject* PredicateMethod(FieldId id) {
   static const std::array<PyObject*, kSchemaFieldCount> methods = [] {
     std::array<PyObject*, kSchemaFieldCount> out{};
-    for (const auto& [name, field] : kFieldIds) {
-      const std::string_view n(name);
+    const std::vector<std::string> names = SchemaFieldNames();  // by FieldId
+    for (size_t field = 0; field < names.size(); ++field) {
+      const std::string_view n(names[field]);
       if (n.substr(0, kGuardSourcePrefix.size()) == kGuardSourcePrefix) {
-        out[static_cast<size_t>(field)] = PyUnicode_InternFromString(name + kGuardSourcePrefix.size());  // never freed
+        const char* method = names[field].c_str() + kGuardSourcePrefix.size();
+        out[field] = PyUnicode_InternFromString(method);  // never freed
       }
     }
     return out;
@@ -58,99 +56,9 @@ PyObject* PredicateMethod(FieldId id) {
 
 constexpr int kMaxSourceDepth = 1000;  // a `.base` chain longer than this is malformed
 
-Value BoolValue(bool b) { return Value{b ? 1 : 0, 0, {}}; }
-
-// What an absent field reads as: false, 0, "", no enum member (ordinal -1), empty set.
-Value AbsentValue(const Type& t) { return Value{t.kind == TypeKind::kEnum ? -1 : 0, 0, {}}; }
-
-// Runs a plugin callback. A Python exception it left set (a plugin that reads the Python
-// entry leaves a KeyboardInterrupt or SystemExit it met, plugin_api.h) is raised in place
-// of the plugin's own error, and never left pending.
-template <class F>
-void CallPlugin(F&& call) {
-  try {
-    call();
-  } catch (const PluginError&) {
-    if (PyErr_Occurred()) throw py::error_already_set();
-    throw;
-  }
-  if (PyErr_Occurred()) throw py::error_already_set();
-}
-
 }  // namespace
 
-std::vector<std::string> SchemaFieldNames() {
-  std::vector<std::string> out;
-  for (const auto& [name, id] : kFieldIds) out.emplace_back(name);
-  return out;
-}
-
-static std::optional<FieldId> CoreFieldId(std::string_view field) {
-  for (const auto& [name, id] : kFieldIds) {
-    if (field == name) return id;
-  }
-  return std::nullopt;
-}
-
-ExtractorPlan::ExtractorPlan(const Program& program, std::shared_ptr<const Schema> schema_in)
-    : schema(std::move(schema_in)) {
-  names = program.image().fields;
-  types = program.image().field_types;
-  plugin_slots.resize(program.image().fields.size());
-  for (size_t slot = 0; slot < program.image().fields.size(); ++slot) {
-    const std::string& field = program.image().fields[slot];
-    PluginSlot& ps = plugin_slots[slot];
-    const int index = schema->FindField(field);
-    const int fn = index < 0 ? schema->FindFunction(field) : -1;
-    const std::vector<int>* reads = nullptr;
-    if (index >= 0 && schema->fields()[index].plugin) {
-      ids.push_back(FieldId::kPlugin);
-      ps.field = &schema->fields()[index];
-      reads = &ps.field->reads;
-    } else if (fn >= 0 && schema->functions()[fn].is_filter) {
-      ids.push_back(FieldId::kFilter);
-      ps.filter = &schema->functions()[fn];
-      ps.params = program.image().field_args[slot];
-      reads = &ps.filter->reads;
-      has_filters = true;
-    } else if (auto id = CoreFieldId(field)) {
-      ids.push_back(*id);
-    } else {
-      throw std::invalid_argument("no extractor for field `" + field + "`");
-    }
-    for (size_t k = 0; reads && k < reads->size(); ++k) {
-      const FieldInfo& r = schema->fields()[(*reads)[k]];
-      auto id = CoreFieldId(r.name);
-      if (!id) throw std::invalid_argument("no extractor for field `" + r.name + "`");
-      ps.reads.push_back(*id);
-      ps.read_names.push_back(r.name);
-      ps.read_types.push_back(r.type);
-    }
-  }
-  if (ids.size() > 64) throw std::invalid_argument("a program reads more than 64 fields");
-  FindEnums();
-}
-
-ExtractorPlan::ExtractorPlan(std::shared_ptr<const Schema> schema_in) : schema(std::move(schema_in)) {
-  for (const auto& [name, id] : kFieldIds) {
-    const int index = schema->FindField(name);
-    if (index < 0) throw std::invalid_argument(std::string("the schema has no field `") + name + "`");
-    ids.push_back(id);
-    names.emplace_back(name);
-    types.push_back(schema->fields()[index].type);
-  }
-  plugin_slots.resize(ids.size());
-  FindEnums();
-}
-
-void ExtractorPlan::FindEnums() {
-  guard_type_enum = schema->FindEnum("GuardType");
-  guard_source_enum = schema->FindEnum("GuardSource");
-  if (guard_type_enum >= 0) {
-    const auto& members = schema->enums()[guard_type_enum].members;
-    for (size_t i = 0; i < members.size(); ++i) guard_type_ordinal[members[i]] = static_cast<int>(i);
-  }
-}
+py::object EntryExtractor::RowGet(py::handle row) { return GetAttr(row, kAttrGet); }
 
 void EntryExtractor::Reset() {
   BeginEntry();
@@ -441,7 +349,7 @@ void EntryExtractor::ExtractOtherSlot(size_t slot, py::handle entry, Value& out)
   if (mappings_) {
     if (!PyMapping_Check(entry.ptr())) throw py::type_error("evaluate() rows must be mappings");
     if (!row_get_) {
-      row_get_ = GetAttr(entry, kAttrGet);
+      row_get_ = RowGet(entry);
       entry_cache_used_ = true;
     }
     // A plugin field the row does not give is extracted from the row's core fields.
@@ -457,111 +365,6 @@ void EntryExtractor::ExtractOtherSlot(size_t slot, py::handle entry, Value& out)
   } else {
     ExtractOne(id, entry, out);
   }
-}
-
-std::vector<gp_value> EntryExtractor::ReadValues(const ExtractorPlan::PluginSlot& ps, py::handle entry,
-                                                 bool mapping) {
-  std::vector<gp_value> out;
-  py::object get = mapping ? GetAttr(entry, kAttrGet) : py::object();
-  for (size_t k = 0; k < ps.reads.size(); ++k) {
-    Value v;
-    if (mapping) v = MappingValue(get, ps.read_names[k], ps.read_types[k]);
-    else ExtractOne(ps.reads[k], entry, v);
-    out.push_back(ToAbi(v));
-  }
-  return out;
-}
-
-void EntryExtractor::ExtractPluginField(size_t slot, py::handle entry, Value& out) {
-  const ExtractorPlan::PluginSlot& ps = plan_.plugin_slots[slot];
-  const std::vector<gp_value> reads = ReadValues(ps, entry, mappings_);
-  const gp_entry_view view =
-      host_strings_.View(reads.data(), static_cast<uint32_t>(reads.size()), mappings_ ? nullptr : entry.ptr());
-  gp_value result{};
-  CallPlugin([&] { ps.field->plugin->Extract(static_cast<size_t>(ps.field->decl), view, result); });
-  out = FromAbi(result, ps.field->type, *plan_.schema);
-  if (!out.s.empty()) out.s = host_strings_.Keep(out.s);
-}
-
-void EntryExtractor::RunFilters(py::handle entries, bool mappings) {
-  const size_t n = static_cast<size_t>(PyTuple_GET_SIZE(entries.ptr()));
-  filter_keep_.assign(plan_.ids.size(), {});
-  for (size_t slot = 0; slot < plan_.ids.size(); ++slot) {
-    if (plan_.ids[slot] != FieldId::kFilter) continue;
-    const ExtractorPlan::PluginSlot& ps = plan_.plugin_slots[slot];
-    std::vector<std::vector<gp_value>> reads(n);
-    std::vector<gp_entry_view> views(n);
-    for (size_t i = 0; i < n; ++i) {
-      py::handle entry = PyTuple_GET_ITEM(entries.ptr(), static_cast<Py_ssize_t>(i));
-      BeginEntry();
-      reads[i] = ReadValues(ps, entry, mappings);
-      views[i] = host_strings_.View(reads[i].data(), static_cast<uint32_t>(reads[i].size()),
-                                    mappings ? nullptr : entry.ptr());
-    }
-    BeginEntry();
-    std::vector<gp_value> params;
-    for (const Constant& c : ps.params) params.push_back(ToAbi(Value{c.i, c.bits, c.s}));
-    std::vector<uint8_t>& keep = filter_keep_[slot];
-    keep.assign(n, 1);
-    CallPlugin([&] {
-      ps.filter->plugin->RunFilter(static_cast<size_t>(ps.filter->decl), params.data(), views.data(),
-                                   static_cast<uint32_t>(n), keep.data());
-    });
-  }
-}
-
-namespace {
-
-// A row value of the wrong Python type: a TypeError naming the field and both types, never
-// pybind11's "Unable to cast Python instance ..." or CPython's "bad argument type".
-[[noreturn]] void WrongRowType(const std::string& name, const char* want, py::handle item) {
-  throw py::type_error("field `" + name + "` must be " + want + ", not " + Py_TYPE(item.ptr())->tp_name);
-}
-
-}  // namespace
-
-Value EntryExtractor::MappingValue(py::handle get, const std::string& name, const Type& type) {
-  Value v = AbsentValue(type);
-  py::object item = get(name, py::none());
-  if (item.is_none()) return v;
-  switch (type.kind) {
-    case TypeKind::kBool:
-      try {
-        v = BoolValue(item.cast<bool>());
-      } catch (const py::cast_error&) {
-        WrongRowType(name, "a bool", item);
-      }
-      break;
-    case TypeKind::kInt:
-      try {
-        v.i = item.cast<int64_t>();  // an int, or what has __index__ (numpy's)
-      } catch (const py::cast_error&) {
-        if (PyLong_Check(item.ptr())) throw py::value_error("field `" + name + "` is out of the 64-bit range");
-        WrongRowType(name, "an int", item);
-      }
-      break;
-    case TypeKind::kString:
-      if (!PyUnicode_Check(item.ptr())) WrongRowType(name, "a str", item);
-      v.s = View(item);
-      break;
-    case TypeKind::kEnum:
-      if (!PyUnicode_Check(item.ptr())) WrongRowType(name, "a str (a member name)", item);
-      v = EnumValue(type.enum_index, View(item));
-      break;
-    case TypeKind::kEnumSet: {
-      if (PyUnicode_Check(item.ptr()) || !py::isinstance<py::iterable>(item)) {
-        WrongRowType(name, "a list of member names", item);
-      }
-      py::tuple members(py::reinterpret_borrow<py::iterable>(item));
-      for (py::handle m : members) {
-        if (!PyUnicode_Check(m.ptr())) WrongRowType(name, "a list of member names (str)", m);
-      }
-      v = SetValue(type.enum_index, members);
-      break;
-    }
-    case TypeKind::kError: break;
-  }
-  return v;
 }
 
 }  // namespace guardpolicy::python

@@ -14,6 +14,10 @@
 //   (a traceback.FrameSummary).
 // GuardSource names and predicates are asked once per GuardSource object and call (there
 // are a dozen members; a policy may ask each entry).
+// What to read for a program (FieldId per slot): extractor_plan.h. EntryExtractor's members
+// are defined by concept: entry_extractor.cpp (an entry's schema fields),
+// entry_extractor_plugins.cpp (plugin fields and filters), entry_extractor_mappings.cpp
+// (mapping rows, Policy.evaluate).
 // Errors: Python exceptions propagate as pybind11::error_already_set. Needs the GIL.
 #pragma once
 
@@ -27,64 +31,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "extractor_plan.h"
 #include "guardpolicy/bytecode.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/schema.h"
-#include "schema_fields.h"
 #include "source_path.h"
 
 namespace guardpolicy::python {
 
 namespace py = pybind11;
-
-// The schema's fields (schema_fields.h, generated from policies/schema/guard_entry.yaml at
-// build time: FieldId::kGuardSourceIsLocal is `guard_source.is_local`), then two kinds of
-// plugin slot. A schema field without a case in EntryExtractor::ExtractOne does not build.
-enum class FieldId : uint8_t {
-#define GUARDPOLICY_FIELD_ID(id, name) k##id,
-  GUARDPOLICY_SCHEMA_FIELDS(GUARDPOLICY_FIELD_ID)
-#undef GUARDPOLICY_FIELD_ID
-  kPlugin,  // a plugin field: the plugin's extractor over its `reads` and the entry
-  kFilter,  // a plugin filter slot: run once per call over every entry (RunFilters)
-};
-constexpr size_t kSchemaFieldCount = static_cast<size_t>(FieldId::kPlugin);
-
-// The schema's field names, in schema order (what FieldId numbers).
-std::vector<std::string> SchemaFieldNames();
-
-// What to read for one program, built once per compiled policy; immutable, shareable.
-struct ExtractorPlan {
-  // Throws std::invalid_argument for a program field this binding cannot read, or for a
-  // program of more than 64 fields.
-  ExtractorPlan(const Program& program, std::shared_ptr<const Schema> schema);
-  // Every schema field of the binding's field table, slot i = field i in schema order (the
-  // rows of a snapshot, snapshot_rows.h). Throws std::invalid_argument for a field
-  // `schema` does not declare.
-  explicit ExtractorPlan(std::shared_ptr<const Schema> schema);
-
-  // What a plugin-field or filter slot needs beside its FieldId.
-  struct PluginSlot {
-    const FieldInfo* field = nullptr;      // kPlugin
-    const FunctionInfo* filter = nullptr;  // kFilter
-    std::vector<FieldId> reads;            // core fields the declaration reads
-    std::vector<std::string> read_names;
-    std::vector<Type> read_types;
-    std::vector<Constant> params;          // kFilter: bound parameters
-  };
-
-  std::vector<FieldId> ids;  // slot -> field
-  std::vector<std::string> names;  // slot -> field name
-  std::vector<Type> types;         // slot -> type
-  std::vector<PluginSlot> plugin_slots;  // slot-aligned; empty members for core fields
-  bool has_filters = false;
-  std::shared_ptr<const Schema> schema;
-  int guard_type_enum = -1;
-  int guard_source_enum = -1;
-  std::unordered_map<std::string_view, int> guard_type_ordinal;  // views into the schema
-
- private:
-  void FindEnums();  // guard_type_enum, guard_source_enum, guard_type_ordinal
-};
 
 class EntryExtractor {
  public:
@@ -129,6 +84,9 @@ class EntryExtractor {
     std::string_view kind, root;
     int64_t depth = 0;
   };
+
+  static Value BoolValue(bool b) { return Value{b ? 1 : 0, 0, {}}; }
+  static py::object RowGet(py::handle row);  // row.get (a mapping row's)
 
   void ForgetEntry();
   std::string_view View(py::handle str);
