@@ -202,7 +202,6 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
     graph = torch_locals["output_graph"]
     traced = torch_internals.traced_code(graph)
     out = FramePlan(graph.global_scope, torch_locals.get("f_code"), traced)
-    out.reads = Reads(traced)
     scope = {"L": graph.local_scope, "G": graph.global_scope, "__builtins__": __builtins__}
     closure = torch_internals.closure_vars()
     kept_types = set(schema_list("watch_kept_guard_types"))
@@ -224,7 +223,12 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
         watched.append(entry.orig_guard)
         out.sources.append((source, exp.guard_type == "TENSOR_MATCH"))
     if watched:
-        out.ambient(out.reads)
+        # what the watched sources alone read (a source found unwatchable half way read some
+        # too): the same walk as for any later roots, so that their signatures compare
+        reads = out.read(graph.local_scope)
+        if reads is None:
+            out.ambient(out.reads)
+        out.reads = reads or out.reads
         out.signature = out.reads.signature()
         try:
             out.manager = torch_internals.build_guard_manager(torch_locals["self"], watched, torch_locals,
