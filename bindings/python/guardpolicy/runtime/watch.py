@@ -190,7 +190,20 @@ class Watches:
             torch_internals.add_last_guard(manager, frame.gate,
                                            f"guardpolicy watch: {frame.guards} watched guards, "
                                            f"{len(frame.reads.watched)} dicts")
+            # the entry is never served once its plan is gone: torch frees it and does not count
+            # it toward recompile_limit (a model rebuilt and compiled anew ten times)
+            weakref.finalize(frame, _invalidate, weakref.ref(manager))
             self.frames.append(frame)
+
+
+def _invalidate(manager: Any) -> None:
+    """Invalidates the cache entry of the guard manager ``manager`` (a weak reference)."""
+    from . import torch_internals
+
+    wrapper = manager()
+    entry = getattr(wrapper, "cache_entry", None)
+    if entry is not None:
+        torch_internals.retire(entry, "guardpolicy: the compiled object that watched it was freed")
 
 
 def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisions: list[bool]) -> FramePlan:

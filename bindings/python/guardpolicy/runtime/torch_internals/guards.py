@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dis as _dis
 import sys
+import weakref
 from typing import Any
 
 import torch
@@ -173,6 +174,24 @@ def invalidate(entry: Any, owner: Any, reason: str) -> bool:
     extra.invalidate(entry, deleted)
     if owner is not None and getattr(owner, "guard_manager", None) is manager:
         owner.guard_manager = deleted
+    return True
+
+
+class _Retired:
+    """What a retired cache entry says it ID_MATCHes: alive, and never a frame's local."""
+
+
+_RETIRED = _Retired()
+
+
+def retire(entry: Any, reason: str) -> bool:
+    """Invalidates the cache entry ``entry`` (``invalidate``) and keeps it out of the count
+    torch compares with ``recompile_limit``: torch counts the entries whose ID_MATCH'd objects
+    are the frame's (``torch._dynamo.cache_size._has_same_id_matched_objs``), and a retired
+    entry's is a live object no frame holds. False when torch already dropped the entry."""
+    if not invalidate(entry, None, reason):
+        return False
+    entry.guard_manager.id_matched_objs = {"<guardpolicy: retired>": weakref.ref(_RETIRED)}
     return True
 
 
