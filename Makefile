@@ -142,13 +142,12 @@ sanitize-build: deps
 	$(VENV)/bin/cmake -S . -B $(SAN_DIR) -G Ninja -DCMAKE_MAKE_PROGRAM=$(CURDIR)/$(VENV)/bin/ninja \
 	  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	  -DGUARDPOLICY_SANITIZE=ON -DGUARDPOLICY_FUZZ=ON -DGUARDPOLICY_BUILD_TESTS=ON -DGUARDPOLICY_BUILD_BENCH=OFF \
-	  -DGUARDPOLICY_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(PY) -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir) \
-	  -DCMAKE_CXX_FLAGS=-D_GLIBCXX_SANITIZE_VECTOR
+	  -DGUARDPOLICY_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(CURDIR)/$(PY) -Dpybind11_DIR=$$($(PY) -m pybind11 --cmakedir)
 	$(VENV)/bin/cmake --build $(SAN_DIR) -j2
 
 # The C++ tests under ASan+UBSan, then the watch gate's own tests (tests/python/test_watch_gate.py,
 # no torch) against that build's `_core`, loaded by the venv's Python with the ASan runtime
-# preloaded; the vector sanitizer (-D_GLIBCXX_SANITIZE_VECTOR) is on in both.
+# preloaded; the gate's sources have the vector sanitizer on too (bindings/CMakeLists.txt).
 test-asan: sanitize-build
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(VENV)/bin/ctest --test-dir $(SAN_DIR) --output-on-failure -j2

@@ -283,10 +283,10 @@ def test_a_model_passed_as_an_argument_is_not_kept_alive(policy):
     model = Scaler()
     for _ in range(4):
         cstep(model, x)
-    alive = weakref.ref(model)
+    alive, weight = weakref.ref(model), weakref.ref(model.lin.weight)
     del model
     gc.collect()
-    assert alive() is None  # no state, plan or recheck holds the model
+    assert alive() is None and weight() is None  # no state, plan or recheck holds the model
     other = Scaler()  # the next model is served by the same entry, checked, and its change seen
     for _ in range(3):
         _same(cstep(other, x), other(x), "another model passed in")

@@ -54,13 +54,23 @@ class FramePlan:
         self.globals = globals_
         self.code = code
         self.traced = traced
-        self.reads = Reads(traced)
+        self._reads: Any = Reads(traced)  # a weak reference once its state holds it
         self.sources: list = []
         self.unwatched: list[Unwatched] = []
         self.guards = 0  # watched guards taken out of torch's manager
         self.manager: Any = None
         self.signature: tuple = ()
         self.gate: Any = None
+
+    @property
+    def reads(self) -> Reads | None:
+        """What the watched sources read at compile time (the first state's; None once its
+        roots died and the state was dropped: nothing of a dead model is kept)."""
+        return deref(self._reads)
+
+    @reads.setter
+    def reads(self, reads: Reads) -> None:
+        self._reads = reads
 
     def ambient(self, reads: Reads) -> None:
         """What every call of the frame reads besides its sources: torch's global module hooks
@@ -187,6 +197,7 @@ class Watches:
                 continue
             frame.gate = WatchGate(_Recheck(frame))
             frame.gate.install(frame.state(frame.reads))
+            frame.reads = weakref.ref(frame.reads)  # the state holds it, until its roots die
             torch_internals.add_last_guard(manager, frame.gate,
                                            f"guardpolicy watch: {frame.guards} watched guards, "
                                            f"{len(frame.reads.watched)} dicts")
