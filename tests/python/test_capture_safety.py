@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+import sigint
+
 GOOD = """
 import torch
 torch.compile(lambda x: x + 1, backend="eager")(torch.ones(2))
@@ -35,8 +37,8 @@ time.sleep(120)
 
 
 def capture(cwd, *args, **kw):
-    return subprocess.Popen([sys.executable, "-u", "-m", "guardpolicy", "capture", *args], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+    return sigint.popen([sys.executable, "-u", "-m", "guardpolicy", "capture", *args], cwd=cwd,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
 
 
 @pytest.fixture

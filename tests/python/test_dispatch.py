@@ -168,6 +168,64 @@ def test_module_hooks_take_the_normal_path_and_run():
     assert d.fallbacks[dispatch.MODULE_HOOKS] == 2 and d.state == "direct"
 
 
+class Tripler(Doubler):
+    def forward(self, x):
+        return self.fc(x) * 3
+
+
+def tripled(self, x):
+    return self.fc(x) * 3
+
+
+DEFAULT_KEEP = "guardpolicy 1\npolicy keep_all {\n  default keep\n}\n"
+
+
+def _set_forward(model):
+    model.forward = types.MethodType(tripled, model)
+
+
+def _del_forward(model):
+    del model.forward
+
+
+def _set_class(cls):
+    def change(model):
+        model.__class__ = cls
+    return change
+
+
+@pytest.mark.parametrize("policy", [NN, DEFAULT_KEEP])
+@pytest.mark.parametrize("change, back", [(_set_forward, _del_forward), (_set_class(Tripler), _set_class(Doubler))],
+                         ids=["instance_forward", "class"])
+def test_a_new_forward_of_the_module_takes_the_normal_path_both_ways(policy, change, back):
+    torch.manual_seed(0)
+    model = Doubler().eval()
+    fast = gp.compile(model, gp.load_std(policy) if policy == NN else gp.load(policy),
+                      backend="eager", dispatch="direct")
+    st, d = gp.stats(fast), gp.stats(fast).dispatch
+    x = torch.randn(3, 4)
+    with torch.no_grad():
+        warm(fast, x)
+        assert d.state == "direct" and st.compiles == 1
+        change(model)
+        calls = d.direct_calls
+        out = fast(x)  # right after the change: the normal path, which compiles the new forward
+        assert torch.equal(out, model(x)) and torch.equal(out, model.fc(x) * 3)
+        assert d.direct_calls == calls and d.fallbacks[dispatch.FORWARD_CHANGED] == 1
+        assert st.compiles == 2 and d.state == "warm-up"
+        warm(fast, x)  # the new forward is captured and dispatched directly
+        assert d.state == "direct" and d.direct_calls > calls
+        assert torch.equal(fast(x), model.fc(x) * 3)
+        back(model)
+        calls = d.direct_calls
+        out = fast(x)  # the old forward again: the normal path serves its cache entry
+        assert torch.equal(out, model(x)) and torch.equal(out, model.fc(x) * 2)
+        assert d.direct_calls == calls and d.fallbacks[dispatch.FORWARD_CHANGED] == 2
+        assert st.compiles == 2 and d.state == "direct"  # nothing compiled: captured again at once
+        assert torch.equal(fast(x), model.fc(x) * 2) and d.direct_calls == calls + 1
+    assert d.refusals == []
+
+
 def test_a_dropped_global_state_guard_sends_no_grad_calls_to_the_normal_path():
     torch.manual_seed(0)
     model = Doubler()

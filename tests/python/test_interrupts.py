@@ -14,6 +14,7 @@ import pytest
 import torch
 
 import guardpolicy as gp
+import sigint
 from conftest import compile_with
 
 NAME_POLICY = 'guardpolicy 1\nunsafe policy p {\n  drop when name == "x"\n}\n'
@@ -77,7 +78,14 @@ class SignalsOnRead(int):
     name = property(_libc_raise)
 
 
-def test_a_sigint_during_a_call_stops_it_before_the_next_entry():
+@pytest.fixture
+def python_sigint():
+    """Python's SIGINT handler, also in a test run started with SIGINT ignored."""
+    with sigint.python_handler():
+        yield
+
+
+def test_a_sigint_during_a_call_stops_it_before_the_next_entry(python_sigint):
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     read = []
 
@@ -113,7 +121,7 @@ def _reads_global(x):
     return x + 1 if isinstance(GLOBAL_VALUE, Armed) else x
 
 
-def test_a_sigint_while_torch_compile_runs_the_policy_reaches_the_caller():
+def test_a_sigint_while_torch_compile_runs_the_policy_reaches_the_caller(python_sigint):
     policy = gp.load("guardpolicy 1\npolicy p {\n  keep when value.is_tensor\n}\n")
     calls = []
 

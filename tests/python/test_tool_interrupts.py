@@ -9,10 +9,12 @@ import time
 
 import pytest
 
+import sigint
+
 
 def start(tool: str, *args: str, cwd) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-u", "-m", "guardpolicy", tool, *args], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return sigint.popen([sys.executable, "-u", "-m", "guardpolicy", tool, *args], cwd=cwd,
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 def interrupt_when(proc: subprocess.Popen, marker: str) -> tuple[str, list[str]]:

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 import rank_processes
+import sigint
 
 WORKER = Path(__file__).with_name("uneven_ranks_worker.py")
 #: Real processes, ~2 minutes: `make test` runs them (on torch 2.13); the portability legs run
@@ -37,9 +38,9 @@ def start(tmp_path: Path, world: int, timeout: float, specs: list[str],
     env = {**os.environ, "WORLD_SIZE": str(world), "OMP_NUM_THREADS": "1"}
     if hold_until is not None:
         env["HOLD_UNTIL"] = str(hold_until)
-    return [subprocess.Popen([sys.executable, "-u", str(WORKER), str(tmp_path / "store"), str(tmp_path), str(timeout),
-                              *specs], env={**env, "RANK": str(rank)}, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True)
+    return [sigint.popen([sys.executable, "-u", str(WORKER), str(tmp_path / "store"), str(tmp_path), str(timeout),
+                          *specs], env={**env, "RANK": str(rank)}, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
             for rank in range(world)]
 
 

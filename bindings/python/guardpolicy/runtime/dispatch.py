@@ -18,7 +18,8 @@ manager and calls the chosen entry's compiled code itself, without Dynamo's per-
   code runs). A captured entry is checked alive on every call (torch sets
   ``guard_manager.cache_entry`` to None when it frees or invalidates the entry, e.g. on
   ``torch.compiler.reset()`` or when an ID_MATCH'd object dies), and every Dynamo compile in
-  the process makes the capture stale: the next quiet call captures again.
+  the process makes the capture stale: the next quiet call captures again. So does a new
+  ``forward`` of the original module (``m.forward = ...``, ``m.__class__ = Sub``).
 """
 
 from __future__ import annotations
@@ -45,12 +46,13 @@ DYNAMO_ACTIVE = "called inside a Dynamo context (an eval-frame callback is set)"
 STANCE = "torch's stance is not `default`"
 TRACING = "tracing (jit, fx, export, a functorch transform or Dynamo)"
 MODULE_HOOKS = "module hooks (on the compiled module, its original module, or global)"
+FORWARD_CHANGED = "the original module's forward or class changed since the capture"
 GLOBAL_STATE = "global state (grad mode, autocast, ...) differs and a kept guard set lacks GLOBAL_STATE"
 TORCH_FUNCTION = "a torch function mode is active and a kept guard set lacks TORCH_FUNCTION_STATE"
 SAVED_TENSORS_HOOKS = "saved-tensors hooks are active and a kept guard set lacks AUTOGRAD_SAVED_TENSORS_HOOKS"
 VERIFY_CAUGHT = "verify found a dropped guard failing (on_violation recompile)"
 FALLBACK_REASONS = (KEPT_GUARD_FAILED, ENTRY_GONE, NEW_COMPILE, DYNAMO_ACTIVE, STANCE, TRACING,
-                    MODULE_HOOKS, GLOBAL_STATE, TORCH_FUNCTION, SAVED_TENSORS_HOOKS, VERIFY_CAUGHT)
+                    MODULE_HOOKS, FORWARD_CHANGED, GLOBAL_STATE, TORCH_FUNCTION, SAVED_TENSORS_HOOKS, VERIFY_CAUGHT)
 
 #: torch stances under which a cache hit runs the compiled code, as direct dispatch does.
 _HIT_STANCES = frozenset({"default", "fail_on_recompile", "eager_on_recompile"})
@@ -102,14 +104,17 @@ class _Entry:
 class _Target:
     """What a capture found for one frame: its entries in lookup order and how to build its
     locals. ``lead`` is the first argument the frame takes before the call's own (the
-    original module for an ``nn.Module``), or None."""
+    original module for an ``nn.Module``), or None. ``forward_owner``: what held the
+    original module's ``forward`` at the capture, its instance ``forward`` or else its class."""
 
-    __slots__ = ("entries", "bind", "lead", "module_dict", "generation", "global_state",
-                 "check_function_modes", "check_saved_hooks", "path", "verify_every")
+    __slots__ = ("entries", "bind", "lead", "module", "module_dict", "forward_owner", "generation",
+                 "global_state", "check_function_modes", "check_saved_hooks", "path", "verify_every")
 
     def __init__(self, entries: list[_Entry], bind: Callable, lead: Any,
                  global_state: Any, check_function_modes: bool, check_saved_hooks: bool):
-        self.module_dict: Any = None  # the original module's __dict__ (its hooks), for a module
+        self.module: Any = None  # the original module, for a module
+        self.module_dict: Any = None  # its __dict__ (its hooks, its instance forward)
+        self.forward_owner: Any = None
         self.path: Any = None  # verify's per-call path (call_path.CallPath), whose verify() runs
         self.verify_every = 0  # on every verify_every-th call
         self.entries = entries
@@ -216,7 +221,11 @@ class DirectDispatch:
         ``wrapper_dict``: the ``__dict__`` of a compiled module (whose hooks, and its original
         module's, send the call to the normal path)."""
         why = None
-        if wrapper_dict is not None and (_hooked(wrapper_dict) or _hooked(target.module_dict)
+        if wrapper_dict is not None and (target.module_dict.get("forward", type(target.module))
+                                         is not target.forward_owner):
+            self.reset()  # the normal path runs the new forward; a quiet call captures it
+            why = FORWARD_CHANGED
+        elif wrapper_dict is not None and (_hooked(wrapper_dict) or _hooked(target.module_dict)
                                          or _tp.has_global_module_hooks()):
             why = MODULE_HOOKS
         elif target.generation != _generation[0]:
@@ -350,7 +359,9 @@ class DirectDispatch:
                          _tp.GlobalStateGuard() if "GLOBAL_STATE" in dropped else None,
                          bool(dropped & {"TORCH_FUNCTION_STATE", "DEFAULT_DEVICE"}),
                          "AUTOGRAD_SAVED_TENSORS_HOOKS" in dropped)
-        target.module_dict = None if module is None else module.__dict__
+        if module is not None:  # the forward the normal path finds: the instance's, else the class's
+            target.module, target.module_dict = module, module.__dict__
+            target.forward_owner = module.__dict__.get("forward", type(module))
         return target
 
     def _check_context_hooks(self) -> None:

@@ -1,5 +1,5 @@
-"""Which frame torch is compiling when it calls ``guard_filter_fn``, and one frame's
-explanations labelled with it."""
+"""Which frame torch is compiling when it calls ``guard_filter_fn``, one frame's
+explanations labelled with it, and a frame torch stopped compiling (``EagerFallback``)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,32 @@ class CompiledFrame:
         return f"{self.function} at {self.file}:{self.line} [{self.compile_id}]"
 
 
+@dataclasses.dataclass(frozen=True)
+class EagerFallback:
+    """A frame torch stopped compiling at a recompile limit: from then on a call of it that
+    none of its cache entries accepts runs eagerly (uncompiled). ``frame``: the frame, with
+    the compile id of the compile torch refused; ``limit``: the ``torch._dynamo.config`` knob
+    (``recompile_limit`` or ``accumulated_recompile_limit``) and ``value``, its value then;
+    ``last_reason``: torch's recompile reason of that call, the guard that failed (``""``
+    where torch kept no record)."""
+
+    frame: CompiledFrame
+    limit: str
+    value: Any
+    last_reason: str
+
+    def __str__(self) -> str:
+        return (f"{self.frame}: torch._dynamo hit config.{self.limit} ({self.value}), "
+                f"last reason: {self.last_reason or 'not recorded'}")
+
+
+def code_frame(code: Any, compile_id: str = "") -> CompiledFrame:
+    """The label of the frame running ``code`` (a code object, or anything: never raises)."""
+    line = getattr(code, "co_firstlineno", 0)
+    return CompiledFrame(_text(getattr(code, "co_name", "")), _text(getattr(code, "co_filename", "")),
+                         line if isinstance(line, int) else 0, compile_id)
+
+
 def compiled_frame() -> CompiledFrame:
     """The frame being compiled, for a ``guard_filter_fn`` call in progress: the ``f_code``
     of torch's ``CheckFunctionManager.__init__`` up the stack
@@ -32,10 +58,7 @@ def compiled_frame() -> CompiledFrame:
         from . import torch_internals
 
         found = torch_internals.compiling_frame() or {}
-        f_code = found.get("f_code")
-        line = getattr(f_code, "co_firstlineno", 0)
-        return CompiledFrame(_text(getattr(f_code, "co_name", "")), _text(getattr(f_code, "co_filename", "")),
-                             line if isinstance(line, int) else 0, torch_internals.compile_id())
+        return code_frame(found.get("f_code"), torch_internals.compile_id())
     except Exception:  # introspection only: never fail a compile over a label
         return CompiledFrame()
 

@@ -2,7 +2,7 @@
 (``GuardFilter``: the policy's decisions, recorded per compiled frame, checked across ranks,
 indexed for verify and the dry run) and Dynamo's callback with the policy's config lines in
 force (``ScopedConfigCallback``, which also attaches each new cache entry's watch gate,
-``guardpolicy.runtime.watch``). Both run at compile time only, so they import
+``guardpolicy.runtime.watch``, and records a frame torch stopped compiling). Both run at compile time only, so they import
 ``torch_internals`` (and torch) where they use it: ``import guardpolicy`` imports neither."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any, Callable
 from . import logs, watch
 from ..api.errors import PolicyRuntimeWarning
 from .dry_run import attribute
-from .frames import FrameExplanations, compiled_frame
+from .frames import EagerFallback, FrameExplanations, code_frame, compiled_frame
 from .logs import log as _log
 from .stats import CompileStats
 from .verify import DroppedIndex, FrameGuards
@@ -78,7 +78,11 @@ class ScopedConfigCallback:
     Before anything compiles, the first call agrees on the policy across ``torch.distributed``
     ranks (``RankAgreement.before_compile``). A ``RankMismatchError`` raised inside the
     compile (``check_ranks``), which Dynamo wraps as an ``InternalTorchDynamoError``, comes
-    out as itself."""
+    out as itself.
+
+    When torch refuses to compile a frame at its recompile limit (it returns the RUN_ONLY
+    strategy: the frame runs eagerly on every cache miss from then on, and this callback is
+    not called for it again), the frame is recorded in ``stats.eager_fallbacks`` and logged."""
 
     def __init__(self, inner: Callable, stats: CompileStats):
         self.inner = inner
@@ -93,7 +97,13 @@ class ScopedConfigCallback:
             ranks.before_compile(self.stats.policy)
             try:
                 with torch_internals.dynamo_config().patch(**self.stats.config):
-                    return self.inner(*args, **kwargs)
+                    result = self.inner(*args, **kwargs)
+                    hit = torch_internals.recompile_limit_hit(result)  # the limit in force for the compile
+                if hit is not None:
+                    frame = code_frame(getattr(args[0] if args else None, "f_code", None), hit["compile_id"])
+                    self.stats.record_eager_fallback(EagerFallback(frame, hit["limit"], hit["value"],
+                                                                   hit["last_reason"]))
+                return result
             except Exception:
                 if ranks.error is not None:
                     raise ranks.error from None

@@ -2,8 +2,8 @@
 compiled frame (the policy, kept and dropped counts, and watched ones apart when the policy
 watched any, the compile id) and
 ``TORCH_LOGS=+guardpolicy`` every decision too (the rule's ``file:line`` and the guard's
-code); verify violations, dry-run events, stance recoveries and direct-dispatch fallbacks go to
-the same logger. With ``TORCH_TRACE=DIR`` each compiled frame's decisions are also written to
+code); verify violations, dry-run events, stance recoveries, direct-dispatch fallbacks and
+frames torch stopped compiling at a recompile limit go to the same logger. With ``TORCH_TRACE=DIR`` each compiled frame's decisions are also written to
 torch's structured trace as the artifact ``guardpolicy_decisions`` of that frame's compile id,
 which ``tlparse`` lists beside torch's guard tree.
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 from ..api.policy import Policy
 from ..distributed.agreement import RankAgreement
-from .frames import FrameExplanations
+from .frames import EagerFallback, FrameExplanations
 from .logs import log as _log, making_tool_objects
 from .verify import REGISTRY, Violation
 from .watch import Watches
@@ -36,13 +36,16 @@ class CompileStats:
     guardpolicy's tools for itself (inside ``logs.tool_objects()``): its stance recoveries are
     neither logged nor warned about. ``watches``: the guards it watches rather than checks on
     every call (a ``watch.Watches``; not pickled: a copy watches what it compiles itself).
+    ``eager_fallbacks``: each frame torch stopped compiling at a recompile limit (an
+    ``EagerFallback``), logged at WARNING when it happens: a call that none of that frame's
+    cache entries accepts runs it eagerly from then on.
     """
 
     __slots__ = ("policy", "compiles", "explanations", "dispatch", "ranks", "verify_every", "on_violation",
                  "dry_run", "violations", "verified_calls", "unverified_calls", "dry_run_events",
                  "on_recompile", "recoveries", "_recovering", "_path_counts", "tool_object",
                  "_active", "call_count", "_warmup", "_last_compile_call", "guards", "_stanced",
-                 "_leave_bound", "_eval_frame", "watches")
+                 "_leave_bound", "_eval_frame", "watches", "eager_fallbacks")
 
     #: Not pickled (live torch objects; ``guards`` is the process's ``verify.REGISTRY``).
     _LIVE = ("guards", "_stanced", "_leave_bound", "_eval_frame", "watches")
@@ -61,6 +64,7 @@ class CompileStats:
         self.verified_calls = 0
         self.unverified_calls = 0
         self.dry_run_events: list[Any] = []  # dry_run.DryRunEvent objects
+        self.eager_fallbacks: list[EagerFallback] = []
         self.guards = REGISTRY
         self.watches = Watches()
         self._active = False
@@ -181,6 +185,17 @@ class CompileStats:
         self._last_compile_call = self.call_count
         self.explanations.append(explanations)
 
+    def record_eager_fallback(self, fallback: EagerFallback) -> None:
+        """torch stopped compiling a frame of this object at a recompile limit (seen by the
+        scoped callback, once per frame, at compile time): recorded and logged."""
+        self.eager_fallbacks.append(fallback)
+        _log.warning("guardpolicy: %s of policy %r falls back to eager: torch._dynamo hit config.%s (%s), last "
+                     "reason: %s; from now on a call that none of its cache entries accepts runs it uncompiled "
+                     "(gp.stats(compiled).eager_fallbacks; raise torch._dynamo.config.%s, or make the input that "
+                     "varies dynamic)",
+                     fallback.frame, self.policy.name, fallback.limit, fallback.value,
+                     fallback.last_reason or "not recorded", fallback.limit)
+
     def __getstate__(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__ if name not in self._LIVE}
 
@@ -189,6 +204,7 @@ class CompileStats:
             state["call_count"] = state.pop("_calls")
         self.dispatch = None
         self.tool_object = False  # pickled before the flag existed
+        self.eager_fallbacks = []  # pickled before the list existed
         for name, value in state.items():
             setattr(self, name, value)
         self.guards = REGISTRY

@@ -13,7 +13,8 @@ guardpolicy reads them from here (``torch_internals.X``):
 
 * ``context``: the compiled object's Dynamo context (``torch._dynamo.eval_frame``,
   ``convert_frame``): its compile callback, its per-call hooks, the compile lock, the stance
-  and torch's refusal under it (``guardpolicy.runtime.compiled``, ``stats``, ``recovery``);
+  and torch's refusal under it (``guardpolicy.runtime.compiled``, ``stats``, ``recovery``),
+  and a frame torch stopped compiling at a recompile limit (``guard_filter``);
 * ``call_state``: what direct dispatch reads of the state a call runs in (cache entries of a
   region, the eval-frame callback, global state, tracing; ``guardpolicy.runtime.dispatch``);
 * ``guards``: guards and cache entries (``torch._dynamo.guards``): the frame being compiled
@@ -30,8 +31,8 @@ guardpolicy reads them from here (``torch_internals.X``):
 
 from __future__ import annotations
 
-from .context import (DOCTOR_HINT, STANCE_MISS_MESSAGE, TORCH_DIR, OptimizedModule, compile_lock, dynamo_context,
-                      eval_frame, hooks_of, is_stance_miss, missing)
+from .context import (DOCTOR_HINT, RECOMPILE_LIMIT_FAILURE, STANCE_MISS_MESSAGE, TORCH_DIR, OptimizedModule,
+                      compile_lock, dynamo_context, eval_frame, hooks_of, is_stance_miss, missing, recompile_limit_hit)
 from .call_state import (GlobalStateGuard, backend_of, cache_entries, dispatch_missing, functorch_depth,
                          functorch_pop_to, fx_tracing, get_eval_frame_callback, guards_tls, has_global_module_hooks,
                          is_jit_tracing, len_torch_function_stack, on_every_compile, saved_tensors_hooks_active,
@@ -49,8 +50,8 @@ from .eager import dispatch_mode, global_module_hooks, returns_alias, tree_map
 
 __all__ = [
     # context
-    "DOCTOR_HINT", "STANCE_MISS_MESSAGE", "TORCH_DIR", "OptimizedModule", "compile_lock", "dynamo_context",
-    "eval_frame", "hooks_of", "is_stance_miss", "missing",
+    "DOCTOR_HINT", "RECOMPILE_LIMIT_FAILURE", "STANCE_MISS_MESSAGE", "TORCH_DIR", "OptimizedModule", "compile_lock",
+    "dynamo_context", "eval_frame", "hooks_of", "is_stance_miss", "missing", "recompile_limit_hit",
     # call_state
     "GlobalStateGuard", "backend_of", "cache_entries", "dispatch_missing", "functorch_depth", "functorch_pop_to",
     "fx_tracing", "get_eval_frame_callback", "guards_tls", "has_global_module_hooks", "is_jit_tracing",

@@ -1,6 +1,6 @@
 """The compiled object's Dynamo context (``torch._dynamo.eval_frame``, ``convert_frame``):
-what runs when *one* compiled object compiles or is called, and torch's mark of a call its
-stance refused.
+what runs when *one* compiled object compiles or is called, torch's mark of a call its
+stance refused, and of a frame it stopped compiling at a recompile limit.
 
 torch has no public way to run code only when *one* compiled object compiles, or to give one
 compiled object the ``skip_guard_eval_unsafe`` stance while others keep full guard
@@ -19,6 +19,7 @@ evaluation. Dynamo's own machinery offers both, privately:
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import torch
@@ -99,3 +100,51 @@ def is_stance_miss(exc: BaseException) -> bool:
     """Whether ``exc`` is torch's refusal to compile under the ``skip_guard_eval_unsafe``
     stance (a call that no cache entry's differentiating guards accept)."""
     return type(exc) is RuntimeError and str(exc).startswith(STANCE_MISS_MESSAGE)
+
+
+# -- a frame torch stopped compiling (guardpolicy.runtime.guard_filter) -----------------------------
+#
+# A compile that would take one code object past ``config.recompile_limit`` cache entries (or
+# ``accumulated_recompile_limit``) is refused in ``convert_frame._compile``: torch logs
+# "torch._dynamo hit config.recompile_limit (8)" on ``torch._dynamo.convert_frame`` (its only
+# word of it, silenced with the rest of Dynamo's log) and ``ConvertFrame.__call__`` returns the
+# frame execution strategy RUN_ONLY for the frame and the frames it calls, kept for the code:
+# from then on a call that no cache entry accepts runs eagerly, and Dynamo's callback is never
+# called for that code again. torch returns RUN_ONLY, RUN_ONLY in that case only (2.13 to
+# 2.15). The refused compile's ``CompilationMetrics`` record (``torch._dynamo.utils``) names
+# the limit (``fail_reason``, torch's graph-break text) and the guard that failed last
+# (``recompile_reason``).
+
+try:
+    from torch._C._dynamo.eval_frame import _FrameAction
+except ImportError:  # a torch without frame execution strategies: nothing is detected
+    _FrameAction = None
+_RUN_ONLY = getattr(_FrameAction, "RUN_ONLY", None)
+
+#: How torch's ``fail_reason`` of a compile refused at a recompile limit starts (its graph-break type).
+RECOMPILE_LIMIT_FAILURE = "Dynamo recompile limit exceeded"
+
+
+def recompile_limit_hit(result: Any) -> dict[str, Any] | None:
+    """None, unless ``result`` (what Dynamo's callback returned for a frame) is torch giving
+    up compiling the frame at a recompile limit; then ``limit`` (the ``torch._dynamo.config``
+    knob: ``recompile_limit`` or ``accumulated_recompile_limit``), ``value`` (read now: call it
+    under the config the compile ran with), ``compile_id`` (the refused compile's, ``"0/8"``)
+    and ``last_reason`` (torch's recompile reason, first line: ``"0/7: n == 7 # ..."``), ``""``
+    where torch kept no record."""
+    strategy = getattr(result, "frame_exec_strategy", None)
+    if (_RUN_ONLY is None or getattr(strategy, "cur_action", None) != _RUN_ONLY
+            or getattr(strategy, "recursive_action", None) != _RUN_ONLY):
+        return None
+    import torch._dynamo.utils
+
+    records = torch._dynamo.utils.get_compilation_metrics()
+    last = records[-1] if records else None
+    failure = getattr(last, "fail_reason", None) or ""
+    if not failure.startswith(RECOMPILE_LIMIT_FAILURE):
+        last, failure = None, ""  # no record (its deque's limit set to 0): the usual limit
+    found = re.search(r"Limit type: (\w+)", failure)
+    limit = found.group(1) if found else "recompile_limit"
+    reason = (getattr(last, "recompile_reason", None) or "").split("\n", 1)[0]
+    return {"limit": limit, "value": getattr(torch._dynamo.config, limit, None),
+            "compile_id": str(getattr(last, "compile_id", None) or ""), "last_reason": " ".join(reason.split())}
