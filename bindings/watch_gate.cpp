@@ -182,6 +182,14 @@ int Clear(PyObject* self_) {
   return 0;
 }
 
+void Dealloc(PyObject* self_) {
+  PyObject_GC_UnTrack(self_);
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  Py_CLEAR(self->recheck);
+  Py_CLEAR(self->states);
+  Py_TYPE(self_)->tp_free(self_);
+}
+
 PyObject* GetRechecks(PyObject* self_, void*) {
   return PyLong_FromLongLong(reinterpret_cast<WatchGate*>(self_)->rechecks);
 }
@@ -204,7 +212,7 @@ PyTypeObject gate_type = [] {
   PyTypeObject t = GcType("guardpolicy._core.WatchGate", sizeof(WatchGate), Py_TPFLAGS_HAVE_VECTORCALL,
                           "WatchGate(recheck, capacity=8): a cache entry's watched guards, checked in C only when what "
                           "they read changed (watch_gate.h)",
-                          Traverse, Clear, GcDealloc<Clear>);
+                          Traverse, Clear, Dealloc);
   t.tp_vectorcall_offset = offsetof(WatchGate, vectorcall);
   t.tp_call = PyVectorcall_Call;
   t.tp_new = New;
