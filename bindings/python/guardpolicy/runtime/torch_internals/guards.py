@@ -37,8 +37,7 @@ _CACHE_ENTRIES = getattr(_c_eval_frame, "_debug_get_cache_entry_list", None)
 _EXTRA_STATE = getattr(_c_eval_frame, "_ExtraState", None)
 
 #: The locals of ``CheckFunctionManager.__init__`` read while its ``guard_filter_fn`` runs.
-_CFM_LOCALS = ("self", "f_code", "output_graph", "cache_entries", "guard_manager", "sorted_guards",
-               "existing_diff_guard_sources")
+_CFM_LOCALS = ("self", "f_code", "output_graph", "guard_manager", "sorted_guards", "existing_diff_guard_sources")
 
 
 def _full_manager_built_before_filter(code: Any) -> bool:

@@ -340,6 +340,15 @@ def _tensor_changes(value: Any) -> list[tuple[str, Any]]:
     return out
 
 
+def _copy_or_same(value: Any) -> Any:
+    """A deep copy of ``value``, or ``value`` itself when it cannot be copied (torch 2.11's
+    guarded dicts hold objects whose ``_abc_data`` refuses to be pickled or copied)."""
+    try:
+        return copy.deepcopy(value)
+    except Exception:  # noqa: BLE001 - any copy failure: the same object, added under a new key
+        return value
+
+
 def _dict_add(d: dict) -> tuple[str, Callable[[], Callable[[], None]]]:
     keys = list(d.keys())
     if keys and all(isinstance(k, str) and k.isdigit() for k in keys):
@@ -348,7 +357,7 @@ def _dict_add(d: dict) -> tuple[str, Callable[[], Callable[[], None]]]:
         key = "_guardpolicy_audit"
         while key in d:
             key += "_"
-    value = copy.deepcopy(d[keys[-1]]) if keys else 0
+    value = _copy_or_same(d[keys[-1]]) if keys else 0
 
     def apply() -> Callable[[], None]:
         dict.__setitem__(d, key, value)
