@@ -50,11 +50,13 @@ class FramePlan:
     guards' ``manager``, the compile's ``signature`` (``Reads.signature``), the ``gate`` once
     attached, and the watched guards that stay checked (``unwatched``)."""
 
-    def __init__(self, globals_: dict, code: Any = None, traced: frozenset = frozenset()) -> None:
+    def __init__(self, globals_: dict, code: Any = None, traced: frozenset = frozenset(),
+                 free_tensors: bool = False) -> None:
         self.globals = globals_
         self.code = code
         self.traced = traced
-        self._reads: Any = Reads(traced)  # a weak reference once its state holds it
+        self.free_tensors = free_tensors
+        self._reads: Any = Reads(traced, free_tensors)  # a weak reference once its state holds it
         self.sources: list = []
         self.unwatched: list[Unwatched] = []
         self.guards = 0  # watched guards taken out of torch's manager
@@ -89,7 +91,7 @@ class FramePlan:
 
         scope = {"L": f_locals, "G": self.globals, "__builtins__": __builtins__}
         closure = torch_internals.closure_vars()
-        reads = Reads(self.traced)
+        reads = Reads(self.traced, self.free_tensors)
         try:
             for source, tensor_match in self.sources:
                 read(source, scope, closure, reads, tensor_match)
@@ -225,7 +227,8 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
 
     graph = torch_locals["output_graph"]
     traced = torch_internals.traced_code(graph)
-    out = FramePlan(graph.global_scope, torch_locals.get("f_code"), traced)
+    free = torch_internals.has_config("install_free_tensors") and bool(torch_internals.config_value("install_free_tensors"))
+    out = FramePlan(graph.global_scope, torch_locals.get("f_code"), traced, free)
     scope = {"L": graph.local_scope, "G": graph.global_scope, "__builtins__": __builtins__}
     closure = torch_internals.closure_vars()
     kept_types = set(schema_list("watch_kept_guard_types"))

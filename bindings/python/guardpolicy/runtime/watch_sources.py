@@ -38,10 +38,14 @@ class Reads:
     are compared on every call), ``functions`` (functions whose code, defaults and closure
     cells are compared on every call) and ``tensors`` (the parameters whose ``TENSOR_MATCH`` is
     watched: their metadata is checked on every call). ``traced``: the code objects Dynamo
-    traced for the frame (``OutputGraph.traced_code``): a function is watched when it runs one."""
+    traced for the frame (``OutputGraph.traced_code``): a function is watched when it runs one.
+    ``free_tensors``: the frame was compiled with ``install_free_tensors``, so its code holds
+    the parameters and buffers themselves: buffers are watched as parameters are, and the
+    signature holds each one's identity (a tensor replaced, even by an equal one, fails)."""
 
-    def __init__(self, traced: frozenset = frozenset()) -> None:
+    def __init__(self, traced: frozenset = frozenset(), free_tensors: bool = False) -> None:
         self.traced = traced
+        self.free_tensors = free_tensors
         self.watched: dict[int, Any] = {}
         self.roots: dict[tuple[str, tuple], Any] = {}
         self.keyed: dict[tuple[int, str], tuple[dict, str, Any]] = {}
@@ -107,7 +111,7 @@ class Reads:
                              for key, path, name, d in self.hook_paths))
         classes = tuple((c.__qualname__, tuple((k, id(v)) for k, v in vars(c).items()))
                         for c in self.watched.values() if isinstance(c, type))
-        return hooks, classes
+        return hooks, classes, tuple(self.tensors) if self.free_tensors else ()
 
     def weaken_roots(self, on_death: Any) -> None:
         """Holds the roots weakly (``on_death`` called when one dies): a cache entry must not
@@ -182,7 +186,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
             _check_attribute(parent, node.member)
         if parent is not None:
             out.reach(parent, node, value, S)
-        if tensor_match and node is source and _is_parameter(value):
+        if tensor_match and node is source and (_is_parameter(value) or out.free_tensors and _is_buffer(node)):
             out.tensors.setdefault(id(value), value)
             return
         # a local module's own hooks run outside its frame: those of what the frame calls are watched
@@ -334,6 +338,11 @@ def _is_parameter(value: Any) -> bool:
     import torch
 
     return isinstance(value, torch.nn.Parameter)
+
+
+def _is_buffer(node: Any) -> bool:
+    """Whether ``node`` reads an item of a module's ``_buffers``."""
+    return getattr(getattr(node, "base", None), "member", None) == "_buffers"
 
 
 def _is_module(value: Any) -> bool:

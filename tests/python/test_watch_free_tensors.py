@@ -1,0 +1,76 @@
+"""Free tensors under ``watch`` (issue 41): with ``install_free_tensors`` the compiled code holds
+a module's parameters and buffers themselves, so a parameter or buffer *replaced* after warm-up
+(even by an equal one) is served stale by torch's recipe. Under ``default watch`` the
+``_parameters``/``_buffers`` dicts are watched and the entry's signature holds each tensor's
+identity: every change below, made after warm-up, gives eager's result on the next call, on
+the normal path and with direct dispatch, on ``eager`` (and ``inductor`` for a subset).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import guardpolicy as gp
+
+POLICY = "guardpolicy 1\n\npolicy w {\n  default watch\n  config install_free_tensors = true\n}\n"
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+        self.lin = nn.Linear(2, 3)
+        self.register_buffer("shift", torch.zeros(3))
+
+    def forward(self, x):
+        return self.lin(self.conv(x).mean((2, 3))) + self.shift
+
+
+def _param_replaced(m):
+    m.lin.weight = nn.Parameter(torch.randn(3, 2))
+
+
+def _param_equal(m):
+    m.lin.bias = nn.Parameter(m.lin.bias.detach().clone() + 1)
+
+
+CHANGES = {
+    "a parameter replaced": (_param_replaced, None),
+    "a parameter replaced by one of other values": (_param_equal, None),
+    "param.data, same shape": (lambda m: setattr(m.lin.weight, "data", torch.randn(3, 2)), None),
+    "a buffer replaced, same shape": (lambda m: setattr(m, "shift", torch.ones(3)), None),
+    "a buffer replaced, another shape": (lambda m: setattr(m, "shift", torch.ones(1)), None),
+    "a buffer changed in place": (lambda m: m.shift.add_(2), None),
+    "a buffer set to 0": (lambda m: m.shift.zero_(), None),
+    "requires_grad off": (lambda m: m.lin.weight.requires_grad_(False), None),
+    ".half() with a half input": (lambda m: m.half(), torch.float16),
+    "channels_last": (lambda m: m.conv.to(memory_format=torch.channels_last), None),
+}
+INDUCTOR = ("a parameter replaced", "a buffer replaced, same shape", ".half() with a half input")
+
+
+def _cases():
+    for backend in ("eager", "inductor"):
+        for what in CHANGES:
+            if backend == "eager" or what in INDUCTOR:
+                for dispatch in (None, "direct"):
+                    yield pytest.param(backend, dispatch, what, id=f"{backend}-{dispatch}-{what}")
+
+
+@pytest.mark.parametrize(("backend", "dispatch", "what"), list(_cases()))
+def test_a_parameter_or_buffer_change_after_warm_up_is_caught(backend, dispatch, what):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Net().eval()
+    x = torch.randn(2, 2, 4, 4)
+    change, dtype = CHANGES[what]
+    with torch.no_grad():
+        compiled = gp.compile(model, gp.load(POLICY), backend=backend, dispatch=dispatch)
+        for _ in range(10):
+            compiled(x)
+        change(model)
+        y = x.to(dtype) if dtype is not None else x
+        torch.testing.assert_close(compiled(y), model(y), msg=lambda m: f"after {what}: {m}")
+        torch.testing.assert_close(compiled(y), model(y), msg=lambda m: f"after {what}, again: {m}")
