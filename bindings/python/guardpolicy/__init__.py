@@ -26,7 +26,7 @@ from .api.registry import (  # noqa: A004 - guardpolicy.filter, as designed
     load_plugin,
     plugins,
 )
-from .api.loading import DATA_DIR, STD_POLICIES, lint, load, load_std, std_policy_path
+from .api.loading import DATA_DIR, SAFE_POLICIES, STD_POLICIES, lint, load, load_std, std_policy_path
 from .runtime.verify import FailedGuard, Verdict, Violation
 from .runtime.dry_run import DryRunEvent, DryRunReport, report as dry_run_report
 from .runtime.compiled import CompileStats, compile, explain, stats  # noqa: A004 - guardpolicy.compile, as designed
@@ -58,6 +58,7 @@ __all__ = [
     "PolicyRuntimeWarning",
     "RankMismatchError",
     "RuleRef",
+    "SAFE_POLICIES",
     "STD_POLICIES",
     "StaleGuardError",
     "StaleGuardWarning",

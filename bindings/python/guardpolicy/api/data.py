@@ -27,6 +27,10 @@ STD_POLICIES = (
     "skip_all_guards",
 )
 
+#: guardpolicy's own standard policies, which drop nothing: ``watch_state``, the safe setting
+#: in one line (``guardpolicy.compile(model, "watch_state")``, docs/design-notes/watch.md).
+SAFE_POLICIES = ("watch_state",)
+
 
 def schema_list(name: str) -> tuple[str, ...]:
     """The schema's list ``name``, in schema order: ``"violation_actions"`` (``on_violation``

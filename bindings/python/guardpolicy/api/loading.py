@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import _core
-from .data import DATA_DIR, STD_POLICIES
+from .data import DATA_DIR, SAFE_POLICIES, STD_POLICIES
 from .errors import Diagnostic, PolicyError, require_str
 from .policy import Policy, PolicyOrigin
 from .registry import loaded_plugins
@@ -48,7 +48,7 @@ def load(path_or_source: str | os.PathLike, *, policy: str | None = None, **para
     try:
         compiled = _core.load(text, os.fsencode(path), from_file, policy or "", params, str(DATA_DIR))
     except PolicyError as e:
-        if from_file and path in STD_POLICIES and not os.path.exists(path):
+        if from_file and path in STD_POLICIES + SAFE_POLICIES and not os.path.exists(path):
             raise PolicyError(f"{str(e).rstrip()}\n  = help: `{path}` is a standard policy: "
                               f"gp.load_std({path!r}) loads it", [dataclasses.asdict(d) for d in e.diagnostics]) from None
         raise
@@ -72,14 +72,25 @@ def _origin(text: str, path: str, from_file: bool, policy: str, params: dict[str
 def std_policy_path(name: str) -> Path:
     """Path of a standard policy file, e.g. ``std_policy_path("skip_all_guards")``."""
     require_str(name, "name")
-    if name not in STD_POLICIES:
-        raise KeyError(f"no standard policy {name!r}; known: {', '.join(STD_POLICIES)}")
+    if name not in STD_POLICIES + SAFE_POLICIES:
+        raise KeyError(f"no standard policy {name!r}; known: {', '.join(STD_POLICIES + SAFE_POLICIES)}")
     return DATA_DIR / "std" / f"{name}.gpol"
 
 
 def load_std(name: str, **params: Any) -> Policy:
-    """Loads one of ``STD_POLICIES`` (the torch built-in filters written as policies)."""
+    """Loads one of ``STD_POLICIES`` (the torch built-in filters written as policies) or
+    ``SAFE_POLICIES`` (``watch_state``)."""
     return load(std_policy_path(name), **params)
+
+
+def load_policy(policy: Any) -> Policy:
+    """``policy`` as a ``Policy``: itself, the standard policy of that name when it names one
+    and no such file exists (``"watch_state"``), else ``load(policy)``."""
+    if isinstance(policy, Policy):
+        return policy
+    if isinstance(policy, str) and policy in STD_POLICIES + SAFE_POLICIES and not os.path.exists(policy):
+        return load_std(policy)
+    return load(policy)
 
 
 def lint(path_or_source: str | os.PathLike) -> list[Diagnostic]:

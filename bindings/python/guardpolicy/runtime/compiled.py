@@ -46,7 +46,7 @@ from .frames import FrameExplanations
 from .guard_filter import GuardFilter, ScopedConfigCallback
 from .stats import ATTR, CompileStats, stats
 from ..api.data import schema_list
-from ..api.loading import load
+from ..api.loading import load_policy
 from ..api.policy import Policy
 from ..distributed.verdicts import VerdictAgreement
 from ..distributed.agreement import DEFAULT_TIMEOUT_S, RankAgreement, check_group
@@ -263,7 +263,8 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     """``torch.compile(model_or_fn, ...)`` with ``policy`` as its ``guard_filter_fn`` and the
     policy's ``config`` and ``stance`` lines applied (see the module docstring).
 
-    ``policy``: a ``Policy`` or anything ``guardpolicy.load`` accepts. ``options`` is copied,
+    ``policy``: a ``Policy``, a standard policy's name (``"watch_state"``: the safe setting), or
+    anything ``guardpolicy.load`` accepts. ``options`` is copied,
     never changed. ``mode`` becomes the Inductor options it stands for (torch refuses both).
     ``dispatch="direct"`` (or the policy's ``dispatch direct`` line): after warm-up, calls
     check the kept guards and run the compiled code directly (``guardpolicy.runtime.dispatch``).
@@ -296,8 +297,7 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     _require_torch()
     import torch
 
-    if not isinstance(policy, Policy):
-        policy = load(policy)
+    policy = load_policy(policy)
     dispatch_mode = _dispatch_mode(policy, dispatch)
     every, action = _verify_settings(policy, verify, on_violation)
     if every and dry_run is not False:
