@@ -56,7 +56,8 @@ def _cases():
         for what in CHANGES:
             if backend == "eager" or what in INDUCTOR:
                 for dispatch in (None, "direct"):
-                    yield pytest.param(backend, dispatch, what, id=f"{backend}-{dispatch}-{what}")
+                    marks = [pytest.mark.soak] if backend == "inductor" else []  # make test's alone
+                    yield pytest.param(backend, dispatch, what, id=f"{backend}-{dispatch}-{what}", marks=marks)
 
 
 @pytest.mark.parametrize(("backend", "dispatch", "what"), list(_cases()))
