@@ -83,6 +83,7 @@ class FramePlan:
             reads.watch_hooks(hooks, (("", ()), "<global>", name))
         if self.code is not None:
             reads.watch_builtins(self.code, self.globals)
+        reads.watch_traced_globals(self.globals)
 
     def read(self, f_locals: dict) -> Reads | None:
         """What the watched sources read from ``f_locals``, or None when one of them cannot be

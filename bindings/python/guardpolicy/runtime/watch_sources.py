@@ -55,6 +55,7 @@ class Reads:
         self.functions: dict[int, tuple] = {}  # (function, __code__, __defaults__, __kwdefaults__, cells) as read
         self.tensors: dict[int, Any] = {}
         self.reached: dict[tuple[int, Any], tuple[dict, Any, Any]] = {}  # (dict, key, object read there)
+        self.builtins: dict[tuple[int, str], dict] = {}  # (id(globals), a builtin's name) -> the globals
 
     def watch(self, obj: Any) -> None:
         self.watched.setdefault(id(obj), obj)
@@ -95,23 +96,42 @@ class Reads:
         self.watch(fn.__dict__)
         self.watch_builtins(fn.__code__, fn.__globals__)
 
+    def watch_traced_globals(self, globals_: dict) -> None:
+        """The functions bound in ``globals_`` whose code Dynamo traced (a helper the forward
+        calls, guarded or not by this torch release), each by name too (rebinding it is seen)."""
+        if not self.traced:
+            return
+        for name, value in list(globals_.items()):
+            if isinstance(value, types.FunctionType) and value.__code__ in self.traced:
+                self.watch_function(value)
+                self.keyed.setdefault((id(globals_), name), (globals_, name, value))
+
     def watch_builtins(self, code: Any, globals_: dict) -> None:
         """Each builtin ``code`` reads as a global must stay missing from ``globals_``."""
         from .._core import WATCH_ABSENT
 
         for name in _builtins_read(code):
-            if name not in globals_:
-                self.keyed.setdefault((id(globals_), name), (globals_, name, WATCH_ABSENT))
+            self.builtins.setdefault((id(globals_), name), globals_)
+            self.keyed.setdefault((id(globals_), name), (globals_, name, globals_.get(name, WATCH_ABSENT)))
 
     def signature(self) -> tuple:
-        """What the compiled code inlined without a guard of its own: the hooks of the modules
-        it calls (where each sits under its root, and the identity of each hook) and the
-        contents of the classes read. Two reads with equal signatures run the same code."""
+        """What the compiled code inlined without a guard of its own (torch guards some of it
+        in some releases only): the hooks of the modules it calls (where each sits under its
+        root, and the identity of each hook), the contents of the classes read, the state of
+        each traced function (code, defaults, keyword defaults, closure cells), whether each
+        builtin its code reads is shadowed by a global, and with free tensors each tensor's
+        identity. Two reads with equal signatures run the same code."""
         hooks = tuple(sorted((key[0], key[1], path, name, tuple(id(v) for v in d.values()))
                              for key, path, name, d in self.hook_paths))
         classes = tuple((c.__qualname__, tuple((k, id(v)) for k, v in vars(c).items()))
                         for c in self.watched.values() if isinstance(c, type))
-        return hooks, classes, tuple(self.tensors) if self.free_tensors else ()
+        functions = tuple((fn.__qualname__, id(fn.__code__), _token(fn.__defaults__),
+                           _token(tuple(sorted((fn.__kwdefaults__ or {}).items()))),
+                           tuple(_token(_cell_contents(c)) for c in fn.__closure__ or ()))
+                          for fn, *_ in self.functions.values())
+        shadowed = tuple(sorted(name for (_, name), g in self.builtins.items() if name in g))
+        tensors = tuple(self.tensors) if self.free_tensors else ()
+        return hooks, classes, functions, shadowed, tensors
 
     def weaken_roots(self, on_death: Any) -> None:
         """Holds the roots weakly (``on_death`` called when one dies): a cache entry must not
@@ -123,6 +143,17 @@ class Reads:
         ``_core.WatchState`` takes them."""
         return tuple((name, path, held, type(deref(held)), own_dict_of(deref(held)))
                      for (name, path), held in self.roots.items())
+
+
+def _token(value: Any) -> Any:
+    """What a signature compares for ``value``: the value itself when it is a constant (a
+    number, a string, None, a tuple of those: compared by value, and never a reused address),
+    else its identity."""
+    if isinstance(value, (int, float, complex, str, bytes, bool, type(None))):
+        return (type(value), value)
+    if isinstance(value, tuple):
+        return tuple(_token(v) for v in value)
+    return id(value)
 
 
 def own_dict_of(obj: Any) -> dict | None:
