@@ -104,15 +104,25 @@ class Reads:
         for name, value in list(globals_.items()):
             if isinstance(value, types.FunctionType) and value.__code__ in self.traced:
                 self.watch_function(value)
-                self.keyed.setdefault((id(globals_), name), (globals_, name, value))
+                self.watch_global(globals_, name)
+
+    def watch_global(self, globals_: dict, name: str) -> None:
+        """A module global read by name: a library module's globals dict is watched whole (it
+        does not change while the model runs: one epoch compare, or one version load on 3.11);
+        a script's (``__main__``, whose top-level loop writes its globals all the time) is read at
+        ``name`` on every call, its value or its absence compared."""
+        from .._core import WATCH_ABSENT
+
+        if globals_.get("__name__") != "__main__":
+            self.watch(globals_)
+        else:
+            self.keyed.setdefault((id(globals_), name), (globals_, name, globals_.get(name, WATCH_ABSENT)))
 
     def watch_builtins(self, code: Any, globals_: dict) -> None:
         """Each builtin ``code`` reads as a global must stay missing from ``globals_``."""
-        from .._core import WATCH_ABSENT
-
         for name in _builtins_read(code):
             self.builtins.setdefault((id(globals_), name), globals_)
-            self.keyed.setdefault((id(globals_), name), (globals_, name, globals_.get(name, WATCH_ABSENT)))
+            self.watch_global(globals_, name)
 
     def signature(self) -> tuple:
         """What the compiled code inlined without a guard of its own (torch guards some of it
@@ -204,9 +214,8 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
     root = chain[-1]
     if isinstance(root, S.LocalSource):
         _root(chain, scope, closure, cache, out, S)
-    elif isinstance(root, S.GlobalSource):  # a module's globals change often: only this one is compared
-        g = scope["G"]
-        out.keyed[(id(g), root.global_name)] = (g, root.global_name, root.get_value(scope, closure, cache))
+    elif isinstance(root, S.GlobalSource):
+        out.watch_global(scope["G"], root.global_name)
     else:
         raise CannotWatch(f"its source starts at a {type(root).__name__}")
     at_root = chain[-1].value if isinstance(root, S.LocalSource) else _MISSING  # also behind a wrapping source
