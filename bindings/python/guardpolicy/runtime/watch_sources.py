@@ -83,17 +83,19 @@ class Reads:
             self.hooks[id(hooks)] = hooks
             self.hook_paths.append((*where, hooks))
 
-    def watch_function(self, fn: Any) -> None:
+    def watch_function(self, fn: Any, attributes: bool = False) -> None:
         """A function the traced code runs (or a guard reads): its ``__code__``,
         ``__defaults__``, ``__kwdefaults__`` (and its contents) and closure cells, and the
-        builtins its code reads, which a new global would shadow."""
+        builtins its code reads, which a new global would shadow; ``attributes``: its
+        ``__dict__`` too (a guard reads the function itself, and may read an attribute)."""
+        if attributes:
+            self.watch(fn.__dict__)
         if id(fn) in self.functions:
             return
         cells = tuple(_cell_contents(c) for c in fn.__closure__ or ())
         self.functions[id(fn)] = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__, cells)
         if isinstance(fn.__kwdefaults__, dict):
             self.watch(fn.__kwdefaults__)
-        self.watch(fn.__dict__)
         self.watch_builtins(fn.__code__, fn.__globals__)
 
     def watch_traced_globals(self, globals_: dict) -> None:
@@ -223,7 +225,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
     for node in reversed(chain):
         value = node.get_value(scope, closure, cache)
         if parent is not None and isinstance(node, S.AttrSource):
-            _check_attribute(parent, node.member)
+            _check_attribute(parent, node.member, out)
         if parent is not None:
             out.reach(parent, node, value, S)
         if tensor_match and node is source and (_is_parameter(value) or out.free_tensors and _is_buffer(node)):
@@ -288,14 +290,21 @@ def _is_object(value: Any) -> bool:
     return isinstance(getattr(value, "__dict__", None), dict)
 
 
-def _check_attribute(owner: Any, member: str) -> None:
+def _check_attribute(owner: Any, member: str, out: Reads) -> None:
     """Raises ``CannotWatch`` when ``owner.member`` is computed by a data descriptor (a
-    property, a slot) rather than read from a dict."""
+    property, a slot) rather than read from a dict, unless the gate compares it on every call:
+    a watched function's code, defaults and closure, the contents of one of its cells, the
+    class of a watched object or root."""
     instance_dict = getattr(owner, "__dict__", None)
     if isinstance(instance_dict, dict) and member in instance_dict:
         return
     if isinstance(owner, types.FunctionType) and member in _FUNCTION_ATTRIBUTES:
-        return  # the function is watched: these are compared on every call
+        return
+    if member == "cell_contents" and isinstance(owner, types.CellType) and any(
+            owner in (fn.__closure__ or ()) for fn, *_ in out.functions.values()):
+        return
+    if member == "__class__" and (id(owner) in out.objects or any(deref(r) is owner for r in out.roots.values())):
+        return
     found = inspect.getattr_static(owner if isinstance(owner, type) else type(owner), member, None)
     if hasattr(type(found), "__set__") or hasattr(type(found), "__get__") and not inspect.isroutine(found):
         raise CannotWatch(f"`{member}` is computed by a {type(found).__name__}, not read from a dict")
@@ -317,9 +326,9 @@ def _watch_value(value: Any, out: Reads, hooks: bool, root: bool = False) -> Non
     elif isinstance(value, types.ModuleType):
         out.watch(vars(value))
     elif isinstance(value, types.FunctionType):
-        out.watch_function(value)
+        out.watch_function(value, attributes=True)
     elif isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
-        out.watch_function(value.__func__)
+        out.watch_function(value.__func__, attributes=True)
     elif not isinstance(value, _IMMUTABLE):
         instance_dict = getattr(value, "__dict__", None)
         if isinstance(instance_dict, dict):
