@@ -332,3 +332,23 @@ def test_a_change_from_another_thread_is_never_served_stale(policy, dispatch):
                 cm(x)
             worker.join()
             _same(cm(x), m(x), f"scale set from another thread (repeat {repeat})")
+
+
+def test_a_change_between_the_guards_and_the_gate_is_seen(policy):
+    """The attach window: Dynamo's end-of-compile callbacks run after the guards were built and
+    before guardpolicy attaches the gate; a change made there must not be armed as a pass."""
+    from torch._dynamo.callback import callback_handler
+
+    m, x = Scaler(), torch.randn(2, 3)
+    cm = gp.compile(m, policy, backend="eager")
+
+    def change(_args):
+        m.scale = -3.0
+
+    callback_handler.register_end_callback(change)
+    try:
+        cm(x)  # compiles with scale 1.0; the callback sets -3.0 before the gate is attached
+    finally:
+        callback_handler.remove_end_callback(change)
+    for _ in range(3):
+        _same(cm(x), m(x), "scale set between the guards and the gate")
