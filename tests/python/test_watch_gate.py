@@ -148,10 +148,11 @@ def test_a_dead_root_matches_nothing_and_its_state_is_pruned():
 
 def test_states_per_root_capacity_and_a_new_state_replaces_the_given_one():
     roots = [Obj() for _ in range(12)]
+    dicts = {id(r): {"x": 0} for r in roots}  # what each root's state watches
 
     def recheck(f_locals, st):
         r = f_locals["self"]
-        return True, state([root_row("self", r)], [r.__dict__])
+        return True, state([root_row("self", r)], [dicts[id(r)]])
 
     gate = core.WatchGate(recheck, capacity=4)
     for r in roots:
@@ -159,7 +160,7 @@ def test_states_per_root_capacity_and_a_new_state_replaces_the_given_one():
     assert len(gate.states) == 4 and gate.rechecks == 12
     gate({"self": roots[-1]})
     assert gate.rechecks == 12  # its own state, armed
-    roots[-1].x = 1
+    dicts[id(roots[-1])]["x"] = 1
     gate({"self": roots[-1]})
     assert len(gate.states) == 4 and gate.rechecks == 13
 
