@@ -176,11 +176,13 @@ fuzz: sanitize-build
 	done
 
 # The generated change sequences under `watch` (tests/python/test_watch_generated.py: Hypothesis
-# stateful tests, every call compared with eager) with WATCH_EXAMPLES examples instead of `make
-# test`'s 30 (a sixth of them on Inductor): about 25 minutes on the 2-core machine.
-WATCH_EXAMPLES ?= 500
+# stateful tests, every call compared with eager) with WATCH_EXAMPLES examples of WATCH_STEPS
+# changes instead of `make test`'s 40 of 10 (a sixth as many on Inductor): about 25 minutes on
+# the 2-core machine.
+WATCH_EXAMPLES ?= 400
+WATCH_STEPS ?= 15
 test-watch-long: build
-	GUARDPOLICY_WATCH_EXAMPLES=$(WATCH_EXAMPLES) PATH=$(CURDIR)/$(VENV)/bin:$$PATH \
+	GUARDPOLICY_WATCH_EXAMPLES=$(WATCH_EXAMPLES) GUARDPOLICY_WATCH_STEPS=$(WATCH_STEPS) PATH=$(CURDIR)/$(VENV)/bin:$$PATH \
 	  $(PY) -m pytest -q tests/python/test_watch_generated.py
 
 # Both benchmarks in one run, then the filter's share of compile time; writes their sections of
