@@ -19,7 +19,7 @@ PIP_PACKAGES := torch==$(TORCH) $(PIP_TOOLS)
 DEPS_STAMP := $(VENV)/.deps-installed
 
 .PHONY: deps apt-deps build demo test test-cpp test-python leg-deps test-python-leg test-python-matrix test-cmake-consumer \
-  docs-test lint lint-python bench sanitize-build test-asan test-tsan fuzz clean
+  docs-test lint lint-python bench sanitize-build test-asan test-tsan fuzz test-watch-long clean
 
 apt-deps:
 	@missing=$$(for p in $(APT_PACKAGES); do \
@@ -180,6 +180,16 @@ fuzz: sanitize-build
 	    > $(SAN_DIR)/fuzz-$$fz.log 2>&1; then tail -40 $(SAN_DIR)/fuzz-$$fz.log; exit 1; fi; \
 	  grep -E "^(stat::number_of_executed_units|stat::peak_rss_mb|INFO: Done)" $(SAN_DIR)/fuzz-$$fz.log; \
 	done
+
+# The generated change sequences under `watch` (tests/python/test_watch_generated.py: Hypothesis
+# stateful tests, every call compared with eager) with WATCH_EXAMPLES examples of WATCH_STEPS
+# changes instead of `make test`'s 40 of 10 (a sixth as many on Inductor): about 25 minutes on
+# the 2-core machine.
+WATCH_EXAMPLES ?= 400
+WATCH_STEPS ?= 15
+test-watch-long: build
+	GUARDPOLICY_WATCH_EXAMPLES=$(WATCH_EXAMPLES) GUARDPOLICY_WATCH_STEPS=$(WATCH_STEPS) PATH=$(CURDIR)/$(VENV)/bin:$$PATH \
+	  $(PY) -m pytest -q tests/python/test_watch_generated.py
 
 # Both benchmarks in one run, then the filter's share of compile time; writes their sections of
 # bench/DETAILS.md (bench/RESULTS.md, the summary, is kept by hand: bench/README.md).

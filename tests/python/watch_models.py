@@ -1,0 +1,152 @@
+"""The models of test_watch_generated.py, built from a small grammar (``Net``: a stem, a stack
+of ``Layer``s in a ``ModuleList``, ``Sequential`` or ``ModuleDict``, a head). The test loads
+this file anew for every generated example (``watch_catalog.fresh_models``), so each example
+has its own classes, functions and module globals: a class attribute, a helper's defaults or a
+global that one example changes ends with it, and Dynamo compiles each example's code afresh.
+
+Every forward reads, besides its modules: a config object (``types.SimpleNamespace``, a small
+class or a dataclass), a helper with defaults and kwdefaults, a helper reading a closure cell,
+a module global, the builtin ``max``, a class attribute and a metaclass attribute. Each module
+casts its input to its weight's dtype, so that ``.half()`` of any submodule runs in eager."""
+
+import dataclasses
+import types
+from typing import Optional
+
+import torch
+from torch import nn
+
+WIDTH = 4
+GAIN = 1.0  # a module global the forwards read
+
+
+def helper(x, scale=1.0, *, mode="add"):  # called with its defaults and kwdefaults
+    return x * scale + 0.5 if mode == "add" else x * scale - 0.5
+
+
+def helper_tripled(x, scale=1.0, *, mode="add"):  # its __code__ is given to helper by a change
+    return x * scale * 3.0
+
+
+def _closure():
+    bias = 0.0
+
+    def shifted(x):  # reads a closure cell
+        return x + bias
+
+    def set_bias(value):  # writes it through nonlocal
+        nonlocal bias
+        bias = value
+
+    return shifted, set_bias
+
+
+shifted, set_bias = _closure()
+
+
+class Options:  # a config class
+    def __init__(self, k=2, scale=1.0, flag=True, bias=None):
+        self.k, self.scale, self.flag, self.bias = k, scale, flag, bias
+
+
+@dataclasses.dataclass
+class DataOptions:  # a config dataclass
+    k: int = 2
+    scale: float = 1.0
+    flag: bool = True
+    bias: Optional[float] = None
+
+
+CONFIGS = {"namespace": types.SimpleNamespace, "class": Options, "dataclass": DataOptions}
+
+
+def config(kind, **values):
+    return CONFIGS[kind](**{"k": 2, "scale": 1.0, "flag": True, "bias": None, **values})
+
+
+@dataclasses.dataclass
+class Batch:  # an input object
+    x: torch.Tensor
+    scale: float = 1.0
+    mode: str = "add"
+
+
+def unpack(batch):
+    if isinstance(batch, Batch):
+        return batch.x, batch.scale, batch.mode
+    if isinstance(batch, dict):
+        return batch["x"], batch["scale"], batch["mode"]
+    return batch, 1.0, "add"
+
+
+def read(cfg, x):
+    """What each forward reads besides its modules."""
+    if cfg.flag:
+        x = x * cfg.scale
+    if cfg.k > 1:
+        x = x + cfg.k
+    elif cfg.k < 0:
+        x = x - 1.0
+    if cfg.bias is not None:
+        x = x + cfg.bias
+    return shifted(helper(x)) * GAIN * max(cfg.k, 1)
+
+
+class Meta(type):
+    mult = 1.0  # read through the class: type(self).mult and Layer.mult
+
+
+class Layer(nn.Module, metaclass=Meta):
+    shift = 0.0  # a class attribute
+
+    def __init__(self, cfg_kind):
+        super().__init__()
+        self.lin = nn.Linear(WIDTH, WIDTH)
+        self.drop = nn.Dropout(0.25)
+        self.cfg = config(cfg_kind)
+        self.register_buffer("offset", torch.zeros(WIDTH))
+
+    def act(self, x):
+        return torch.relu(x)
+
+    def forward(self, x):
+        x = self.act(self.drop(self.lin(x.to(self.lin.weight.dtype)))) + self.offset
+        return read(self.cfg, x) + self.shift * type(self).mult + (Layer.mult - 1.0)  # both through the class
+
+
+class LayerTwice(Layer):  # what a Layer's __class__ is swapped to
+    def forward(self, x):
+        return super().forward(x) * 2.0
+
+
+class Net(nn.Module):
+    def __init__(self, container, depth, cfg_kind, conv):
+        super().__init__()
+        self.cfg = config(cfg_kind)
+        self.stem = nn.Conv2d(WIDTH, WIDTH, 3, padding=1) if conv else nn.Linear(WIDTH, WIDTH)
+        layers = [Layer(cfg_kind) for _ in range(depth)]
+        if container == "dict":
+            self.layers = nn.ModuleDict({f"l{i}": layer for i, layer in enumerate(layers)})
+        else:
+            self.layers = nn.ModuleList(layers) if container == "list" else nn.Sequential(*layers)
+        self.head = nn.Linear(WIDTH, 3)
+
+    def forward(self, batch):
+        x, scale, mode = unpack(batch)
+        x = self.stem(x.to(self.stem.weight.dtype))
+        if isinstance(self.layers, nn.Sequential):
+            x = self.layers(x)
+        else:
+            for layer in self.layers.values() if isinstance(self.layers, nn.ModuleDict) else self.layers:
+                x = layer(x)
+        x = x * scale if mode == "add" else x - scale
+        return self.head(read(self.cfg, x).to(self.head.weight.dtype))
+
+
+class NetTwice(Net):  # what the root's __class__ is swapped to
+    def forward(self, batch):
+        return super().forward(batch) * 2.0
+
+
+def forward_plus(self, batch):  # bound to a compiled root with types.MethodType
+    return type(self).forward(self, batch) + 1.0
