@@ -46,7 +46,7 @@ def test_its_keep_rules_are_the_ones_suggest_writes():
     assert "watch_state" in gp.SAFE_POLICIES and "watch_state" not in gp.STD_POLICIES
 
 
-@pytest.mark.parametrize("backend", ["eager", "inductor"])
+@pytest.mark.parametrize("backend", ["eager", pytest.param("inductor", marks=pytest.mark.soak)])
 def test_one_line_catches_what_torchs_recipe_serves_stale(backend):
     torch._dynamo.reset()
     torch.manual_seed(0)
