@@ -245,9 +245,11 @@ TEST(Registry, ListsEveryKindAndReturnsFiltersByName) {
   registry.AddPolicy(policy);
   std::map<std::string, std::string> kinds;
   for (const FilterInfo& f : registry.List()) kinds[f.name] = FilterKindName(f.kind);
-  EXPECT_EQ(kinds.size(), 6u + 6u + 1u + 1u);
+  // torch's six as builtins and as std policies, guardpolicy's watch_state, a plugin, a policy
+  EXPECT_EQ(kinds.size(), 6u + 6u + 1u + 1u + 1u);
   EXPECT_EQ(kinds["builtin.keep_tensor_guards"], "builtin");
   EXPECT_EQ(kinds["keep_tensor_guards"], "std");
+  EXPECT_EQ(kinds["watch_state"], "std");
   EXPECT_EQ(kinds["names.drop_deep"], "plugin");
   EXPECT_EQ(kinds["mine"], "policy");
   EXPECT_EQ(registry.Get("mine", {}), policy);
