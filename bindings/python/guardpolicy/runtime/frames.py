@@ -27,7 +27,7 @@ class CompiledFrame:
 class EagerFallback:
     """A frame torch stopped compiling at a recompile limit: from then on a call of it that
     none of its cache entries accepts runs eagerly (uncompiled). ``frame``: the frame, with
-    the compile id of the compile torch refused; ``limit``: the ``torch._dynamo.config`` knob
+    the compile id of the compile torch refused; ``limit``: Dynamo's config knob
     (``recompile_limit`` or ``accumulated_recompile_limit``) and ``value``, its value then;
     ``last_reason``: torch's recompile reason of that call, the guard that failed (``""``
     where torch kept no record)."""
