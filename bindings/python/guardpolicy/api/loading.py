@@ -84,11 +84,12 @@ def load_std(name: str, **params: Any) -> Policy:
 
 
 def load_policy(policy: Any) -> Policy:
-    """``policy`` as a ``Policy``: itself, the standard policy of that name when it names one
-    and no such file exists (``"watch_state"``), else ``load(policy)``."""
+    """``policy`` as a ``Policy``: itself, the safe standard policy of that name when it names
+    one and no such file exists (``"watch_state"``; torch's unsafe ones are loaded only
+    explicitly, with ``load_std``), else ``load(policy)``."""
     if isinstance(policy, Policy):
         return policy
-    if isinstance(policy, str) and policy in STD_POLICIES + SAFE_POLICIES and not os.path.exists(policy):
+    if isinstance(policy, str) and policy in SAFE_POLICIES and not os.path.exists(policy):
         return load_std(policy)
     return load(policy)
 

@@ -263,7 +263,7 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     """``torch.compile(model_or_fn, ...)`` with ``policy`` as its ``guard_filter_fn`` and the
     policy's ``config`` and ``stance`` lines applied (see the module docstring).
 
-    ``policy``: a ``Policy``, a standard policy's name (``"watch_state"``: the safe setting), or
+    ``policy``: a ``Policy``, a safe standard policy's name (``"watch_state"``), or
     anything ``guardpolicy.load`` accepts. ``options`` is copied,
     never changed. ``mode`` becomes the Inductor options it stands for (torch refuses both).
     ``dispatch="direct"`` (or the policy's ``dispatch direct`` line): after warm-up, calls
