@@ -147,12 +147,13 @@ sanitize-build: deps
 
 # The C++ tests under ASan+UBSan, then the watch gate's own tests (tests/python/test_watch_gate.py,
 # no torch) against that build's `_core`, loaded by the venv's Python with the ASan runtime
-# preloaded; the gate's sources have the vector sanitizer on too (bindings/CMakeLists.txt).
+# preloaded; the gate's sources have the vector sanitizer on too (bindings/CMakeLists.txt). No
+# conftest: the suite's imports the installed guardpolicy, whose _core's types would clash.
 test-asan: sanitize-build
 	ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
 	  $(VENV)/bin/ctest --test-dir $(SAN_DIR) --output-on-failure -j2
 	ASAN_OPTIONS=detect_leaks=0 UBSAN_OPTIONS=print_stacktrace=1 LD_PRELOAD=$$(clang -print-file-name=libclang_rt.asan-x86_64.so) \
-	  GUARDPOLICY_CORE=$$(ls $(SAN_DIR)/bindings/_core*.so) $(PY) -m pytest -q -p no:cacheprovider tests/python/test_watch_gate.py
+	  GUARDPOLICY_CORE=$$(ls $(SAN_DIR)/bindings/_core*.so) $(PY) -m pytest -q -p no:cacheprovider --noconftest tests/python/test_watch_gate.py
 
 # The VM's thread test (and the rest of the C++ suite) under ThreadSanitizer.
 TSAN_DIR := build-tsan
