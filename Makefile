@@ -14,7 +14,11 @@ APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmo
   libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev pkg-config g++ \
   default-jre-headless ccache valgrind clang-format clang-tidy
 TORCH ?= 2.13.0
-PIP_TOOLS := pybind11 scikit-build-core pytest hypothesis tqdm tlparse transformers peft matplotlib cmake ninja pygments ruff
+# torch 2.11's guard builder asserts on a property that returns a new object per read when a
+# guard_filter_fn is set; transformers after 5.17 reads one (`config.per_layer_config`) in
+# GPT-2's forward, so a torch 2.11 leg keeps the transformers of the GPU image (5.17.0).
+TRANSFORMERS := $(if $(filter 2.11.%,$(TORCH)),transformers==5.17.0,transformers)
+PIP_TOOLS := pybind11 scikit-build-core pytest hypothesis tqdm tlparse $(TRANSFORMERS) peft matplotlib cmake ninja pygments ruff
 PIP_PACKAGES := torch==$(TORCH) $(PIP_TOOLS)
 DEPS_STAMP := $(VENV)/.deps-installed
 
@@ -87,7 +91,7 @@ lint-python: $(DEPS_STAMP)
 # tests/packaging/fresh_install.sh does): a new checkout, e.g. CI's, installs nothing again, and
 # the shared environment never holds a guardpolicy of its own. The interpreter: python<PYVER>
 # on PATH, else the newest $(PYENV_ROOT)/versions/<PYVER>.*.
-PY_LEGS ?= 3.11:2.14.1 3.12:2.15.0 3.13:2.15.0
+PY_LEGS ?= 3.12:2.11.0 3.11:2.14.1 3.13:2.15.0
 PYVER ?= 3.11
 GP_CACHE ?= $(HOME)/.cache/guardpolicy
 PYENV_ROOT ?= $(HOME)/.pyenv

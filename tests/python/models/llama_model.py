@@ -8,8 +8,9 @@ from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
 PROMPT = (1, 5, 7)
 
 
-def config() -> LlamaConfig:
-    return LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+def config(layers: int = 2, width: int = 32) -> LlamaConfig:
+    """``layers`` decoder layers of hidden size ``width`` (MLP ``2 * width``, 4 heads, 2 KV heads)."""
+    return LlamaConfig(vocab_size=128, hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 
 
@@ -21,8 +22,10 @@ def prefilled(model, max_cache_len: int = 16):
     return cache, out.logits[:, -1:].argmax(-1)
 
 
-def build():
+def build(layers: int = 2, width: int = 32):
+    """The decode step: ``(model, (), kwargs)``; ``layers``/``width`` as ``config``'s
+    (bench/bench_depth.py builds it at 2, 36 and 82 layers)."""
     torch.manual_seed(0)
-    model = LlamaForCausalLM(config()).eval()
+    model = LlamaForCausalLM(config(layers, width)).eval()
     cache, token = prefilled(model)
     return model, (), {"input_ids": token, "cache": cache, "cache_position": torch.tensor([len(PROMPT)])}
