@@ -69,3 +69,53 @@ def test_one_line_catches_what_torchs_recipe_serves_stale(backend):
             torch.testing.assert_close(compiled(x), model(x), msg=lambda m, w=what: f"after {w}: {m}")
             for _ in range(3):
                 torch.testing.assert_close(compiled(x), model(x))
+
+
+class Config:
+    def __init__(self, scale: float):
+        self.scale = scale
+
+
+class Scaled(nn.Module):
+    def __init__(self, config: Config):
+        super().__init__()
+        self.config = config
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.lin(x) * self.config.scale
+
+
+class Shared(nn.Module):
+    """Two layers holding one config object, as transformers' layers hold the model's: torch
+    guards the second path with a ``DUPLICATE_INPUT`` (``a.config is b.config``), not with its
+    own value guards."""
+
+    def __init__(self):
+        super().__init__()
+        self.config = Config(2.0)
+        self.a, self.b = Scaled(self.config), Scaled(self.config)
+
+    def forward(self, x):
+        return self.b(self.a(x)) + self.config.scale
+
+
+@pytest.mark.parametrize("path", ["a", "b", "root"])
+def test_a_shared_config_replaced_on_either_path_is_caught(path):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Shared().eval()
+    compiled = gp.compile(model, "watch_state", backend="eager")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        for _ in range(10):
+            torch.testing.assert_close(compiled(x), model(x))
+        duplicates = [e for f in gp.stats(compiled).explanations for e in f if e.guard_type == "DUPLICATE_INPUT"]
+        assert duplicates and all(e.watched and not e.checked for e in duplicates)
+        rechecks = gp.stats(compiled).watches.rechecks
+        owner = model if path == "root" else getattr(model, path)
+        owner.config = Config(-3.0)  # only one of the paths now leads to the old config
+        torch.testing.assert_close(compiled(x), model(x))
+        assert gp.stats(compiled).watches.rechecks > rechecks
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), model(x))

@@ -220,6 +220,23 @@ def _invalidate(manager: Any) -> None:
         torch_internals.retire(entry, "guardpolicy: the compiled object that watched it was freed")
 
 
+#: Guard types whose value may be a tensor: a parameter's metadata is then checked on every call.
+_TENSOR_VALUED = frozenset({"TENSOR_MATCH", "DUPLICATE_INPUT"})
+
+
+def _sources(guard: Any, guard_type: str) -> tuple:
+    """What a watched guard reads: its source, and for ``DUPLICATE_INPUT`` (``a is b``) the
+    other one too, so that a change on either path is seen."""
+    from . import torch_internals
+
+    if guard_type != "DUPLICATE_INPUT":
+        return (guard.originating_source,)
+    other = torch_internals.duplicate_source(guard)
+    if other is None:
+        raise CannotWatch("torch did not say which source this DUPLICATE_INPUT compares with")
+    return guard.originating_source, other
+
+
 def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisions: list[bool]) -> FramePlan:
     """The watching of one frame being compiled. ``decisions`` (what the filter returns to
     torch) is changed in place: a watched guard that is watched is taken out (False); so are
@@ -240,8 +257,8 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
         try:
             if exp.guard_type in kept_types:
                 raise CannotWatch(f"{exp.guard_type} guards are not held in a dict a watcher can see")
-            source = entry.orig_guard.originating_source
-            read(source, scope, closure, out.reads, exp.guard_type == "TENSOR_MATCH")
+            for source in _sources(entry.orig_guard, exp.guard_type):
+                read(source, scope, closure, out.reads, exp.guard_type in _TENSOR_VALUED)
         except Exception as error:  # noqa: BLE001 - also a source torch itself could not read
             why = str(error) if isinstance(error, CannotWatch) else f"its source could not be read ({error})"
             out.unwatched.append(Unwatched(exp.name, exp.guard_type, why))

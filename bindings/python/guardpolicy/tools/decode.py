@@ -113,10 +113,11 @@ def with_direct(suggested: PolicyText) -> PolicyText:
 
 
 def variants(model: Any, suggested: PolicyText, backend: str = "inductor",
-             without_direct: bool = True, checked: bool = False) -> list[latency.Variant]:
+             without_direct: bool = True, checked: bool = False, one_line: str = "") -> list[latency.Variant]:
     """The five decode loops (module docstring; ``without_direct=False``: four, no
     ``suggested + verify`` without direct dispatch; ``checked``: one more, the suggested
-    policy's ``default watch`` read as ``default keep``, as before the runtime watched), each
+    policy's ``default watch`` read as ``default keep``, as before the runtime watched;
+    ``one_line``: one more, labelled so, ``gp.compile(model, "watch_state")``), each
     compiled by its first call, and
     checked against eager's logits over ``CHECK_STEPS`` steps (SystemExit naming the first
     that differs)."""
@@ -136,9 +137,11 @@ def variants(model: Any, suggested: PolicyText, backend: str = "inductor",
     policies = ((SUGGESTED, suggested.render()),) if without_direct else ()
     if checked:
         policies += ((CHECKED, with_direct(dataclasses.replace(suggested, default="keep")).render()),)
-    for label, text in policies + ((DIRECT, with_direct(suggested).render()),):
-        out.append(latency.Variant(label, Decoder(model, latency.gp_compile(latency.own_copy(model),
-                                                                            loading.load(text), backend=backend))))
+    loaded = [(label, loading.load(text)) for label, text in policies]
+    loaded += [(one_line, loading.load_std("watch_state"))] if one_line else []
+    for label, policy in loaded + [(DIRECT, loading.load(with_direct(suggested).render()))]:
+        out.append(latency.Variant(label, Decoder(model, latency.gp_compile(latency.own_copy(model), policy,
+                                                                            backend=backend))))
     ref = out[0].fn.logits()
     for v in out[1:]:
         for i, (got, want) in enumerate(zip(v.fn.logits(), ref)):

@@ -15,7 +15,8 @@ Per model, on one backend (``inductor`` by default, what users run):
    stale (``guardpolicy.tools.ignored_changes``: a hook added after warm-up, a patched
    ``forward``), which no filter catches;
 3. one interleaved timing (``guardpolicy.tools.latency``): eager, ``torch.compile`` with no
-   filter, torch's recipe the torch way (``latency.torch_way``) and the recommendation through
+   filter, torch's recipe the torch way (``latency.torch_way``), the safe setting in one line
+   (``gp.compile(model, "watch_state")``, audited too) and the recommendation through
    ``gp.compile``; for the Llama, each call is one step of a real decode loop and tokens/s is
    shown.
 
@@ -45,6 +46,7 @@ from .models import MODEL_NAMES
 DEMO = ("mlp", "gpt2", "llama")
 
 TORCH_RECIPE = "torch's recipe (nn modules +ift +stance)"
+ONE_LINE = 'guardpolicy: gp.compile(model, "watch_state")'
 RECOMMENDED = "guardpolicy: suggested + verify + direct dispatch"
 
 #: Seconds each demo model takes on one backend with the default 200 calls, as measured by
@@ -68,8 +70,8 @@ def _minutes(seconds: float) -> str:
     return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} minutes"
 
 
-OWN_MODEL = """For your own model: write my.py with a function that returns the model and its example inputs
-(docs/cli.md, `--model`), then
+OWN_MODEL = """For your own model: gp.compile(model, "watch_state") in one line; for the audit's proof and its drops,
+write my.py with a function that returns the model and its example inputs (docs/cli.md, `--model`), then
     python -m guardpolicy suggest --model my.py -o my.gpol
 and compile with it: gp.compile(model, gp.load("my.gpol"))."""
 
@@ -208,8 +210,9 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
     counted = dangerous_changes(s.audit)
     recipe = latency.Recipe("torch's recipe", "skip_guard_on_all_nn_modules", ift=True, stance=True)
     audits = {}
+    one_line = loading.load_std("watch_state")
     for what, policy, verify in ((TORCH_RECIPE, loading.load(recipe.policy_source()), None),
-                                 (RECOMMENDED, loading.load(text), 1)):
+                                 (ONE_LINE, one_line, None), (RECOMMENDED, loading.load(text), 1)):
         _progress(f"{name}, {backend}: auditing {what}")
         audits[what] = mutation.audit(model, args, kwargs, policy, label=name, backend=audit_backend, verify=verify)
     _progress(f"{name}, {backend}: compiling")
@@ -218,7 +221,7 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
     try:
         with torch.no_grad():
             if name == "llama":
-                vs = decode.variants(model, s.source, backend, without_direct=False)
+                vs = decode.variants(model, s.source, backend, without_direct=False, one_line=ONE_LINE)
                 _progress(f"{name}, {backend}: timing")
                 latency.run(vs, (), calls, block)
                 rows = decode.rows(vs)
@@ -226,9 +229,10 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
             else:
                 vs = [latency.Variant("eager", latency.own_copy(model)), latency.no_filter(model, args, backend),
                       latency.torch_way(latency.own_class_copy(model), backend, recipe, args)]
-                fn = latency.gp_compile(latency.own_copy(model), loading.load(text), backend=backend)
-                fn(*args)
-                vs.append(latency.Variant(RECOMMENDED, fn))
+                for what, policy in ((ONE_LINE, one_line), (RECOMMENDED, loading.load(text))):
+                    fn = latency.gp_compile(latency.own_copy(model), policy, backend=backend)
+                    fn(*args)
+                    vs.append(latency.Variant(what, fn))
                 latency.check_outputs(vs, args)
                 _progress(f"{name}, {backend}: timing")
                 latency.run(vs, args, calls, block)
@@ -237,11 +241,12 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
         torch.compiler.reset()
     _progress(f"{name}, {audit_backend}: changes torch itself serves stale (hooks, a patched forward)")
     ignored, ignored_missed = _ignored(name, model, args, recipe, text, audit_backend)
-    eager, base, torch_row, ours = rows
+    eager, base, torch_row, one_line_row, ours = rows
     total = len(counted) + len(ignored)
     points = [Point(NO_FILTER, base["median_us"], base["p90_us"], 1.0, len(counted), total, 0, kind="torch",
                     missed=list(ignored), tokens_per_s=base.get("tokens_per_s"))]
-    for what, row, kind in ((TORCH_RECIPE, torch_row, "torch"), (RECOMMENDED, ours, "guardpolicy")):
+    for what, row, kind in ((TORCH_RECIPE, torch_row, "torch"), (ONE_LINE, one_line_row, "guardpolicy"),
+                            (RECOMMENDED, ours, "guardpolicy")):
         missed = missed_changes(counted, audits[what]) + ignored_missed[what]
         points.append(Point(what, row["median_us"], row["p90_us"], row["vs_no_filter"], total - len(missed),
                             total, audits[what].dropped, missed, kind=kind,
@@ -253,7 +258,7 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
 
 
 def _ignored(name: str, model: Any, args: tuple, recipe: Any, text: str, backend: str) -> tuple[list, dict]:
-    """``ignored_changes.outcomes`` for the demo's three settings on ``backend``: the changes
+    """``ignored_changes.outcomes`` for the demo's four settings on ``backend``: the changes
     ``torch.compile`` serves stale (a hook added after warm-up, a patched ``forward``), and per
     setting those it misses."""
     import torch
@@ -269,6 +274,7 @@ def _ignored(name: str, model: Any, args: tuple, recipe: Any, text: str, backend
         return _Staged(fn, recipe)
 
     settings = {NO_FILTER: lambda m: torch.compile(m, backend=backend), TORCH_RECIPE: torch_recipe,
+                ONE_LINE: lambda m: latency.gp_compile(m, loading.load_std("watch_state"), backend=backend),
                 RECOMMENDED: lambda m: latency.gp_compile(m, loading.load(text), backend=backend)}
     if name == "llama":
         loops: dict[int, Any] = {}

@@ -127,9 +127,15 @@ def compile_id() -> str:
 
 def build_guard_manager(cfm: Any, guards: list, locals_: dict[str, Any], guard_filter_fn: Any) -> Any:
     """A guard manager of ``guards`` only, built by torch's own builder
-    (``CheckFunctionManager.build_guards``, as torch builds the kept manager)."""
-    _, manager = cfm.build_guards(guards, locals_["existing_diff_guard_sources"], locals_["f_code"],
-                                  locals_["output_graph"], False, guard_filter_fn=guard_filter_fn)
+    (``CheckFunctionManager.build_guards``, as torch builds the kept manager). Object aliasing
+    (``DUPLICATE_INPUT``: ``a is b``) is added as torch adds it after the build where
+    ``use_lamba_guard_for_object_aliasing`` is on (2.11, 2.13): one lambda guard on the root."""
+    builder, manager = cfm.build_guards(guards, locals_["existing_diff_guard_sources"], locals_["f_code"],
+                                        locals_["output_graph"], False, guard_filter_fn=guard_filter_fn)
+    aliasing = getattr(builder, "object_aliasing_guard_codes", None)
+    if aliasing:
+        codes, verbose = map(list, zip(*aliasing))
+        builder.add_python_lambda_leaf_guard_to_root(codes, verbose)
     return manager
 
 

@@ -72,3 +72,11 @@ def value_guards_compare_bits() -> bool:
     import torch._dynamo.utils
 
     return hasattr(torch._dynamo.utils, "constants_identical")
+
+
+def duplicate_source(guard: Any) -> Any:
+    """The other source of a ``DUPLICATE_INPUT`` guard (``source_b``, which torch binds into the
+    guard's ``create_fn``, a ``functools.partial`` of ``GuardBuilder.DUPLICATE_INPUT``, on
+    2.11 to 2.15), or None where it is not there."""
+    keywords = getattr(getattr(guard, "create_fn", None), "keywords", None) or {}
+    return keywords.get("source_b")
