@@ -75,3 +75,36 @@ def test_a_parameter_or_buffer_change_after_warm_up_is_caught(backend, dispatch,
         y = x.to(dtype) if dtype is not None else x
         torch.testing.assert_close(compiled(y), model(y), msg=lambda m: f"after {what}: {m}")
         torch.testing.assert_close(compiled(y), model(y), msg=lambda m: f"after {what}, again: {m}")
+
+
+@pytest.fixture(scope="module")
+def suggested_net() -> str:
+    """``gp.suggest``'s policy for ``Net`` (eager audit): parameters and buffers as free
+    tensors, no tensor guard of the model dropped."""
+    torch.manual_seed(0)
+    with torch.no_grad():
+        return gp.suggest(Net().eval(), torch.randn(2, 2, 4, 4), backend="eager").text
+
+
+def test_suggest_writes_free_tensors_and_drops_no_tensor_guard_of_the_model(suggested_net):
+    policy = gp.load(suggested_net)
+    assert policy.config == {"install_free_tensors": True}
+    assert "  config install_free_tensors = true" in suggested_net.splitlines()
+    drops = [line for line in suggested_net.splitlines() if line.strip().startswith("drop ")]
+    assert drops and not [line for line in drops if "TENSOR_MATCH" in line], drops
+
+
+@pytest.mark.parametrize("what", list(CHANGES))
+def test_the_suggested_policy_catches_each_change_with_free_tensors(suggested_net, what):
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Net().eval()
+    x = torch.randn(2, 2, 4, 4)
+    change, dtype = CHANGES[what]
+    with torch.no_grad():
+        compiled = gp.compile(model, gp.load(suggested_net), backend="eager", dispatch="direct")
+        for _ in range(10):
+            compiled(x)
+        change(model)
+        y = x.to(dtype) if dtype is not None else x
+        torch.testing.assert_close(compiled(y), model(y), msg=lambda m: f"after {what}: {m}")

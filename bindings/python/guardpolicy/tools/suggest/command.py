@@ -79,21 +79,10 @@ def identifier(text: str) -> str:
 #: ``verify every N calls`` in a suggested policy unless told otherwise.
 DEFAULT_VERIFY = 100
 
-#: Backends that run real torch ops on whatever shapes and dtypes arrive: a tensor-metadata
-#: change looks harmless there and breaks a shape-specialised Inductor kernel, so their
-#: audits never drop a ``TENSOR_MATCH``.
-REAL_OP_BACKENDS = ("eager", "aot_eager")
-
-
 def rule_key(g: Any) -> tuple[str, str]:
     """What a rule of the suggested policy matches a guard by: its path and type, or, for a
     guard without a path, its name and type."""
     return (f"path:{g.path}" if g.path else f"name:{g.name}", g.guard_type)
-
-
-#: What a TENSOR_MATCH must have been tried with to be dropped: a change of dtype or shape
-#: (its own, or its module's: a copy of another shape), not only ``requires_grad``.
-_METADATA_CHANGES = ("dtype ", "shape ", "same class ")
 
 
 def keep_reason(g: Any, verdicts: set[str], backend: str, changed: set[tuple[str, str]],
@@ -103,10 +92,9 @@ def keep_reason(g: Any, verdicts: set[str], backend: str, changed: set[tuple[str
     run (``--from-run``); ``group``: ``g``'s group (its trials)."""
     if verdicts != {"harmless"}:
         return "not harmless on every value tried"
-    if g.guard_type == "TENSOR_MATCH" and group is not None and not any(
-            t.outcome != "not applied" and t.mutation.startswith(_METADATA_CHANGES) and "TENSOR_MATCH" in t.guard_types
-            for t in group.trials):
-        return "tensor metadata: no dtype or shape change of it could be run (a whole-model .half() was not tried)"
+    if g.guard_type == "TENSOR_MATCH" and not input_guard(g):
+        return ("a tensor the policy installs as a free tensor (its config line): replaced, it is stale unless "
+                "a guard sees it")
     if not g.name:
         return "ambient"
     if not g.path:
@@ -115,8 +103,6 @@ def keep_reason(g: Any, verdicts: set[str], backend: str, changed: set[tuple[str
         return "an input's (the caller decides it per call: GP3008 and the input's structure)"
     if UNSTABLE_NAME.search(g.name):
         return "a name torch numbers per compile"
-    if g.guard_type == "TENSOR_MATCH" and backend in REAL_OP_BACKENDS:
-        return f"tensor metadata, audited on {backend} (real ops on any shape)"
     if (g.name, g.guard_type) in changed:
         return "its state changed during the user's run"
     return None
@@ -148,11 +134,10 @@ def decide(audit: Any, changed: set[tuple[str, str]] = frozenset()
     return dropped, dict(kept)
 
 
-#: The kept groups that were harmless on the audit's backend: an input's (GP3008), tensor
-#: metadata audited on a real-op backend, a name torch numbers per compile, or state the
-#: user's run changed.
-KEPT_HARMLESS = ("harmless, kept (an input's, tensor metadata not tried or on a real-op backend, a per-compile "
-                 "name, or changed in your run)")
+#: The kept groups that were harmless on the audit's backend: an input's (GP3008), a tensor
+#: the policy installs as a free tensor, a name torch numbers per compile, or state the user's
+#: run changed.
+KEPT_HARMLESS = "harmless, kept (an input's, a free tensor, a per-compile name, or changed in your run)"
 
 #: Names with a per-process counter torch adds (``G['__builtins_dict___0']``): another
 #: process may number them otherwise, so a rule on them would not match there.

@@ -13,7 +13,8 @@ audit meant.
 * Then the inputs' tensors and types (``guard_source == LOCAL``) and the guard types no
   watcher can see (the schema's ``watch_kept_guard_types``) are kept, and every other guard
   is watched (``default watch``; guardpolicy.runtime.watch).
-* ``verify every N calls`` unless told otherwise (the doc then says that nothing re-checks
+* ``config install_free_tensors = true`` (the audit ran so too), and ``verify every N calls``
+  unless told otherwise (the doc then says that nothing re-checks
   the dropped guards); a ``test`` block with one ``expect drop`` per pattern and one
   ``expect keep`` per dangerous guard.
 
@@ -29,6 +30,10 @@ from typing import Any
 
 from ...api.data import schema_list
 from ...api.policy_text import PolicyText, gpol_string
+
+#: The config line of every suggested policy: parameters and buffers installed as free tensors
+#: (``install_free_tensors``), as torch's recipe and ``watch_state`` install them.
+FREE_TENSORS = "config install_free_tensors = true"
 
 #: Columns a rule line aims to stay within.
 WIDTH = 120
@@ -172,7 +177,8 @@ def tests(dropped: list[Any], dangerous: list[Any]) -> list[str]:
 def render(name: str, doc: str, header: list[str], dropped: list[Any], every: list[Any], dangerous: list[Any],
            verify: int | None, input_types: tuple[str, ...]) -> PolicyText:
     """The whole policy (``.render()`` is its ``.gpol`` text)."""
-    settings = (f"verify every {verify} calls",) if verify is not None and dropped else ()
+    settings = (FREE_TENSORS,) + ((f"verify every {verify} calls",)
+                                                          if verify is not None and dropped else ())
     body = rules(dropped, every, input_types) + watched_lines()
     return PolicyText(name, body=_unindented(body), default="watch", unsafe=bool(dropped), doc=doc,
                       settings=settings, header=tuple(header), tests=_unindented(tests(dropped, dangerous)))
