@@ -16,8 +16,9 @@ from torch import nn
 
 import guardpolicy as gp
 
-DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
-                                                                 reason="no CUDA device on this machine"))]
+DEVICES = [pytest.param("cpu", marks=pytest.mark.soak),  # Inductor compiles: make test's alone, not each leg's
+           pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(),
+                                                          reason="no CUDA device on this machine"))]
 MODES = [None, "reduce-overhead"]
 
 
