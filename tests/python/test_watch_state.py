@@ -119,3 +119,18 @@ def test_a_shared_config_replaced_on_either_path_is_caught(path):
         assert gp.stats(compiled).watches.rechecks > rechecks
         for _ in range(3):
             torch.testing.assert_close(compiled(x), model(x))
+
+
+def test_the_tools_take_it_by_name_where_they_take_a_policy_file(tmp_path, monkeypatch):
+    import argparse
+
+    from guardpolicy.tools.audit.run import resolve_policy
+    from guardpolicy.tools.bench.command import _load_policies
+
+    monkeypatch.chdir(tmp_path)  # no file of that name here
+    label, source, policy = resolve_policy("watch_state")
+    assert (label, source, policy.name) == ("watch_state", "watch_state", "watch_state")
+    [(spec, loaded)] = _load_policies(argparse.ArgumentParser(), ["watch_state"])
+    assert spec == "watch_state" and loaded.default_decision == "watch" and not loaded.is_unsafe
+    with pytest.raises(SystemExit):  # torch's unsafe filters stay explicit: a file or load_std
+        _load_policies(argparse.ArgumentParser(), ["skip_all_guards"])

@@ -10,7 +10,7 @@ from collections import Counter
 from typing import Callable
 
 from ...api.data import example_policy
-from ...api.loading import STD_POLICIES, load, load_std
+from ...api.loading import STD_POLICIES, load, load_policy, load_std
 from .changes import CHANGES, Change
 from .results import PolicyAudit
 from .trial import related_guards, run_trial, verify_trial, warmup_calls
@@ -20,13 +20,13 @@ DEFAULT_POLICIES = (*STD_POLICIES, "keep_all")
 
 
 def resolve_policy(spec: str):
-    """``(label, source, policy)`` for a standard policy name, ``keep_all``, or a policy
-    file (``.gpol``/``.gpolc``)."""
+    """``(label, source, policy)`` for a standard policy name (``watch_state`` too),
+    ``keep_all``, or a policy file (``.gpol``/``.gpolc``)."""
     if spec in STD_POLICIES:
         return spec, spec, load_std(spec)
     if spec == "keep_all" and not os.path.exists(spec):
         return "keep_all", "keep_all", load(example_policy("keep_all"))  # the installed control
-    policy = load(spec)
+    policy = load_policy(spec)  # a file, or a safe standard policy's name (watch_state)
     return policy.name, spec, policy
 
 

@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 from ...api.errors import PolicyError
 from ...api.files import refuse_bad_outputs, write_file
-from ...api.loading import load
+from ...api.loading import SAFE_POLICIES, load, load_policy
 from ...api.policy import Policy
 from ..compare import TOLERANCE
 from ..interrupt import interrupted
@@ -83,10 +83,10 @@ def _load_policies(parser: argparse.ArgumentParser, specs: list[str]) -> list[tu
         path, name = spec, None
         if not os.path.exists(spec) and ":" in spec:
             path, name = spec.rsplit(":", 1)
-        if not os.path.isfile(path):
+        if not os.path.isfile(path) and path not in SAFE_POLICIES:
             parser.error(f"--policy: no such file: {path}")
         try:
-            out.append((spec, load(path, policy=name)))
+            out.append((spec, load(path, policy=name) if name else load_policy(path)))
         except PolicyError as exc:
             parser.error(f"--policy {spec}:\n{exc}")
     return out
