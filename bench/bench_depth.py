@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 from bench_llama_suggest import rewound
-from results_section import write_section
+from results_section import publish
 
 import callgrind
 import guardpolicy as gp
@@ -140,11 +140,7 @@ def main(argv: list[str] | None = None) -> int:
     lines.append(f"Target: {SAFE} at most {TARGET}× the better of the zero-guard floor and torch's recipe "
                  f"at every depth: **{'met' if met else 'not met'}** ("
                  + "; ".join(f"{n} layers {r:.3f}×" for n, r in ratios.items()) + ").")
-    text = "\n".join(lines)
-    print(text)
-    if args.results:
-        write_section(args.results, BEGIN, END, f"{BEGIN}\n## Per call against depth (`bench/bench_depth.py`)\n\n"
-                      f"{text}\n{END}\n")
+    publish("\n".join(lines), args.results, BEGIN, END, "Per call against depth (`bench/bench_depth.py`)")
     return 0
 
 

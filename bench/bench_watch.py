@@ -29,7 +29,7 @@ import sys
 from pathlib import Path
 
 import torch
-from results_section import write_section
+from results_section import publish
 
 import callgrind
 import guardpolicy as gp
@@ -191,11 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                  f"measured): **{'met' if met else 'not met'}** ("
                  + "; ".join((f"{n} {w:.2f}× wall clock" if w == w else n)
                              + (f", {r:.3f}× instructions" if r else "") for n, w, r in verdicts) + ").")
-    text = "\n".join(lines)
-    print(text)
-    if args.results:
-        write_section(args.results, BEGIN, END, f"{BEGIN}\n## The safe setting against the zero-guard floor "
-                      f"(`bench/bench_watch.py`)\n\n{text}\n{END}\n")
+    publish("\n".join(lines), args.results, BEGIN, END,
+            "The safe setting against the zero-guard floor (`bench/bench_watch.py`)")
     return 0
 
 

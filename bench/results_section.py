@@ -14,6 +14,14 @@ import statistics
 from pathlib import Path
 
 
+def publish(text: str, results: Path | None, begin: str, end: str, title: str) -> None:
+    """Prints ``text`` and, with ``results`` (DETAILS.md), writes it as its section there,
+    under ``## title``."""
+    print(text)
+    if results:
+        write_section(results, begin, end, f"{begin}\n## {title}\n\n{text}\n{end}\n")
+
+
 def write_section(path: Path, begin: str, end: str, text: str) -> None:
     """Replaces the text from ``begin`` to ``end`` (both included) of ``path`` with
     ``text``, which starts with ``begin`` and ends with ``end`` and a newline; what follows
