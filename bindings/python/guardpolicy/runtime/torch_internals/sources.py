@@ -42,9 +42,32 @@ def guard_source_enum() -> Any:
 
 
 def guard_builder_names() -> list[str]:
-    """The guard types this torch produces: the names of ``GUARD_VALUE_DISPATCH``
-    (``torch._dynamo.guards``; 46 on 2.13, 47 on 2.14, 49 on 2.15), sorted."""
-    return sorted(getattr(_guards, "GUARD_VALUE_DISPATCH", {}))
+    """The guard types this torch produces, sorted: the names of ``GUARD_VALUE_DISPATCH``
+    (``torch._dynamo.guards``; 46 on 2.13, 47 on 2.14, 49 on 2.15), or on a torch without that
+    table (2.11: 41) ``guard_builder_methods()``."""
+    table = getattr(_guards, "GUARD_VALUE_DISPATCH", None)
+    return sorted(table) if table is not None else guard_builder_methods()
+
+
+def guard_builder_methods() -> list[str]:
+    """The ``GuardBuilder`` methods that build a guard, sorted: public, upper-case, taking
+    ``guard`` after ``self``. The rule torch 2.13+ checks its ``GUARD_VALUE_DISPATCH`` against
+    (``MISSING_GUARD_SPECS``), so the same names where the table exists."""
+    import inspect
+
+    builder = getattr(_guards, "GuardBuilder", None)
+    names = []
+    for name in dir(builder) if builder is not None else ():
+        method = getattr(builder, name, None)
+        if not name[:1].isupper() or not callable(method):
+            continue
+        try:
+            params = list(inspect.signature(method).parameters)
+        except (TypeError, ValueError):
+            continue
+        if params[1:2] == ["guard"]:
+            names.append(name)
+    return sorted(names)
 
 
 def guard_code_source() -> str:
