@@ -25,6 +25,7 @@ import guardpolicy as gp
 from guardpolicy.tools import model_spec as _model_spec
 from guardpolicy.tools import audit as audit_cli
 from guardpolicy.tools.mutation import run as mutation
+from guardpolicy.tools.decode import cache_keyword
 from guardpolicy.tools import suggest as suggest_cli
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -313,8 +314,8 @@ def test_llama_num_hidden_layers_lowered_mid_decode_returns_eagers_output(sugges
             if step == 2:
                 model.config.num_hidden_layers = 1
             p = torch.tensor([pos + step])
-            out = opt(input_ids=token_c, cache=cache_c, cache_position=p).logits
-            ref = model(input_ids=token_e, cache=cache_e, cache_position=p).logits
+            out = opt(input_ids=token_c, **{cache_keyword(model): cache_c}, cache_position=p).logits
+            ref = model(input_ids=token_e, **{cache_keyword(model): cache_e}, cache_position=p).logits
             torch.testing.assert_close(out, ref)
             token_c = token_e = ref[:, -1:].argmax(-1)
     model.config.num_hidden_layers = 2
