@@ -101,8 +101,8 @@ LEG_VENV := .venv-$(LEG)
 LEG_BUILD := build-$(LEG)
 LEG_PY := $(LEG_VENV)/bin/python
 
-# This machine's pip site config caps torch at 2.14.1 (the releases on its disk): a leg on a
-# newer torch installs its dependencies with no pip config at all, that one command only.
+# This machine's pip site config serves torch 2.13 and 2.14 only (the releases on its disk): a
+# leg on another torch installs its dependencies with no pip config at all, that one command only.
 LEG_PIP_ENV := $(if $(filter 2.13.% 2.14.%,$(TORCH)),,PIP_CONFIG_FILE=/dev/null)
 
 # The leg's dependencies, once per machine (see above).

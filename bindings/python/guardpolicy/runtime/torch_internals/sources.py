@@ -73,7 +73,7 @@ def guard_builder_methods() -> list[str]:
 def guard_code_source() -> str:
     """Where the ``code`` field is read from on this torch: ``"code_parts"``
     (``GuardFilterEntry.code_parts``, 2.15), ``"code_list"`` (``Guard.code_list``, read while
-    the filter runs: 2.13, 2.14), or "" when neither exists."""
+    the filter runs: 2.11, 2.13, 2.14), or "" when neither exists."""
     import dataclasses
 
     import torch._dynamo.types
@@ -91,7 +91,7 @@ def guard_code_source() -> str:
 def value_guards_compare_bits() -> bool:
     """Whether value guards (EQUALS_MATCH, CONSTANT_MATCH, ...) compare floats bit for bit
     (torch 2.15, ``torch._dynamo.utils.constants_identical``: ``0.0`` and ``-0.0`` differ,
-    NaN equals NaN) rather than with ``==`` (2.13, 2.14: ``0.0 == -0.0``, NaN never equal)."""
+    NaN equals NaN) rather than with ``==`` (2.11 to 2.14: ``0.0 == -0.0``, NaN never equal)."""
     import torch._dynamo.utils
 
     return hasattr(torch._dynamo.utils, "constants_identical")
