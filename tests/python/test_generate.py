@@ -12,6 +12,7 @@ import transformers
 
 import guardpolicy as gp
 from guardpolicy.api.policy_text import PolicyText
+from guardpolicy.tools.decode import cache_keyword
 
 PROMPT_LEN, NEW_TOKENS = 8, 12
 
@@ -31,14 +32,16 @@ def llama():
 
 def greedy_decode(model, step, ids):
     """Prefill with ``model``, then one token per call of ``step`` (the compiled model),
-    writing the StaticCache in place; the prompt and the new tokens."""
-    cache = transformers.StaticCache(config=model.config, max_cache_len=64)
+    writing the StaticCache in place; the prompt and the new tokens. The cache goes by the
+    keyword this transformers' forward takes (``cache_keyword``: a ``cache=`` that 5.17 does
+    not read would leave every step without the prompt, and the tokens unlike generate's)."""
+    cache = {cache_keyword(model): transformers.StaticCache(config=model.config, max_cache_len=64)}
     with torch.no_grad():
-        logits = model(ids, cache=cache, cache_position=torch.arange(ids.shape[1])).logits
+        logits = model(ids, **cache, cache_position=torch.arange(ids.shape[1])).logits
         tokens = [logits[:, -1:].argmax(-1)]
         for i in range(NEW_TOKENS - 1):
             position = torch.tensor([ids.shape[1] + i])
-            tokens.append(step(tokens[-1], cache=cache, cache_position=position).logits[:, -1:].argmax(-1))
+            tokens.append(step(tokens[-1], **cache, cache_position=position).logits[:, -1:].argmax(-1))
     return torch.cat([ids, *tokens], dim=1)
 
 

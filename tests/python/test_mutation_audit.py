@@ -382,3 +382,37 @@ def test_the_demo_says_how_long_each_model_takes_before_it_starts():
     assert "mlp ~20 s, gpt2 ~170 s, llama ~175 s" in line
     assert "no estimate for decoder" in demo.estimate(["mlp", "decoder"], ["inductor", "eager"])
     assert "about 40 s" in demo.estimate(["mlp"], ["inductor", "eager"])
+
+
+class _OwnGetattribute:
+    """A config with its own ``__getattribute__``, as transformers' ``PretrainedConfig`` has:
+    torch 2.11 reads its attributes as ``object.__getattribute__(self.config, 'scale')``
+    (``GenericAttrSource``), 2.13+ as ``self.config.scale``."""
+
+    def __init__(self):
+        self.scale = 2.0
+
+    def __getattribute__(self, key):
+        return super().__getattribute__(key)
+
+
+class _Configured(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+        self.config = _OwnGetattribute()
+
+    def forward(self, x):
+        return self.lin(x) * self.config.scale
+
+
+def test_the_audit_changes_an_attribute_read_past_a_classs_own_getattribute():
+    """Whichever source torch reads ``config.scale`` through, the audit changes it and finds
+    it dangerous (it once could not assign through ``object.__getattribute__``: "not mutated")."""
+    torch.manual_seed(0)
+    model = _Configured()
+    (a,) = gp.audit(model, (torch.randn(2, 4),), policies=["skip_all_guards"]).audits
+    scale = [(grp, g) for grp in a.groups for g in grp.guards if g.path == "config.scale"]
+    assert scale, [g.name for grp in a.groups for g in grp.guards]
+    assert {grp.verdict(g.guard_type) for grp, g in scale} == {"dangerous"}, [g.name for _, g in scale]
+    assert model.config.scale == 2.0  # left as it was

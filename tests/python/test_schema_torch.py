@@ -1,6 +1,7 @@
 """The schema's two torch enums against the torch this suite runs on. CI runs the suite on
-torch 2.13.0 and 2.14.1 (``make test-python-matrix``), so each is checked on both: torch 2.14
-added the guard type ``COW_TENSOR_MATCH``, and a GuardSource member torch adds must be in the
+torch 2.11.0, 2.13.0, 2.14.1 and 2.15.0 (``make test`` and ``make test-python-matrix``), so each
+is checked on every one: 2.11 lacks five guard types of 2.13 (``DICT_NOT_CONTAINS``, ...),
+2.14 added ``COW_TENSOR_MATCH``, 2.15 two more, and a GuardSource member torch adds must be in the
 schema's closed enum, or the binding (which maps a source to the enum by its name) would read
 it as no member, ``guard_source == NEW`` could not be written and a snapshot holding it would
 be refused."""
@@ -12,6 +13,7 @@ import torch._guards
 import yaml
 
 import guardpolicy as gp
+from guardpolicy.runtime.torch_internals import sources
 
 
 def schema_enum(name: str) -> list[str]:
@@ -20,9 +22,19 @@ def schema_enum(name: str) -> list[str]:
 
 
 def test_guard_type_members_include_every_guard_builder_name_of_this_torch():
-    torch_names = set(torch._dynamo.guards.GUARD_VALUE_DISPATCH)
-    assert torch_names, "torch has no guard value dispatch table"
+    torch_names = set(sources.guard_builder_names())
+    assert torch_names, "no guard types read from this torch"
     assert torch_names - set(schema_enum("GuardType")) == set()
+
+
+def test_guard_builder_methods_are_the_dispatch_tables_names_where_torch_has_one():
+    """torch 2.11 has no ``GUARD_VALUE_DISPATCH``: its guard types are read from
+    ``GuardBuilder``'s methods instead, the rule 2.13+ checks the table against. Where the table
+    exists the two agree; where it does not, the methods are what ``guard_builder_names`` says."""
+    methods = sources.guard_builder_methods()
+    table = getattr(torch._dynamo.guards, "GUARD_VALUE_DISPATCH", None)
+    assert methods == (sorted(table) if table is not None else sources.guard_builder_names())
+    assert {"TENSOR_MATCH", "EQUALS_MATCH", "GLOBAL_STATE", "SHAPE_ENV"} <= set(methods)
 
 
 def test_guard_source_members_are_this_torchs_in_value_order():
@@ -40,11 +52,15 @@ def test_since_says_which_members_this_torch_produces():
     this torch produces that an older supported release lacks has its `since`."""
     schema = yaml.safe_load((gp.DATA_DIR / "schema" / "guard_entry.yaml").read_text())
     since = schema["enums"]["GuardType"]["since"]
-    produced = set(torch._dynamo.guards.GUARD_VALUE_DISPATCH)
+    produced = set(sources.guard_builder_names())
     here = _release(torch.__version__)
     assert {m for m, r in since.items() if _release(r) > here} & produced == set()
     assert {m for m, r in since.items() if _release(r) <= here} <= produced
-    assert set(since) == {"COW_TENSOR_MATCH", "CURRENT_STREAM_MATCH", "LIST_REVERSEITERATOR_LEN"}
+    members = set(schema_enum("GuardType"))
+    assert members - set(since) <= produced  # a member without `since` is produced by every release
+    assert set(since) == {"CONSTANT_SUBCLASS_MATCH", "COUNT_ITERATOR_MATCH", "DICT_NOT_CONTAINS",
+                          "FAKE_SCRIPT_TYPE_MATCH", "SET_NOT_CONTAINS", "COW_TENSOR_MATCH",
+                          "CURRENT_STREAM_MATCH", "LIST_REVERSEITERATOR_LEN"}
 
 
 def test_a_member_of_a_newer_release_lints_clean_with_a_note_and_a_near_miss_is_an_error():

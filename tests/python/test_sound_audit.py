@@ -25,6 +25,7 @@ import guardpolicy as gp
 from guardpolicy.tools import model_spec as _model_spec
 from guardpolicy.tools import audit as audit_cli
 from guardpolicy.tools.mutation import run as mutation
+from guardpolicy.tools.decode import cache_keyword
 from guardpolicy.tools import suggest as suggest_cli
 
 MODELS = Path(__file__).resolve().parent / "models"
@@ -233,7 +234,11 @@ def test_suggested_policy_is_lint_and_fmt_clean_and_passes_its_tests(name, sugge
     test = _cli("test", str(path))
     assert test.returncode == 0 and " 0 failed" in test.stdout, test.stdout
     assert "  verify every 5 calls" in s.text
-    assert max(len(line) for line in s.text.splitlines() if line.startswith("  drop when")) <= 240
+    for line in s.text.splitlines():  # a path set goes on in another rule before 240 columns; one
+        # path alone may be longer (torch 2.11 with transformers 5.17 guards a global
+        # `_CAN_RECORD_REGISTRY["<class '...LlamaModel'>"]`, 200 characters)
+        if line.startswith("  drop when") and len(line) > 240:
+            assert line.count(" path in {") == 1 and '", "' not in line.split(" path in {", 1)[1], line
     for f in s.findings:
         if f["decision"] == "drop":
             assert f["verdict"] == "harmless" and f["values_tried"] >= 1, f
@@ -313,13 +318,17 @@ def test_llama_num_hidden_layers_lowered_mid_decode_returns_eagers_output(sugges
             if step == 2:
                 model.config.num_hidden_layers = 1
             p = torch.tensor([pos + step])
-            out = opt(input_ids=token_c, cache=cache_c, cache_position=p).logits
-            ref = model(input_ids=token_e, cache=cache_e, cache_position=p).logits
+            out = opt(input_ids=token_c, **{cache_keyword(model): cache_c}, cache_position=p).logits
+            ref = model(input_ids=token_e, **{cache_keyword(model): cache_e}, cache_position=p).logits
             torch.testing.assert_close(out, ref)
             token_c = token_e = ref[:, -1:].argmax(-1)
     model.config.num_hidden_layers = 2
-    findings = {(f["name"], f["guard_type"]): f for f in suggested["llama_model"].findings}
-    assert findings[("args[0].config.num_hidden_layers", "EQUALS_MATCH")]["decision"] == "keep"
+    # the guard on the config's num_hidden_layers: `args[0].config.num_hidden_layers` on torch
+    # 2.13+ with transformers 5.25, `object.__getattribute__(self.config, 'num_hidden_layers')`
+    # on 2.11 with 5.17 (the config's own __getattribute__ traced); `path` ends alike
+    layers = [f for f in suggested["llama_model"].findings
+              if f["path"].endswith("config.num_hidden_layers") and f["guard_type"] == "EQUALS_MATCH"]
+    assert layers and {(f["verdict"], f["decision"]) for f in layers} == {("dangerous", "keep")}, layers
 
 
 def test_suggest_cli_writes_verify_by_default_and_warns_without(tmp_path, capsys):
@@ -409,12 +418,15 @@ def test_a_second_audit_of_the_same_llama_agrees_with_the_first():
     def verdicts():
         [a] = gp.audit(b.fn, b.args, b.kwargs, policies=["skip_all_guards"]).audits
         # torch numbers some globals per compile (G['__builtins_dict___16']): compared unnumbered
-        return {(re.sub(r"___\d+'", "___N'", g.name), g.guard_type): grp.verdict(g.guard_type)
+        return {(re.sub(r"___\d+'", "___N'", g.name), g.guard_type, re.sub(r"___\d+", "___N", g.path)):
+                grp.verdict(g.guard_type)
                 for grp in a.groups for g in grp.guards}
 
     first, second = verdicts(), verdicts()
     assert first == second
-    assert first[("args[0].config.num_hidden_layers", "EQUALS_MATCH")] == "dangerous"
+    # the config's num_hidden_layers, under its name on this torch and transformers (see above)
+    layers = [v for (_, t, path), v in first.items() if path.endswith("config.num_hidden_layers") and t == "EQUALS_MATCH"]
+    assert layers and set(layers) == {"dangerous"}
 
 
 def test_suggest_says_when_a_model_cannot_be_timed_and_still_returns_the_policy():

@@ -275,6 +275,58 @@ def test_what_cannot_be_watched_is_kept_and_said(tmp_path):
     assert {id(p) for p in model.parameters()} <= set(watches.frames[0].reads.tensors)
 
 
+#: What a config property computes its value from: an attribute of an object, not a module
+#: global (the module's globals dict is watched whole: any change to it would be seen).
+SOURCE = types.SimpleNamespace(offset=1.0)
+
+
+class OwnGetattribute:
+    """A config with its own ``__getattribute__`` (as transformers' ``PretrainedConfig`` has):
+    torch 2.11 reads its attributes as ``object.__getattribute__(self.config, 'name')``
+    (``GenericAttrSource``), a property's value included, without tracing the property."""
+
+    def __init__(self):
+        self.scale = 2.0
+
+    def __getattribute__(self, key):
+        return super().__getattribute__(key)
+
+    @property
+    def offset(self):
+        return SOURCE.offset
+
+
+class Configured(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.config = OwnGetattribute()
+
+    def forward(self, x):
+        return self.lin(x) * self.config.scale + self.config.offset
+
+
+def test_attributes_read_past_a_classs_own_getattribute_are_watched_as_attributes(policy):
+    """A plain attribute is watched in the config's ``__dict__``; a property is computed, not
+    read from a dict, so its guard stays checked on every call (``object.__getattribute__``
+    sources included): changing what it computes from is caught."""
+    torch.manual_seed(0)
+    model = Configured()
+    compiled = gp.compile(model, policy, backend="eager")
+    x = torch.randn(2, 4)
+    try:
+        with torch.no_grad():
+            for what, change in (("warm-up", lambda: None), ("warm-up", lambda: None),
+                                 ("what a property computes from", lambda: setattr(SOURCE, "offset", 5.0)),
+                                 ("a plain attribute", lambda: setattr(model.config, "scale", 3.0))):
+                change()
+                torch.testing.assert_close(compiled(x), model(x), msg=lambda m, what=what: f"after {what}: {m}")
+    finally:
+        SOURCE.offset = 1.0
+    unwatched = {u.name: u.why for u in gp.stats(compiled).watches.unwatched}
+    assert not any(name.endswith(("'scale')", ".scale")) for name in unwatched), unwatched
+
+
 class Cache:
     """An object passed on every call, as a KV cache is: its attributes are watched."""
 

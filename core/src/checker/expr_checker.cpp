@@ -74,7 +74,7 @@ bool ExprChecker::CheckEnumName(std::string_view name, const EnumInfo& info, con
     return false;
   }
   diags_.Warning(codes::kUnknownGuardType, where,
-                 fmt::format("`{}` is not a {} that torch 2.13 to 2.15 produces", name, info.name),
+                 fmt::format("`{}` is not a {} that torch 2.11 to 2.15 produces", name, info.name),
                  "third-party guard types are allowed; check the spelling");
   return true;
 }

@@ -377,7 +377,7 @@ ParamValues BindParams(const PolicyDecl& policy, const Schema& schema, const Par
       const EnumInfo& e = schema.enums()[p.type.enum_index];
       if (const std::string near = NearMiss(value.str, e); !near.empty()) {
         diags.Error(codes::kParamValue, p.range,
-                    fmt::format("`{}` is not a {} that torch 2.13 to 2.15 produces (parameter `{}`)", value.str, e.name, name),
+                    fmt::format("`{}` is not a {} that torch 2.11 to 2.15 produces (parameter `{}`)", value.str, e.name, name),
                     fmt::format("did you mean `{}`?", near));
         continue;
       }

@@ -1,9 +1,13 @@
 """A transformers ``LlamaForCausalLM`` from a small ``LlamaConfig`` (random weights, nothing
 downloaded) at one greedy decode step: a ``StaticCache`` prefilled with a 3-token prompt,
-the next token and its ``cache_position``. Each call writes the cache in place."""
+the next token and its ``cache_position``. Each call writes the cache in place. The cache is
+passed by the keyword the installed transformers' forward takes (``cache``, or
+``past_key_values`` in transformers 5.17: ``guardpolicy.tools.decode.cache_keyword``)."""
 
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
+
+from guardpolicy.tools.decode import cache_keyword
 
 PROMPT = (1, 5, 7)
 
@@ -18,7 +22,8 @@ def prefilled(model, max_cache_len: int = 16):
     """A StaticCache holding the prompt, and the greedy next token."""
     cache = StaticCache(config=model.config, max_cache_len=max_cache_len)
     with torch.no_grad():
-        out = model(input_ids=torch.tensor([PROMPT]), cache=cache, cache_position=torch.arange(len(PROMPT)))
+        out = model(input_ids=torch.tensor([PROMPT]), **{cache_keyword(model): cache},
+                    cache_position=torch.arange(len(PROMPT)))
     return cache, out.logits[:, -1:].argmax(-1)
 
 
@@ -28,4 +33,4 @@ def build(layers: int = 2, width: int = 32):
     torch.manual_seed(0)
     model = LlamaForCausalLM(config(layers, width)).eval()
     cache, token = prefilled(model)
-    return model, (), {"input_ids": token, "cache": cache, "cache_position": torch.tensor([len(PROMPT)])}
+    return model, (), {"input_ids": token, cache_keyword(model): cache, "cache_position": torch.tensor([len(PROMPT)])}

@@ -30,7 +30,7 @@ For an ``nn.Module`` the result is a ``GuardPolicyModule``, an ``OptimizedModule
 ``copy.deepcopy`` and pickling; for a function, ``torch.compile``'s function. guardpolicy's
 own state is in ``guardpolicy.stats(compiled)``, never in the model's attributes.
 
-The private torch names this needs are in ``torch_internals`` (torch 2.13 and 2.14).
+The private torch names this needs are in ``torch_internals`` (torch 2.11 and 2.13 to 2.15).
 """
 
 from __future__ import annotations
@@ -200,8 +200,8 @@ def _require_torch() -> None:
 
     if not hasattr(torch.compiler, "skip_guard_on_globals_unsafe"):
         raise RuntimeError(
-            f"guardpolicy needs torch.compile's guard_filter_fn (torch 2.8 or newer); "
-            f"this is torch {torch.__version__}")
+            f"guardpolicy needs torch 2.11 or newer; torch {torch.__version__} lacks even "
+            f"torch.compile's guard_filter_fn (torch 2.8+)")
     global _tp
     from . import torch_internals as _tp
 

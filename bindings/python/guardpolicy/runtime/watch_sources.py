@@ -66,7 +66,7 @@ class Reads:
         by one of the same class) makes the state be built anew."""
         if isinstance(value, _IMMUTABLE) or isinstance(value, type):
             return
-        if isinstance(node, S.AttrSource):
+        if isinstance(node, attribute_sources(S)):
             container, key = getattr(parent, "__dict__", None), node.member
         else:
             container, key = parent, getattr(node, "index", None)
@@ -224,7 +224,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
     parent = None
     for node in reversed(chain):
         value = node.get_value(scope, closure, cache)
-        if parent is not None and isinstance(node, S.AttrSource):
+        if parent is not None and isinstance(node, attribute_sources(S)):
             _check_attribute(parent, node.member, out)
         if parent is not None:
             out.reach(parent, node, value, S)
@@ -234,6 +234,15 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
         # a local module's own hooks run outside its frame: those of what the frame calls are watched
         _watch_value(value, out, hooks=value is not at_root, root=value is at_root)
         parent = value
+
+
+def attribute_sources(S: Any) -> tuple:  # noqa: N803 - Dynamo's source classes
+    """The sources that read an attribute: ``AttrSource`` (``obj.name``) and, where this torch
+    has it, ``GenericAttrSource`` (``object.__getattribute__(obj, 'name')``, when Dynamo traced
+    a class's own ``__getattribute__``, as a transformers config's): a property or a slot behind
+    either is computed, not read from a dict."""
+    generic = getattr(S, "GenericAttrSource", None)
+    return (S.AttrSource,) if generic is None else (S.AttrSource, generic)
 
 
 def _root(chain: list, scope: dict, closure: dict, cache: dict, out: Reads, S: Any) -> None:  # noqa: N803

@@ -50,6 +50,17 @@ def config() -> Any:
                                     num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
 
 
+def cache_keyword(model: Any) -> str:
+    """The keyword ``model.forward`` takes its KV cache by: ``cache`` in the transformers of
+    the torch 2.13+ legs (5.25; ``past_key_values`` is a deprecated alias there), or
+    ``past_key_values`` in older ones (5.17, the torch 2.11 leg's). Passing the other name
+    is no error in 5.17: ``cache=`` lands in the forward's ``**kwargs`` unread, and every
+    decode step then attends to its own token only."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
 def build_model(seed: int = 0) -> Any:
     import torch
 
@@ -68,8 +79,10 @@ class Decoder:
         transformers = require("transformers", "the HF Llama decode loop")
         self.step = step
         self.cache = transformers.StaticCache(config=model.config, max_cache_len=MAX_CACHE)
+        self.cache_keyword = cache_keyword(model)
         with torch.no_grad():
-            out = model(input_ids=torch.tensor([PROMPT]), cache=self.cache, cache_position=torch.arange(len(PROMPT)))
+            out = model(input_ids=torch.tensor([PROMPT]), **{self.cache_keyword: self.cache},
+                        cache_position=torch.arange(len(PROMPT)))
         self.first = out.logits[:, -1:].argmax(-1)
         self.rewind()
 
@@ -83,7 +96,7 @@ class Decoder:
         """The decode step's keyword arguments at the current position (``gp.suggest`` takes them)."""
         import torch
 
-        return {"input_ids": self.token, "cache": self.cache, "cache_position": torch.tensor([self.pos])}
+        return {"input_ids": self.token, self.cache_keyword: self.cache, "cache_position": torch.tensor([self.pos])}
 
     def __call__(self) -> Any:
         if self.pos == MAX_CACHE:

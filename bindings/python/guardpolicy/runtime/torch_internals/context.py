@@ -11,7 +11,7 @@ evaluation. Dynamo's own machinery offers both, privately:
   (or is first seen). Wrapping it scopes config knobs to this object's compiles.
 * ``OptimizeContext.enter_exit_hooks``: called by ``compile_wrapper`` on every call of this
   context's compiled object, just before it reads ``eval_frame._stance`` to set the C flag
-  ``skip_guard_eval_unsafe`` (a global on 2.13 and 2.14, per thread on 2.15, copied from the
+  ``skip_guard_eval_unsafe`` (a global on 2.11 to 2.14, per thread on 2.15, copied from the
   global stance on each compiled call); the hook's return value is called when the call ends.
 * ``convert_frame.compile_lock``: the lock every Dynamo compile holds.
 """
@@ -40,7 +40,7 @@ _Context = getattr(_eval_frame, "_TorchDynamoContext", None)
 
 def missing() -> list[str]:
     """The private torch names ``guardpolicy.compile`` needs and this torch lacks (empty on
-    torch 2.13 and 2.14)."""
+    torch 2.11 and 2.13 to 2.15)."""
     wanted = {
         "torch._dynamo.eval_frame.OptimizedModule": OptimizedModule,
         "torch._dynamo.eval_frame._TorchDynamoContext": _Context,

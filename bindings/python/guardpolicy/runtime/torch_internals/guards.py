@@ -66,7 +66,7 @@ def _stored_locals(ins: Any) -> tuple[str, ...]:
 
 
 def missing_for_verify() -> list[str]:
-    """What ``verify`` and ``dry_run`` need and this torch lacks (empty on 2.13 and 2.14)."""
+    """What ``verify`` and ``dry_run`` need and this torch lacks (empty on 2.11 and 2.13 to 2.15)."""
     absent = [name for name, value in {
         "torch._dynamo.guards.CheckFunctionManager.__init__": _CFM_INIT,
         "torch._dynamo.guards.DeletedGuardManagerWrapper": _DELETED,

@@ -42,15 +42,38 @@ def guard_source_enum() -> Any:
 
 
 def guard_builder_names() -> list[str]:
-    """The guard types this torch produces: the names of ``GUARD_VALUE_DISPATCH``
-    (``torch._dynamo.guards``; 46 on 2.13, 47 on 2.14, 49 on 2.15), sorted."""
-    return sorted(getattr(_guards, "GUARD_VALUE_DISPATCH", {}))
+    """The guard types this torch produces, sorted: the names of ``GUARD_VALUE_DISPATCH``
+    (``torch._dynamo.guards``; 46 on 2.13, 47 on 2.14, 49 on 2.15), or on a torch without that
+    table (2.11: 41) ``guard_builder_methods()``."""
+    table = getattr(_guards, "GUARD_VALUE_DISPATCH", None)
+    return sorted(table) if table is not None else guard_builder_methods()
+
+
+def guard_builder_methods() -> list[str]:
+    """The ``GuardBuilder`` methods that build a guard, sorted: public, upper-case, taking
+    ``guard`` after ``self``. The rule torch 2.13+ checks its ``GUARD_VALUE_DISPATCH`` against
+    (``MISSING_GUARD_SPECS``), so the same names where the table exists."""
+    import inspect
+
+    builder = getattr(_guards, "GuardBuilder", None)
+    names = []
+    for name in dir(builder) if builder is not None else ():
+        method = getattr(builder, name, None)
+        if not name[:1].isupper() or not callable(method):
+            continue
+        try:
+            params = list(inspect.signature(method).parameters)
+        except (TypeError, ValueError):
+            continue
+        if params[1:2] == ["guard"]:
+            names.append(name)
+    return sorted(names)
 
 
 def guard_code_source() -> str:
     """Where the ``code`` field is read from on this torch: ``"code_parts"``
     (``GuardFilterEntry.code_parts``, 2.15), ``"code_list"`` (``Guard.code_list``, read while
-    the filter runs: 2.13, 2.14), or "" when neither exists."""
+    the filter runs: 2.11, 2.13, 2.14), or "" when neither exists."""
     import dataclasses
 
     import torch._dynamo.types
@@ -68,7 +91,7 @@ def guard_code_source() -> str:
 def value_guards_compare_bits() -> bool:
     """Whether value guards (EQUALS_MATCH, CONSTANT_MATCH, ...) compare floats bit for bit
     (torch 2.15, ``torch._dynamo.utils.constants_identical``: ``0.0`` and ``-0.0`` differ,
-    NaN equals NaN) rather than with ``==`` (2.13, 2.14: ``0.0 == -0.0``, NaN never equal)."""
+    NaN equals NaN) rather than with ``==`` (2.11 to 2.14: ``0.0 == -0.0``, NaN never equal)."""
     import torch._dynamo.utils
 
     return hasattr(torch._dynamo.utils, "constants_identical")
