@@ -30,6 +30,7 @@ import callgrind
 import guardpolicy as gp
 from guardpolicy.runtime import torch_internals
 from guardpolicy.tools import latency
+from guardpolicy.tools.decode import cache_keyword
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests/python/models"))
@@ -64,7 +65,7 @@ def depth_variants(layers: int | str):
 
 def variants(layers: int, backend: str = "inductor") -> list[latency.Variant]:
     model, _, kwargs = llama_model.build(layers, WIDTH)
-    cache = kwargs["cache"]
+    cache = kwargs[cache_keyword(model)]
     length = int(cache.layers[0].cumulative_length)
 
     def step(fn):

@@ -24,7 +24,6 @@ Usage: bench_gpu.py [--layers 2,36,82] [--tinyllama] [--steps 200] [--block 20] 
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import statistics
 import sys
@@ -37,15 +36,11 @@ from transformers import LlamaConfig, LlamaForCausalLM, StaticCache
 import guardpolicy as gp
 from guardpolicy.runtime import torch_internals
 from guardpolicy.tools import latency
+from guardpolicy.tools.decode import cache_keyword
 
 NO_FILTER, RECIPE, SAFE = "no filter", "torch's recipe (nn modules +ift +stance)", 'gp.compile(model, "watch_state")'
 TINYLLAMA = {"hidden_size": 2048, "intermediate_size": 5632, "num_hidden_layers": 22, "num_attention_heads": 32,
              "num_key_value_heads": 4, "vocab_size": 32000}
-
-
-#: The forward's name for the cache: ``cache`` from transformers 5.2x, ``past_key_values``
-#: before (5.17, the GPU image's).
-CACHE_KWARG = "cache" if "cache" in inspect.signature(LlamaForCausalLM.forward).parameters else "past_key_values"
 
 
 def narrow(layers: int) -> dict:
@@ -63,8 +58,8 @@ class Step:
         self.cache = StaticCache(config=module.config, max_cache_len=16)
         prompt = torch.tensor([[1, 5, 7]], device=device)
         with torch.no_grad():
-            module(input_ids=prompt, cache_position=torch.arange(3, device=device), **{CACHE_KWARG: self.cache})
-        self.kwargs = {"input_ids": torch.tensor([[9]], device=device), CACHE_KWARG: self.cache,
+            module(input_ids=prompt, cache_position=torch.arange(3, device=device), **{cache_keyword(module): self.cache})
+        self.kwargs = {"input_ids": torch.tensor([[9]], device=device), cache_keyword(module): self.cache,
                        "cache_position": torch.tensor([3], device=device)}
 
     def __call__(self, *_):

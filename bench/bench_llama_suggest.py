@@ -29,6 +29,7 @@ import torch
 import guardpolicy as gp
 from guardpolicy.tools import model_spec as _model_spec
 from guardpolicy.tools import latency
+from guardpolicy.tools.decode import cache_keyword
 from guardpolicy.tools.timing import machine_description
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,7 +51,7 @@ def variants(model, kwargs: dict, text: str) -> list:
     no_verify = re.sub(r"^  verify every \d+ calls\n", "", text, flags=re.M)
     direct = re.sub(r"^  default ", "  dispatch direct\n  default ", text, count=1, flags=re.M)
     checked = direct.replace("  default watch", "  default keep")  # every kept guard checked per call
-    cache = kwargs["cache"]
+    cache = kwargs[cache_keyword(model)]
     length = int(cache.layers[0].cumulative_length)
     out = [latency.Variant("eager", rewound(model, cache, length))]
     fn = rewound(torch.compile(latency.own_copy(model)), cache, length)

@@ -85,9 +85,10 @@ def decode_variants(text: str):  # text: the policy, or a file holding it
         from bench_llama_suggest import rewound
 
         from guardpolicy.tools import model_spec
+        from guardpolicy.tools.decode import cache_keyword
 
         b = model_spec.resolve(str(ROOT / "tests/python/models/llama_model.py")).build()
-        cache = b.kwargs["cache"]
+        cache = b.kwargs[cache_keyword(b.fn)]
         length = int(cache.layers[0].cumulative_length)
 
         def step(fn):
