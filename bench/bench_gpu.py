@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     with args.out.open("a", encoding="utf-8") as out, torch.no_grad():
         for name, config, dtype in shapes:
             for mode in (None, "reduce-overhead"):
-                torch._dynamo.reset()
+                torch.compiler.reset()
                 vs = variants(config, args.device, dtype, mode)
                 row = {"shape": name, "cuda_graphs": mode is not None, "device": where, "torch": torch.__version__,
                        "timing": timed(vs, args.steps, args.block, args.device), "changes": caught(vs, dtype)}

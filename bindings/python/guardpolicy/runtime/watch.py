@@ -136,14 +136,16 @@ class _Recheck:
         if frame is None or frame.manager is None:
             return False, None
         try:
-            fresh = None
             reads = state.info if state is not None else None
-            if reads is None or state.stale() or reads.moved():
-                reads = frame.read(f_locals)
-                if reads is None:
-                    return False, None
-                if state is not None or self._adopt(reads):
-                    fresh = frame.state(reads)
+            if reads is not None and not state.stale() and not reads.moved():
+                return bool(frame.manager.check(f_locals)) and reads.signature() == frame.signature, None
+            if not frame.manager.check(f_locals):
+                return False, None  # nothing to arm: no walk (torch asks every entry again for its recompile reasons)
+            reads = frame.read(f_locals)
+            if reads is None:
+                return False, None
+            fresh = frame.state(reads) if state is not None or self._adopt(reads) else None
+            # checked again after the walk: the new state is armed on what was read before this check
             ok = bool(frame.manager.check(f_locals)) and reads.signature() == frame.signature
             if fresh is not None and reads.moved():  # moved while it was built: the next call reads again
                 fresh = None
@@ -257,7 +259,8 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
         try:
             if exp.guard_type in kept_types:
                 raise CannotWatch(f"{exp.guard_type} guards are not held in a dict a watcher can see")
-            for source in _sources(entry.orig_guard, exp.guard_type):
+            sources = _sources(entry.orig_guard, exp.guard_type)
+            for source in sources:
                 read(source, scope, closure, out.reads, exp.guard_type in _TENSOR_VALUED)
         except Exception as error:  # noqa: BLE001 - also a source torch itself could not read
             why = str(error) if isinstance(error, CannotWatch) else f"its source could not be read ({error})"
@@ -266,7 +269,7 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
             continue
         decisions[i] = False
         watched.append(entry.orig_guard)
-        out.sources.append((source, exp.guard_type == "TENSOR_MATCH"))
+        out.sources += [(source, exp.guard_type in _TENSOR_VALUED) for source in sources]
     if watched:
         # what the watched sources alone read (a source found unwatchable half way read some
         # too): the same walk as for any later roots, so that their signatures compare
