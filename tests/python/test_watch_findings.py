@@ -352,3 +352,41 @@ def test_a_change_between_the_guards_and_the_gate_is_seen(policy):
         callback_handler.remove_end_callback(change)
     for _ in range(3):
         _same(cm(x), m(x), "scale set between the guards and the gate")
+
+
+class Config:
+    def __init__(self, scale: int):
+        self.scale = scale
+
+
+class Scaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+        self.config = Config(1)
+
+    def forward(self, x):
+        return self.lin(x) * self.config.scale
+
+
+def test_a_recheck_that_fails_walks_no_source(policy, monkeypatch):
+    """A recompile asks every cache entry's guards again (torch's recompile reasons): a gate
+    whose watched guards fail returns at once, so the walks of a call that recompiles do not
+    grow with the entries (make demo's GPT-2 audit spent 80% of its time in them)."""
+    from guardpolicy.runtime import watch
+
+    walks = []
+    real = watch.FramePlan.read
+    monkeypatch.setattr(watch.FramePlan, "read", lambda self, f_locals: walks.append(1) or real(self, f_locals))
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = Scaled()
+    compiled = gp.compile(model, policy, backend="eager")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        for scale in range(2, 7):
+            model.config = Config(scale)  # moved, and its value guard fails on every entry
+            walks.clear()
+            torch.testing.assert_close(compiled(x), model(x))
+            assert len(walks) <= 2, (scale, len(walks))  # the new entry's plan and its first check
+        assert gp.stats(compiled).compiles == 5
