@@ -55,8 +55,11 @@ class Decoder(nn.Module):
 
 def changes(model: Decoder, device: str) -> list:
     """(what, change) made after warm-up, each one torch's recipe serves stale."""
+    width = model.embed.embedding_dim
+
     def swap_mlp():
-        model.layers[1].mlp = nn.Sequential(nn.Linear(16, 32), nn.ReLU(), nn.Linear(32, 16)).to(device)
+        model.layers[1].mlp = nn.Sequential(nn.Linear(width, 2 * width), nn.ReLU(),
+                                            nn.Linear(2 * width, width)).to(device)
 
     def new_weight():
         model.head.weight = nn.Parameter(torch.randn_like(model.head.weight))
@@ -93,9 +96,10 @@ def test_every_change_after_warm_up_is_caught(device, mode):
             torch.testing.assert_close(*step(compiled, model, ids, model), **tol)
         stats = gp.stats(compiled)
         assert stats.dispatch is not None and stats.compiles == 1
-        for what, change in changes(model, device):
+        made = changes(model, device)
+        for what, change in made:
             change()
             for _ in range(3):
                 got, want = step(compiled, model, ids, model)
                 torch.testing.assert_close(got, want, msg=lambda m, w=what: f"after {w}: {m}", **tol)
-    assert gp.stats(compiled).watches.rechecks > len(changes(model, device))
+    assert gp.stats(compiled).watches.rechecks > len(made)

@@ -33,6 +33,7 @@ from guardpolicy.tools import audit as audit_cli
 from guardpolicy.tools.mutation import run as mutation
 from guardpolicy.tools.suggest import command as suggest
 from guardpolicy.tools import suggest as suggest_cli
+from config_models import OwnGetattribute
 
 MODELS = Path(__file__).resolve().parent / "models"
 OPTIONS = MODELS / "options_model.py"
@@ -384,23 +385,11 @@ def test_the_demo_says_how_long_each_model_takes_before_it_starts():
     assert "about 40 s" in demo.estimate(["mlp"], ["inductor", "eager"])
 
 
-class _OwnGetattribute:
-    """A config with its own ``__getattribute__``, as transformers' ``PretrainedConfig`` has:
-    torch 2.11 reads its attributes as ``object.__getattribute__(self.config, 'scale')``
-    (``GenericAttrSource``), 2.13+ as ``self.config.scale``."""
-
-    def __init__(self):
-        self.scale = 2.0
-
-    def __getattribute__(self, key):
-        return super().__getattribute__(key)
-
-
 class _Configured(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.lin = torch.nn.Linear(4, 4)
-        self.config = _OwnGetattribute()
+        self.config = OwnGetattribute()  # config_models: read past its own __getattribute__
 
     def forward(self, x):
         return self.lin(x) * self.config.scale

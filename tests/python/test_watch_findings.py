@@ -24,6 +24,7 @@ import torch
 from torch import nn
 
 import guardpolicy as gp
+from config_models import Config, Scaled
 
 WATCH = "guardpolicy 1\n\npolicy w {\n  default watch\n}\n"
 PATHS = [None, "direct"]
@@ -354,21 +355,6 @@ def test_a_change_between_the_guards_and_the_gate_is_seen(policy):
         _same(cm(x), m(x), "scale set between the guards and the gate")
 
 
-class Config:
-    def __init__(self, scale: int):
-        self.scale = scale
-
-
-class Scaled(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(4, 4)
-        self.config = Config(1)
-
-    def forward(self, x):
-        return self.lin(x) * self.config.scale
-
-
 def test_a_recheck_that_fails_walks_no_source(policy, monkeypatch):
     """A recompile asks every cache entry's guards again (torch's recompile reasons): a gate
     whose watched guards fail returns at once, so the walks of a call that recompiles do not
@@ -380,7 +366,7 @@ def test_a_recheck_that_fails_walks_no_source(policy, monkeypatch):
     monkeypatch.setattr(watch.FramePlan, "read", lambda self, f_locals: walks.append(1) or real(self, f_locals))
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model = Scaled()
+    model = Scaled(Config(1))
     compiled = gp.compile(model, policy, backend="eager")
     x = torch.randn(2, 4)
     with torch.no_grad():

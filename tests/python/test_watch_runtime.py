@@ -26,6 +26,7 @@ import torch
 from torch import nn
 
 import guardpolicy as gp
+from config_models import SOURCE, OwnGetattribute
 from guardpolicy.runtime.torch_internals import inductor_fallback_random
 from guardpolicy.tools.audit.changes import CHANGES, Trial
 from guardpolicy.tools.audit.model import build_audit_model
@@ -273,27 +274,6 @@ def test_what_cannot_be_watched_is_kept_and_said(tmp_path):
     # buffers stay checked; parameters are watched with their metadata checked on every call
     assert unwatched["TENSOR_MATCH"] == "a tensor's metadata changes without any dict changing"
     assert {id(p) for p in model.parameters()} <= set(watches.frames[0].reads.tensors)
-
-
-#: What a config property computes its value from: an attribute of an object, not a module
-#: global (the module's globals dict is watched whole: any change to it would be seen).
-SOURCE = types.SimpleNamespace(offset=1.0)
-
-
-class OwnGetattribute:
-    """A config with its own ``__getattribute__`` (as transformers' ``PretrainedConfig`` has):
-    torch 2.11 reads its attributes as ``object.__getattribute__(self.config, 'name')``
-    (``GenericAttrSource``), a property's value included, without tracing the property."""
-
-    def __init__(self):
-        self.scale = 2.0
-
-    def __getattribute__(self, key):
-        return super().__getattribute__(key)
-
-    @property
-    def offset(self):
-        return SOURCE.offset
 
 
 class Configured(nn.Module):

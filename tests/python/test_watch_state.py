@@ -11,6 +11,7 @@ import torch
 from torch import nn
 
 import guardpolicy as gp
+from config_models import Config, Scaled
 from guardpolicy.tools.suggest import render
 
 
@@ -69,21 +70,6 @@ def test_one_line_catches_what_torchs_recipe_serves_stale(backend):
             torch.testing.assert_close(compiled(x), model(x), msg=lambda m, w=what: f"after {w}: {m}")
             for _ in range(3):
                 torch.testing.assert_close(compiled(x), model(x))
-
-
-class Config:
-    def __init__(self, scale: float):
-        self.scale = scale
-
-
-class Scaled(nn.Module):
-    def __init__(self, config: Config):
-        super().__init__()
-        self.config = config
-        self.lin = nn.Linear(4, 4)
-
-    def forward(self, x):
-        return self.lin(x) * self.config.scale
 
 
 class Shared(nn.Module):

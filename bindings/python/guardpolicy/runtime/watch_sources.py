@@ -238,11 +238,11 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
 
 def attribute_sources(S: Any) -> tuple:  # noqa: N803 - Dynamo's source classes
     """The sources that read an attribute: ``AttrSource`` (``obj.name``) and, where this torch
-    has it, ``GenericAttrSource`` (``object.__getattribute__(obj, 'name')``, when Dynamo traced
-    a class's own ``__getattribute__``, as a transformers config's): a property or a slot behind
-    either is computed, not read from a dict."""
-    generic = getattr(S, "GenericAttrSource", None)
-    return (S.AttrSource,) if generic is None else (S.AttrSource, generic)
+    has it, ``GenericAttrSource`` (``object.__getattribute__(obj, 'name')``): a property or a
+    slot behind either is computed, not read from a dict."""
+    from . import torch_internals
+
+    return (S.AttrSource, *torch_internals.generic_attr_sources())
 
 
 def _root(chain: list, scope: dict, closure: dict, cache: dict, out: Reads, S: Any) -> None:  # noqa: N803

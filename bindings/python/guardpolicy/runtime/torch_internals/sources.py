@@ -27,6 +27,14 @@ def dynamo_sources() -> Any:
     return torch._dynamo.source
 
 
+def generic_attr_sources() -> tuple:
+    """``(GenericAttrSource,)``, the source Dynamo reads an attribute by as
+    ``object.__getattribute__(obj, 'name')`` when it traced a class's own ``__getattribute__``
+    (a transformers config's; 2.11 to 2.15 have it), or ``()`` where this torch lacks it."""
+    cls = getattr(dynamo_sources(), "GenericAttrSource", None)
+    return (cls,) if cls is not None else ()
+
+
 def traced_code(output_graph: Any) -> frozenset:
     """The code objects Dynamo traced for the frame being compiled, inlined calls included
     (``OutputGraph.traced_code``, the tracing context's list); empty where torch lacks it."""

@@ -205,7 +205,7 @@ def assign(source: Any, value: Any, frame: RecordedFrame, call: Call, is_root: b
         old = getattr(parent, source.member)
         _setattr(parent, source.member, value)
         return lambda: _setattr(parent, source.member, old)
-    if isinstance(source, _generic_attr_source(S)):
+    if isinstance(source, torch_internals.generic_attr_sources()):
         # `object.__getattribute__(obj, name)`: Dynamo traced a class's own __getattribute__
         # down to object's (a transformers config); written past the class's hooks likewise
         parent = read(base, frame)
@@ -233,12 +233,6 @@ def assign(source: Any, value: Any, frame: RecordedFrame, call: Call, is_root: b
 
         return undo_item
     raise NotMutable(f"cannot assign through a {kind}")
-
-
-def _generic_attr_source(S: Any) -> tuple:  # noqa: N803 - Dynamo's source classes
-    """``GenericAttrSource`` where this torch has it (2.11 to 2.15 do), else no class."""
-    cls = getattr(S, "GenericAttrSource", None)
-    return (cls,) if cls is not None else ()
 
 
 def _setattr(obj: Any, name: str, value: Any) -> None:

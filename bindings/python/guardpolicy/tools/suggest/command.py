@@ -85,22 +85,21 @@ def rule_key(g: Any) -> tuple[str, str]:
     return (f"path:{g.path}" if g.path else f"name:{g.name}", g.guard_type)
 
 
-def keep_reason(g: Any, verdicts: set[str], backend: str, changed: set[tuple[str, str]],
-                group: Any = None) -> str | None:
+def keep_reason(g: Any, verdicts: set[str], changed: set[tuple[str, str]]) -> str | None:
     """Why the guard ``g`` is kept (None: it is dropped). ``verdicts``: of every audited guard
     with ``g``'s rule key; ``changed``: ``(name, guard_type)`` that failed during the user's own
-    run (``--from-run``); ``group``: ``g``'s group (its trials)."""
+    run (``--from-run``)."""
     if verdicts != {"harmless"}:
         return "not harmless on every value tried"
-    if g.guard_type == "TENSOR_MATCH" and not input_guard(g):
-        return ("a tensor the policy installs as a free tensor (its config line): replaced, it is stale unless "
-                "a guard sees it")
     if not g.name:
         return "ambient"
     if not g.path:
         return "no path to name it by (a chain through type(), __dict__)"
     if input_guard(g):
         return "an input's (the caller decides it per call: GP3008 and the input's structure)"
+    if g.guard_type == "TENSOR_MATCH":
+        return ("a tensor the policy installs as a free tensor (its config line): replaced, it is stale unless "
+                "a guard sees it")
     if UNSTABLE_NAME.search(g.name):
         return "a name torch numbers per compile"
     if (g.name, g.guard_type) in changed:
@@ -118,7 +117,7 @@ def decide(audit: Any, changed: set[tuple[str, str]] = frozenset()
         for g in group.guards:
             verdicts[rule_key(g)].add(group.verdict(g.guard_type))
     blocked = {rule_key(g) for group in audit.groups for g in group.guards
-               if keep_reason(g, verdicts[rule_key(g)], audit.backend, changed, group) is not None}
+               if keep_reason(g, verdicts[rule_key(g)], changed) is not None}
     dropped: list[tuple[str, str]] = []
     kept: dict[str, list[Any]] = defaultdict(list)
     for group in audit.groups:
