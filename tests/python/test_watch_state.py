@@ -100,11 +100,14 @@ def test_a_shared_config_replaced_on_either_path_is_caught(path):
         assert duplicates and all(e.watched and not e.checked for e in duplicates)
         rechecks = gp.stats(compiled).watches.rechecks
         owner = model if path == "root" else getattr(model, path)
-        owner.config = Config(-3.0)  # only one of the paths now leads to the old config
-        torch.testing.assert_close(compiled(x), model(x))
-        assert gp.stats(compiled).watches.rechecks > rechecks
-        for _ in range(3):
+        shared = owner.config
+        for config in (Config(-3.0), Config(0.0), shared):  # one path apart, at 0, and shared again
+            owner.config = config
             torch.testing.assert_close(compiled(x), model(x))
+            assert gp.stats(compiled).watches.rechecks > rechecks
+            rechecks = gp.stats(compiled).watches.rechecks
+            for _ in range(3):
+                torch.testing.assert_close(compiled(x), model(x))
 
 
 def test_the_tools_take_it_by_name_where_they_take_a_policy_file(tmp_path, monkeypatch):
