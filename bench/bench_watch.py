@@ -112,7 +112,7 @@ def decode_text() -> str:
     return with_direct(gp.suggest(b.fn, *b.args, backend="inductor", **b.kwargs).text)
 
 
-def _file(text: str) -> str:
+def text_file(text: str) -> str:
     """A temporary file holding ``text`` (removed at exit), for callgrind's child."""
     import atexit
     import os
@@ -152,11 +152,11 @@ def main(argv: list[str] | None = None) -> int:
     counts = {}
     if args.instructions:
         runs = [(name, "inductor") for name in names]
-        counts = callgrind.count_runs("bench_watch", "variants", [_file(json.dumps(policies))], runs,
+        counts = callgrind.count_runs("bench_watch", "variants", [text_file(json.dumps(policies))], runs,
                                       args.instructions)
     if args.decode_instructions:
         print("the HF Llama decode step: counting instructions", file=sys.stderr)
-        counts[("decode", "inductor")] = callgrind.count("bench_watch", "decode_variants", [_file(decode_text())],
+        counts[("decode", "inductor")] = callgrind.count("bench_watch", "decode_variants", [text_file(decode_text())],
                                                          "mlp", "inductor", args.decode_instructions)
     lines = [f"Recorded {datetime.date.today().isoformat()} on {latency.machine()}, Inductor; "
              f"{args.calls} timed calls per variant, interleaved in blocks of {args.block}"
