@@ -121,11 +121,25 @@ int KeyedMoved(const WatchState* s) {
   return 0;
 }
 
-// 1 when a dict's iteration order is not the recorded keys' (identity), 0, -1 on error.
+// Whether a list's items are not the recorded ones (identity, in order, as many).
+bool ListMoved(PyObject* list, PyObject* items) {
+  const Py_ssize_t n = PyList_GET_SIZE(list);
+  if (n != PyTuple_GET_SIZE(items)) return true;
+  for (Py_ssize_t i = 0; i < n; ++i)
+    if (PyList_GET_ITEM(list, i) != PyTuple_GET_ITEM(items, i)) return true;
+  return false;
+}
+
+// 1 when what iterating a row's container gives (a dict's keys, a list's items) is not the
+// recorded tuple (identity, in order), 0, -1 on error.
 int OrderMoved(const WatchState* s) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->ordered); ++i) {
     PyObject* row = PyTuple_GET_ITEM(s->ordered, i);
     PyObject* keys = PyTuple_GET_ITEM(row, 1);
+    if (PyList_CheckExact(PyTuple_GET_ITEM(row, 0))) {
+      if (ListMoved(PyTuple_GET_ITEM(row, 0), keys)) return 1;
+      continue;
+    }
     PyObject* it = PyObject_GetIter(PyTuple_GET_ITEM(row, 0));
     if (it == nullptr) return -1;
     int moved = 0;
@@ -249,8 +263,8 @@ PyObject* Stale(PyObject* self_, PyObject*) {
 
 PyMethodDef methods[] = {
     {"stale", Stale, METH_NOARGS,
-     "stale(): whether an object's class or __dict__, a function attribute, a keyed value or a dict's order "
-     "differs from the state's construction (it must be built anew)"},
+     "stale(): whether an object's class or __dict__, a function attribute, a keyed value, a "
+     "dict's order or a list's items differ from the state's construction (it must be built anew)"},
     {nullptr, nullptr, 0, nullptr},
 };
 

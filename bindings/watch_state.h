@@ -21,8 +21,9 @@
 //   keyed      (dict, key, value or WATCH_ABSENT): a dict too busy to watch whole (a module's
 //              globals, which its top-level code writes), read at one key; WATCH_ABSENT says
 //              the key must stay missing (a builtin that a new global would shadow)
-//   ordered    (dict, keys): the iteration order of a dict (an OrderedDict of hooks), which
-//              `move_to_end` changes without any dict event
+//   ordered    (dict or list, what iterating it gave): the iteration order of a dict (an
+//              OrderedDict of hooks), which `move_to_end` changes without any dict event, and
+//              a plain list's items (identity), which no event tells of either
 //   tensors    parameters whose metadata (`.half()`, `param.data = ...`) changes without any
 //              dict changing: `tensor_check(*tensors)` (torch's TensorGuards) on every pass
 //   info       whatever the Python side keeps with the state (opaque here)
@@ -67,7 +68,8 @@ bool IsWatchState(PyObject* obj);
 int RootsMatch(const WatchState* state, PyObject* f_locals);
 
 // 1 when anything the state holds differs from when it was armed or built (a dict changed, an
-// object's class or __dict__, a function attribute, a keyed value, a dict's order), else 0;
+// object's class or __dict__, a function attribute, a keyed value, a dict's order, a list's
+// items), else 0;
 // -1 on error.
 int StateChanged(const WatchState* state);
 

@@ -91,7 +91,8 @@ def test_a_change_made_during_the_recheck_is_seen_by_the_next_call():
     assert gate.rechecks == 2  # armed on what was read before the recheck
 
 
-@pytest.mark.parametrize("kind", ["class", "dict", "function", "cell", "keyed", "absent", "order"])
+@pytest.mark.parametrize("kind", ["class", "dict", "function", "cell", "keyed", "absent", "order", "list item",
+                                  "list longer", "list shorter", "list order"])
 def test_what_no_dict_event_tells_is_compared_on_every_call(kind):
     obj, g = Obj(), {"k": 1}
 
@@ -112,11 +113,12 @@ def test_what_no_dict_event_tells_is_compared_on_every_call(kind):
 
     inner, set_v = outer()
     od = OrderedDict(a=1, b=2)
+    items = [obj, 1.5, None]
     rows = {"objects": [(obj, Obj, obj.__dict__)],
             "functions": [(fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__, ()),
                           (inner, inner.__code__, None, None, (1,))],
             "keyed": [(g, "k", 1), (g, "max", core.WATCH_ABSENT)],
-            "ordered": [(od, tuple(od))]}
+            "ordered": [(od, tuple(od)), (items, tuple(items))]}
     gate = core.WatchGate(Recorder())
     gate.install(state(**rows))
     gate({})
@@ -127,7 +129,11 @@ def test_what_no_dict_event_tells_is_compared_on_every_call(kind):
               "cell": lambda: set_v(7),
               "keyed": lambda: g.__setitem__("k", 2),
               "absent": lambda: g.__setitem__("max", min),
-              "order": lambda: od.move_to_end("a")}[kind]
+              "order": lambda: od.move_to_end("a"),
+              "list item": lambda: items.__setitem__(1, 2.5),
+              "list longer": lambda: items.append(None),
+              "list shorter": items.pop,
+              "list order": items.reverse}[kind]
     change()
     gate({})
     assert gate.rechecks == 2

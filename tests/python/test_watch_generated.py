@@ -8,10 +8,10 @@ one instance, two instances of the class each compiled, a compiled object and it
 ``suggest`` writes with ``default watch`` (``WATCH``), on the normal path or with direct
 dispatch, on ``eager`` (and ``inductor`` in a smaller test). After a warm-up it interleaves
 calls with changes drawn from watch_catalog.CATALOG (hooks, hook order, config attributes and
-objects, globals, a shadowed builtin, class and metaclass attributes, monkeypatched methods, a
-helper's ``__defaults__``/``__kwdefaults__``/``__code__``, a closure cell, ``__class__`` swaps,
-the root's ``forward`` replaced, buffers, ``param.data``, dtypes, ``channels_last``,
-``train``/``eval``, submodules swapped, input objects changed, dying and coming anew), each made
+objects, globals, a shadowed builtin, a plain list changed in place, class and metaclass
+attributes, monkeypatched methods, a helper's ``__defaults__``/``__kwdefaults__``/``__code__``,
+a closure cell, ``__class__`` swaps, the root's ``forward`` replaced, buffers, ``param.data``,
+dtypes, ``channels_last``, ``train``/``eval``, submodules swapped, input objects changed, dying and coming anew), each made
 on this thread or another, and after EVERY call compares the compiled result with eager's on
 the same model; a stale one fails with the sequence of changes that led to it, and Hypothesis
 shrinks it to a minimal one.
@@ -344,6 +344,8 @@ REGRESSIONS = [
     ("a metaclass attribute", Spec(), [("metaclass_attr", 0, 0)]),
     ("a class attribute and a monkeypatched method", Spec(container="seq", depth=2),
      [("class_attr", 0, 0), ("method_class", 0, 0), ("method_instance", "a.layers.1", 1)]),
+    ("a layer's plain list of taps: items set, appended, popped, reversed, replaced", Spec(depth=2),
+     [("list_changed", "a.layers.1", arg) for arg in range(8)]),
     ("config attributes at their boundaries", Spec(config="dataclass"),
      [("config_attr", "a.layers.0", arg) for arg in range(12)]),
     ("a config replaced, then changed; its __dict__ reassigned", Spec(config="class"),

@@ -162,6 +162,32 @@ def method_instance(h, target, arg):
     return f"{name}.act monkeypatched on the instance ({what}*2)"
 
 
+TAPS = [("set", 0.0), ("set", -1.0), ("append", 0.5), ("set", 2.0), ("pop", None), ("reverse", None),
+        ("replace", None), ("set", 1.0)]
+
+
+def list_changed(h, target, arg):
+    name, layer = pick(h.layers(), target)
+    how, value = _value(TAPS, arg)
+    taps = layer.taps
+    if how == "set":
+        at = arg % len(taps)
+        taps[at] = value
+        return f"{name}.taps[{at}] = {value} (in place)"
+    if how == "append":
+        taps.append(value)
+        return f"{name}.taps.append({value})"
+    if how == "pop":
+        if len(taps) < 2:
+            return None
+        return f"{name}.taps.pop() (took {taps.pop()})"
+    if how == "reverse":
+        taps.reverse()
+        return f"{name}.taps.reverse() (now {taps})"
+    layer.taps = [taps[-1], *taps[:-1]]
+    return f"{name}.taps = a new list {layer.taps}"
+
+
 # --------------------------------------------------------------------------- functions
 
 
@@ -294,6 +320,6 @@ def input_per_call(h, target, arg):
 
 CATALOG = {f.__name__: f for f in (
     forward_hook, pre_hook, global_hook, remove_hook, hook_order, config_attr, config_replaced, config_dict,
-    global_value, builtin_shadowed, class_attr, metaclass_attr, method_class, method_instance, helper_defaults,
+    global_value, builtin_shadowed, list_changed, class_attr, metaclass_attr, method_class, method_instance, helper_defaults,
     helper_kwdefaults, helper_code, closure_cell, class_swapped, forward_replaced, buffer_replaced, param_data,
     param_dtype, to_dtype, channels_last, train_eval, submodule_swapped, input_field, input_new, input_per_call)}

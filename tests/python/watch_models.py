@@ -5,7 +5,7 @@ has its own classes, functions and module globals: a class attribute, a helper's
 global that one example changes ends with it, and Dynamo compiles each example's code afresh.
 
 Every forward reads, besides its modules: a config object (``types.SimpleNamespace``, a small
-class or a dataclass), a helper with defaults and kwdefaults, a helper reading a closure cell,
+class or a dataclass), a plain list of floats (a ``Layer``'s ``taps``), a helper with defaults and kwdefaults, a helper reading a closure cell,
 a module global, the builtin ``max``, a class attribute and a metaclass attribute. Each module
 casts its input to its weight's dtype, so that ``.half()`` of any submodule runs in eager."""
 
@@ -105,12 +105,19 @@ class Layer(nn.Module, metaclass=Meta):
         self.drop = nn.Dropout(0.25)
         self.cfg = config(cfg_kind)
         self.register_buffer("offset", torch.zeros(WIDTH))
+        self.taps = [1.0, 0.0]  # a plain list: a scale, then shifts
+
+    def tapped(self, x):
+        x = x * self.taps[0]
+        for t in self.taps[1:]:
+            x = x + t
+        return x
 
     def act(self, x):
         return torch.relu(x)
 
     def forward(self, x):
-        x = self.act(self.drop(self.lin(x.to(self.lin.weight.dtype)))) + self.offset
+        x = self.tapped(self.act(self.drop(self.lin(x.to(self.lin.weight.dtype))))) + self.offset
         return read(self.cfg, x) + self.shift * type(self).mult + (Layer.mult - 1.0)  # both through the class
 
 

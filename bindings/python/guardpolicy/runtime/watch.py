@@ -108,7 +108,8 @@ class FramePlan:
 
         reads.weaken_roots(self.gate.prune)
         tensors = tuple(reads.tensors.values())
-        ordered = tuple((d, tuple(d)) for d in reads.hooks.values() if len(d) > 1)
+        ordered = tuple((d, tuple(d)) for d in (*(d for d in reads.hooks.values() if len(d) > 1),
+                                                *reads.lists.values()))
         return WatchState(reads.root_rows(), tuple(reads.watched.values()), tuple(reads.objects.values()),
                           tuple(reads.functions.values()), tuple(reads.keyed.values()), ordered, tensors,
                           torch_internals.tensor_check(tensors) if tensors else None, reads)

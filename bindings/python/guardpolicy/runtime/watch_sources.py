@@ -36,7 +36,8 @@ class Reads:
     WATCH_ABSENT)``), ``hooks`` (the hook dicts of the modules the frame calls, by id, and
     ``hook_paths``: where each was found), ``objects`` (objects whose class and ``__dict__``
     are compared on every call), ``functions`` (functions whose code, defaults and closure
-    cells are compared on every call) and ``tensors`` (the parameters whose ``TENSOR_MATCH`` is
+    cells are compared on every call), ``lists`` (plain lists, whose items are compared by
+    identity on every call: no event tells of ``append`` or ``l[0] = x``) and ``tensors`` (the parameters whose ``TENSOR_MATCH`` is
     watched: their metadata is checked on every call). ``traced``: the code objects Dynamo
     traced for the frame (``OutputGraph.traced_code``): a function is watched when it runs one.
     ``free_tensors``: the frame was compiled with ``install_free_tensors``, so its code holds
@@ -53,6 +54,7 @@ class Reads:
         self.hook_paths: list[tuple[tuple, str, str, dict]] = []  # (root key, module path, hook dict name, it)
         self.objects: dict[int, tuple] = {}  # (object, its class, its __dict__) as read
         self.functions: dict[int, tuple] = {}  # (function, __code__, __defaults__, __kwdefaults__, cells) as read
+        self.lists: dict[int, list] = {}
         self.tensors: dict[int, Any] = {}
         self.reached: dict[tuple[int, Any], tuple[dict, Any, Any]] = {}  # (dict, key, object read there)
         self.builtins: dict[tuple[int, str], dict] = {}  # (id(globals), a builtin's name) -> the globals
@@ -326,6 +328,9 @@ def _watch_value(value: Any, out: Reads, hooks: bool, root: bool = False) -> Non
 
     if isinstance(value, torch.Tensor):
         raise CannotWatch("a tensor's metadata changes without any dict changing")
+    if type(value) is list:  # its items, by identity, compared on every call
+        out.lists.setdefault(id(value), value)
+        return
     if isinstance(value, _UNWATCHABLE):
         raise CannotWatch(f"a {type(value).__name__} is not a dict a watcher can see")
     if isinstance(value, dict):
