@@ -3,10 +3,15 @@ a module's parameters and buffers themselves, so a parameter or buffer *replaced
 (even by an equal one) is served stale by torch's recipe. Under ``default watch`` the
 ``_parameters``/``_buffers`` dicts are watched and the entry's signature holds each tensor's
 identity: every change below, made after warm-up, gives eager's result on the next call, on
-the normal path and with direct dispatch, on ``eager`` (and ``inductor`` for a subset).
+the normal path and with direct dispatch, on ``eager`` (and ``inductor`` for a subset). The
+same holds for every other tensor Dynamo installs (a plain tensor attribute, one in a config
+object, a dict or a list the module holds, a module global): each replaced by a tensor of the
+same shape and other values (what torch's ``install_free_tensors`` alone serves stale).
 """
 
 from __future__ import annotations
+
+import types
 
 import pytest
 import torch
@@ -15,6 +20,7 @@ from torch import nn
 import guardpolicy as gp
 
 POLICY = "guardpolicy 1\n\npolicy w {\n  default watch\n  config install_free_tensors = true\n}\n"
+OFFSET = torch.zeros(3)  # a module global the forward reads
 
 
 class Net(nn.Module):
@@ -23,9 +29,19 @@ class Net(nn.Module):
         self.conv = nn.Conv2d(2, 2, 3, padding=1)
         self.lin = nn.Linear(2, 3)
         self.register_buffer("shift", torch.zeros(3))
+        self.gain = torch.ones(3)  # tensors that are neither parameters nor buffers
+        self.cfg = types.SimpleNamespace(bias=torch.zeros(3))
+        self.table = {"bias": torch.zeros(3)}
+        self.taps = [torch.zeros(3)]
 
     def forward(self, x):
-        return self.lin(self.conv(x).mean((2, 3))) + self.shift
+        y = (self.lin(self.conv(x).mean((2, 3))) + self.shift) * self.gain
+        return y + self.cfg.bias + self.table["bias"] + self.taps[0] + OFFSET
+
+
+def _global_replaced(m):
+    global OFFSET
+    OFFSET = torch.full((3,), 2.0)
 
 
 def _param_replaced(m):
@@ -47,8 +63,14 @@ CHANGES = {
     "requires_grad off": (lambda m: m.lin.weight.requires_grad_(False), None),
     ".half() with a half input": (lambda m: m.half(), torch.float16),
     "channels_last": (lambda m: m.conv.to(memory_format=torch.channels_last), None),
+    "a tensor attribute replaced, same shape": (lambda m: setattr(m, "gain", torch.full((3,), -1.0)), None),
+    "a config object's tensor replaced": (lambda m: setattr(m.cfg, "bias", torch.ones(3)), None),
+    "a dict's tensor replaced": (lambda m: m.table.__setitem__("bias", torch.ones(3)), None),
+    "a list's tensor replaced": (lambda m: m.taps.__setitem__(0, torch.ones(3)), None),
+    "a module global tensor replaced": (_global_replaced, None),
 }
-INDUCTOR = ("a parameter replaced", "a buffer replaced, same shape", ".half() with a half input")
+INDUCTOR = ("a parameter replaced", "a buffer replaced, same shape", ".half() with a half input",
+            "a tensor attribute replaced, same shape", "a module global tensor replaced")
 
 
 def _cases():
@@ -63,8 +85,10 @@ def _cases():
 def _caught(policy: str, backend: str, dispatch: str | None, what: str) -> None:
     """``Net`` compiled under ``policy``, warmed up, changed as ``what`` says: the next two
     calls give eager's result."""
+    global OFFSET
     torch._dynamo.reset()
     torch.manual_seed(0)
+    OFFSET = torch.zeros(3)
     model = Net().eval()
     x = torch.randn(2, 2, 4, 4)
     change, dtype = CHANGES[what]

@@ -31,7 +31,7 @@ from typing import Any
 
 from .._core import WatchGate, WatchState
 from ..api.data import schema_list
-from .watch_sources import CannotWatch, Reads, deref, read, weakly
+from .watch_sources import CannotWatch, Reads, Walk, deref, read, weakly
 
 
 @dataclasses.dataclass(frozen=True)
@@ -92,10 +92,10 @@ class FramePlan:
 
         scope = {"L": f_locals, "G": self.globals, "__builtins__": __builtins__}
         closure = torch_internals.closure_vars()
-        reads = Reads(self.traced, self.free_tensors)
+        reads, walk = Reads(self.traced, self.free_tensors), Walk()
         try:
             for source, tensor_match in self.sources:
-                read(source, scope, closure, reads, tensor_match)
+                read(source, scope, closure, reads, tensor_match, walk)
         except Exception:  # noqa: BLE001 - not watchable there: the gate checks every such call
             return None
         self.ambient(reads)
@@ -253,6 +253,7 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
     scope = {"L": graph.local_scope, "G": graph.global_scope, "__builtins__": __builtins__}
     closure = torch_internals.closure_vars()
     kept_types = set(schema_list("watch_kept_guard_types"))
+    walk = Walk()
     watched = []
     for i, (entry, exp) in enumerate(zip(entries, explanations)):
         if not exp.watched:
@@ -262,7 +263,7 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
                 raise CannotWatch(f"{exp.guard_type} guards are not held in a dict a watcher can see")
             sources = _sources(entry.orig_guard, exp.guard_type)
             for source in sources:
-                read(source, scope, closure, out.reads, exp.guard_type in _TENSOR_VALUED)
+                read(source, scope, closure, out.reads, exp.guard_type in _TENSOR_VALUED, walk)
         except Exception as error:  # noqa: BLE001 - also a source torch itself could not read
             why = str(error) if isinstance(error, CannotWatch) else f"its source could not be read ({error})"
             out.unwatched.append(Unwatched(exp.name, exp.guard_type, why))

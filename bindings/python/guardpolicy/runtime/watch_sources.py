@@ -9,10 +9,11 @@ import collections
 import dis
 import functools
 import inspect
-import sys
 import types
 import weakref
 from typing import Any
+
+from .watch_own_dicts import own_dict
 
 #: nn.Module's per-instance hook dicts that change what a call runs.
 HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -41,8 +42,10 @@ class Reads:
     watched: their metadata is checked on every call). ``traced``: the code objects Dynamo
     traced for the frame (``OutputGraph.traced_code``): a function is watched when it runs one.
     ``free_tensors``: the frame was compiled with ``install_free_tensors``, so its code holds
-    the parameters and buffers themselves: buffers are watched as parameters are, and the
-    signature holds each one's identity (a tensor replaced, even by an equal one, fails)."""
+    the tensors Dynamo installs (``torch_internals.installed_free``: parameters, buffers, a
+    module's other tensors, a global's, a closure cell's) themselves: each is watched as a
+    parameter is, and the signature holds each one's identity (a tensor replaced, even by an
+    equal one, fails)."""
 
     def __init__(self, traced: frozenset = frozenset(), free_tensors: bool = False) -> None:
         self.traced = traced
@@ -66,12 +69,16 @@ class Reads:
         """Records that ``node`` read ``value`` out of ``parent``'s dict (an item of a dict,
         an attribute in an instance dict): another object there later (a submodule replaced
         by one of the same class) makes the state be built anew."""
+        if isinstance(node, attribute_sources(S)):
+            self.held(getattr(parent, "__dict__", None), node.member, value)
+        else:
+            self.held(parent, getattr(node, "index", None), value)
+
+    def held(self, container: Any, key: Any, value: Any) -> None:
+        """Records that ``value`` was read at ``container[key]`` (a dict; a module's globals
+        for a global), as ``reach`` does."""
         if isinstance(value, _IMMUTABLE) or isinstance(value, type):
             return
-        if isinstance(node, attribute_sources(S)):
-            container, key = getattr(parent, "__dict__", None), node.member
-        else:
-            container, key = parent, getattr(node, "index", None)
         if isinstance(container, dict) and isinstance(key, (str, int)) and container.get(key, _MISSING) is value:
             self.reached[(id(container), key)] = (container, key, value)
 
@@ -202,19 +209,33 @@ def weakly(obj: Any, on_death: Any) -> Any:
         return obj
 
 
-def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool = False) -> None:
+class Walk:
+    """One walk of a frame's watched sources: torch's ``Source.get_value`` cache, shared by
+    the sources (their chains share prefixes: ``L['self']._modules['layers']``), and the values
+    already recorded. Dropped after the walk: it holds what it read strongly, the roots too."""
+
+    def __init__(self) -> None:
+        self.cache: dict = {}
+        self.seen: set = set()  # (id, hooks, root) of each value recorded; the cache keeps it alive
+        self.done: set = set()  # the sources walked (a prefix of a later one: nothing to record again)
+
+
+def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool = False,
+         walk: Walk | None = None) -> None:
     """Records in ``out`` every dict ``source`` reads, from its root to its value; raises
     ``CannotWatch`` where one read is not of a dict. ``scope``: ``{"L": frame locals, "G":
     globals}`` as torch's guard code reads them; ``closure``: torch's guard closure names.
     ``tensor_match``: the guard is a ``TENSOR_MATCH``, whose value may be a parameter (its
-    metadata then checked on every call: ``out.tensors``)."""
+    metadata then checked on every call: ``out.tensors``). ``walk``: the walk this read is one
+    of (the sources of one frame read from one scope), or None for a walk of its own."""
     from . import torch_internals
 
     S = torch_internals.dynamo_sources()  # noqa: N806 - Dynamo's source classes
+    walk = walk if walk is not None else Walk()
     chain = [source]
     while hasattr(chain[-1], "base"):
         chain.append(chain[-1].base)
-    cache: dict = {}
+    cache = walk.cache
     root = chain[-1]
     if isinstance(root, S.LocalSource):
         _root(chain, scope, closure, cache, out, S)
@@ -226,18 +247,28 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
     parent = None
     for node in reversed(chain):
         value = node.get_value(scope, closure, cache)
+        if node in walk.done and node is not source:  # a prefix another source walked
+            parent = value
+            continue
         if parent is not None and isinstance(node, attribute_sources(S)):
             _check_attribute(parent, node.member, out)
         if parent is not None:
             out.reach(parent, node, value, S)
-        if tensor_match and node is source and (_is_parameter(value) or out.free_tensors and _is_buffer(node)):
+        elif isinstance(node, S.GlobalSource):  # a global replaced makes the state be built anew too
+            out.held(scope["G"], node.global_name, value)
+        if tensor_match and node is source and _held_tensor(value, node, out):
             out.tensors.setdefault(id(value), value)
             return
         # a local module's own hooks run outside its frame: those of what the frame calls are watched
-        _watch_value(value, out, hooks=value is not at_root, root=value is at_root)
+        seen = (id(value), value is not at_root, value is at_root)
+        if seen not in walk.seen:  # recorded once it was watchable: another source raises alike
+            _watch_value(value, out, hooks=value is not at_root, root=value is at_root)
+            walk.seen.add(seen)
+        walk.done.add(node)
         parent = value
 
 
+@functools.lru_cache(maxsize=None)
 def attribute_sources(S: Any) -> tuple:  # noqa: N803 - Dynamo's source classes
     """The sources that read an attribute: ``AttrSource`` (``obj.name``) and, where this torch
     has it, ``GenericAttrSource`` (``object.__getattribute__(obj, 'name')``): a property or a
@@ -346,42 +377,15 @@ def _watch_value(value: Any, out: Reads, hooks: bool, root: bool = False) -> Non
     elif not isinstance(value, _IMMUTABLE):
         instance_dict = getattr(value, "__dict__", None)
         if isinstance(instance_dict, dict):
-            own = _own_dict(value, instance_dict)
+            own = own_dict(value, instance_dict)
+            if own is None:
+                raise CannotWatch("on Python 3.13 its attributes are held inline, where no dict watcher sees them")
             out.watch(own)
             if not root:  # `obj.__class__ = ...`, `obj.__dict__ = {...}` change no dict: compared per call
                 out.objects.setdefault(id(value), (value, type(value), own))
         _watch_class(type(value), out)
         if hooks and _is_module(value):
             watch_hooks_of(value, out)
-
-
-#: ``Py_TPFLAGS_INLINE_VALUES`` (CPython 3.13): the type's instances keep their attributes in
-#: values stored inline in the object, which their ``__dict__`` shares; a write to such an
-#: attribute changes neither the dict's version nor notifies a dict watcher (checked on 3.13.x).
-_INLINE_VALUES = 1 << 2
-#: id -> (weak reference to the object, the dict it was given): each object is given one once.
-_OWN_DICTS: dict[int, tuple[Any, dict]] = {}
-
-
-def _own_dict(obj: Any, current: dict) -> dict:
-    """``obj.__dict__``, made a dict of its own first on CPython 3.13+ where it shares inline
-    values (the same contents, assigned to ``obj.__dict__`` once: from then on every write goes
-    through the dict, which watchers see). Raises ``CannotWatch`` for an object that cannot
-    be referenced weakly (the assignment could not be remembered)."""
-    if sys.version_info < (3, 13) or not type(obj).__flags__ & _INLINE_VALUES:
-        return current
-    known = _OWN_DICTS.get(id(obj))
-    if known is not None and known[0]() is obj and known[1] is current:
-        return current
-    key = id(obj)
-    try:
-        ref = weakref.ref(obj, lambda _ref: _OWN_DICTS.pop(key, None))
-    except TypeError:
-        raise CannotWatch("on Python 3.13 its attributes are held inline, where no dict watcher sees them") from None
-    own = dict(current)
-    object.__setattr__(obj, "__dict__", own)
-    _OWN_DICTS[key] = (ref, own)
-    return own
 
 
 def _watch_class(cls: type, out: Reads) -> None:
@@ -395,6 +399,21 @@ def _watch_class(cls: type, out: Reads) -> None:
             fn = getattr(attr, "__func__", attr)  # staticmethod, classmethod
             if isinstance(fn, types.FunctionType) and fn.__code__ in out.traced:
                 out.watch_function(fn)
+
+
+def _held_tensor(value: Any, node: Any, out: Reads) -> bool:
+    """Whether ``value``, read by a ``TENSOR_MATCH``'s source ``node``, is a tensor the gate
+    checks the metadata of on every call (``out.tensors``): a parameter, or with free tensors
+    any tensor Dynamo installs (``torch_internals.installed_free``), whose identity the
+    signature holds too."""
+    import torch
+
+    from . import torch_internals
+
+    if _is_parameter(value):
+        return True
+    return out.free_tensors and isinstance(value, torch.Tensor) and (
+        _is_buffer(node) or torch_internals.installed_free(node))
 
 
 def _is_parameter(value: Any) -> bool:

@@ -44,7 +44,7 @@ from .guards import (add_last_guard, all_cache_entries, build_guard_manager, cac
 from .config import (DYNAMO_CONFIG, clear_compilation_metrics, compilation_metrics, config_patch, config_value,
                      counters, dynamo_config, dynamo_optimize_replaced, has_config, lookup_backend)
 from .sources import (closure_vars, duplicate_source, dynamo_sources, generic_attr_sources, guard_builder_names,
-                      guard_code_source, guard_source_enum, traced_code, value_guards_compare_bits)
+                      guard_code_source, guard_source_enum, installed_free, traced_code, value_guards_compare_bits)
 from .trace import register_torch_log, trace_artifact, valgrind_toggle, valgrind_toggle_and_dump_stats
 from .inductor import inductor_fallback_random, inductor_mode_options
 from .eager import dispatch_mode, global_module_hooks, returns_alias, tree_map
@@ -65,8 +65,8 @@ __all__ = [
     "DYNAMO_CONFIG", "clear_compilation_metrics", "compilation_metrics", "config_patch", "config_value", "counters",
     "dynamo_config", "dynamo_optimize_replaced", "has_config", "lookup_backend",
     # sources
-    "closure_vars", "duplicate_source", "dynamo_sources", "generic_attr_sources", "guard_builder_names", "guard_code_source", "guard_source_enum",
-    "traced_code", "value_guards_compare_bits",
+    "closure_vars", "duplicate_source", "dynamo_sources", "generic_attr_sources", "guard_builder_names",
+    "guard_code_source", "guard_source_enum", "installed_free", "traced_code", "value_guards_compare_bits",
     # trace
     "register_torch_log", "trace_artifact", "valgrind_toggle", "valgrind_toggle_and_dump_stats",
     # inductor

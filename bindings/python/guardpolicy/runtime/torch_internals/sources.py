@@ -35,6 +35,17 @@ def generic_attr_sources() -> tuple:
     return (cls,) if cls is not None else ()
 
 
+def installed_free(source: Any) -> bool:
+    """Whether Dynamo installs the tensor read by ``source`` as a graph attribute under
+    ``install_free_tensors`` (held by the compiled graph, not read on each call): a global's,
+    a closure cell's, or an attribute of an unspecialized nn module's (a parameter, a buffer, a
+    plain tensor attribute, a tensor in a config object or a list it holds). Torch's own test
+    (``VariableBuilder``'s ``should_install_free_tensor``; 2.11 to 2.15 have all three)."""
+    S = dynamo_sources()  # noqa: N806
+    return (S.is_from_global_source(source) or S.is_from_nonlocal_source(source)
+            or S.is_from_unspecialized_nn_module_source(source))
+
+
 def traced_code(output_graph: Any) -> frozenset:
     """The code objects Dynamo traced for the frame being compiled, inlined calls included
     (``OutputGraph.traced_code``, the tracing context's list); empty where torch lacks it."""

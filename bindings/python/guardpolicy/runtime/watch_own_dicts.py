@@ -1,0 +1,36 @@
+"""A watched object's own ``__dict__`` on CPython 3.13+ (guardpolicy.runtime.watch_sources):
+there an instance may keep its attributes in values stored inline in the object, which its
+``__dict__`` only shares, and a write to such an attribute neither changes the dict's version
+nor notifies a dict watcher (checked on 3.13.x)."""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from typing import Any
+
+#: ``Py_TPFLAGS_INLINE_VALUES`` (CPython 3.13): the type's instances keep their attributes inline.
+_INLINE_VALUES = 1 << 2
+#: id -> (weak reference to the object, the dict it was given): each object is given one once.
+_OWN_DICTS: dict[int, tuple[Any, dict]] = {}
+
+
+def own_dict(obj: Any, current: dict) -> dict | None:
+    """``obj.__dict__`` (``current``), made a dict of its own first on CPython 3.13+ where it
+    shares inline values (the same contents, assigned to ``obj.__dict__`` once: from then on
+    every write goes through the dict, which watchers see). None for such an object that
+    cannot be referenced weakly (the assignment could not be remembered)."""
+    if sys.version_info < (3, 13) or not type(obj).__flags__ & _INLINE_VALUES:
+        return current
+    known = _OWN_DICTS.get(id(obj))
+    if known is not None and known[0]() is obj and known[1] is current:
+        return current
+    key = id(obj)
+    try:
+        ref = weakref.ref(obj, lambda _ref: _OWN_DICTS.pop(key, None))
+    except TypeError:
+        return None
+    own = dict(current)
+    object.__setattr__(obj, "__dict__", own)
+    _OWN_DICTS[key] = (ref, own)
+    return own
