@@ -14,10 +14,13 @@ APT_PACKAGES := antlr4 libantlr4-runtime-dev libyaml-cpp-dev libgtest-dev libgmo
   libbenchmark-dev libre2-dev libcli11-dev nlohmann-json3-dev libfmt-dev zlib1g-dev pkg-config g++ \
   default-jre-headless ccache valgrind clang-format clang-tidy
 TORCH ?= 2.13.0
-# torch 2.11's guard builder asserts on a property that returns a new object per read when a
-# guard_filter_fn is set; transformers after 5.17 reads one (`config.per_layer_config`) in
-# GPT-2's forward, so a torch 2.11 leg keeps the transformers of the GPU image (5.17.0).
-TRANSFORMERS := $(if $(filter 2.11.%,$(TORCH)),transformers==5.17.0,transformers)
+# torch 2.11's and 2.12's guard builder asserts on a property that returns a new object per read
+# when a guard_filter_fn is set (Dynamo reads `object.__getattribute__(obj, name)` by running the
+# property and guards what it returned, and a filter makes torch build the guards twice; 2.13
+# traces the property's getter instead); transformers after 5.17 reads one
+# (`config.per_layer_config`) in GPT-2's forward, so a torch 2.11 or 2.12 leg keeps the
+# transformers of the GPU image (5.17.0).
+TRANSFORMERS := $(if $(filter 2.11.% 2.12.%,$(TORCH)),transformers==5.17.0,transformers)
 PIP_TOOLS := pybind11 scikit-build-core pytest hypothesis tqdm tlparse $(TRANSFORMERS) peft matplotlib cmake ninja pygments ruff
 PIP_PACKAGES := torch==$(TORCH) $(PIP_TOOLS)
 DEPS_STAMP := $(VENV)/.deps-installed

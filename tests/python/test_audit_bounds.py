@@ -192,7 +192,7 @@ class Recurrent(nn.Module):
         return self.rnn(x)[0]
 
 
-#: torch 2.13 and 2.14 compile no frame of a GRU model (Dynamo skips nn.GRU); 2.15 compiles it.
+#: torch 2.11 to 2.14 compile no frame of a GRU model (Dynamo skips nn.GRU); 2.15 compiles it.
 _GRU_SKIPPED = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2]) < (2, 15)
 
 

@@ -18,11 +18,12 @@ import doc_names  # noqa: E402
 POLICY_FILES = sorted((ROOT / "policies" / "examples").glob("*.gpol")) + sorted((ROOT / "policies" / "std").glob("*.gpol"))
 
 
-#: The builds CI tests (Makefile PY_LEGS and the main venv), torch 2.15 on Python 3.11 (the
+#: The builds CI tests (Makefile PY_LEGS and the main venv), torch 2.12 on Python 3.12 (a leg run
+#: locally: `make test-python-leg PYVER=3.12 TORCH=2.12.1`), torch 2.15 on Python 3.11 (the
 #: README's `make test-python-leg PYVER=3.11 TORCH=2.15.0`) and on 3.12 (a leg until torch 2.11
 #: took its place), each with committed snapshots.
-BUILDS = [doc_names.DOCS_BUILD, "torch2.11-py3.12", "torch2.14-py3.11", "torch2.15-py3.11", "torch2.15-py3.12",
-          "torch2.15-py3.13"]
+BUILDS = [doc_names.DOCS_BUILD, "torch2.11-py3.12", "torch2.12-py3.12", "torch2.14-py3.11", "torch2.15-py3.11",
+          "torch2.15-py3.12", "torch2.15-py3.13"]
 
 
 @pytest.mark.parametrize("build", BUILDS)

@@ -48,8 +48,8 @@ def test_this_legs_committed_answer_is_what_doctor_says_now():
 def test_support_table_is_generated_from_the_committed_answers():
     assert gen_support.main(["--check"]) == 0
     text = gen_support.OUT.read_text()
-    for version in ("torch 2.11.0, Python 3.12", "torch 2.13.0, Python 3.11", "torch 2.14.1, Python 3.11",
-                    "torch 2.15.0, Python 3.12", "torch 2.15.0, Python 3.13"):
+    for version in ("torch 2.11.0, Python 3.12", "torch 2.12.1, Python 3.12", "torch 2.13.0, Python 3.11",
+                    "torch 2.14.1, Python 3.11", "torch 2.15.0, Python 3.12", "torch 2.15.0, Python 3.13"):
         assert version in text
 
 

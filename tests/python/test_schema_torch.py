@@ -1,7 +1,9 @@
 """The schema's two torch enums against the torch this suite runs on. CI runs the suite on
-torch 2.11.0, 2.13.0, 2.14.1 and 2.15.0 (``make test`` and ``make test-python-matrix``), so each
-is checked on every one: 2.11 lacks five guard types of 2.13 (``DICT_NOT_CONTAINS``, ...),
-2.14 added ``COW_TENSOR_MATCH``, 2.15 two more, and a GuardSource member torch adds must be in the
+torch 2.11.0, 2.13.0, 2.14.1 and 2.15.0 (``make test`` and ``make test-python-matrix``), and a
+local leg on 2.12.1 (``make test-python-leg PYVER=3.12 TORCH=2.12.1``), so each is checked on
+every one: 2.11 lacks five guard types of 2.13 (``DICT_NOT_CONTAINS``, ...), 2.12 one
+(``FAKE_SCRIPT_TYPE_MATCH``), 2.14 added ``COW_TENSOR_MATCH``, 2.15 two more, and a GuardSource
+member torch adds must be in the
 schema's closed enum, or the binding (which maps a source to the enum by its name) would read
 it as no member, ``guard_source == NEW`` could not be written and a snapshot holding it would
 be refused."""

@@ -475,7 +475,7 @@ def test_suggest_from_a_dry_run_report_keeps_what_the_program_changed(suggested,
 
 
 def test_negative_zero_is_tried_where_this_torchs_value_guards_notice_it():
-    """torch 2.15 compares value guards bit for bit (0.0 -> -0.0 recompiles), 2.13 and 2.14
+    """torch 2.15 compares value guards bit for bit (0.0 -> -0.0 recompiles), 2.11 to 2.14
     with == (it does not): the audit tries -0.0 for a 0.0 exactly where the guard notices."""
     import math
 

@@ -82,7 +82,7 @@ def test_the_boundary_package_is_the_packages_and_says_its_releases():
 
     here = Path(guardpolicy.__file__).resolve().parent
     assert Path(torch_internals.__file__).resolve() == here / "runtime" / "torch_internals" / "__init__.py"
-    assert "Checked on torch 2.11.0, 2.13.0, 2.14.1 and 2.15.0" in " ".join(torch_internals.__doc__.split())
+    assert "Checked on torch 2.11.0, 2.12.1, 2.13.0, 2.14.1 and 2.15.0" in " ".join(torch_internals.__doc__.split())
 
 
 def _submodule_uses(source: str, submodules: set[str]) -> list[str]:

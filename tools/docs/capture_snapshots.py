@@ -8,8 +8,8 @@ from a fresh capture's)
 The snapshots are those of the running build, torch release and Python version
 (doc_names.snapshot_dir): torch 2.13 on Python 3.11 writes docs/snapshots/, which the docs
 are checked against; another supported build (CI's legs: torch 2.11 on 3.12, torch 2.14 on
-3.11, torch 2.15 on 3.13) writes docs/snapshots/<build>/ (e.g. torch2.11-py3.12), so that each
-build's check compares like with like.
+3.11, torch 2.15 on 3.13; the local leg of torch 2.12 on 3.12) writes docs/snapshots/<build>/
+(e.g. torch2.11-py3.12), so that each build's check compares like with like.
 
 One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools.models), the
 audit model (`audit_mlp`: guardpolicy.tools.audit.build_audit_model), the model of the docs'

@@ -30,7 +30,7 @@ For an ``nn.Module`` the result is a ``GuardPolicyModule``, an ``OptimizedModule
 ``copy.deepcopy`` and pickling; for a function, ``torch.compile``'s function. guardpolicy's
 own state is in ``guardpolicy.stats(compiled)``, never in the model's attributes.
 
-The private torch names this needs are in ``torch_internals`` (torch 2.11 and 2.13 to 2.15).
+The private torch names this needs are in ``torch_internals`` (torch 2.11 to 2.15).
 """
 
 from __future__ import annotations

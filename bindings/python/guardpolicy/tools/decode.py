@@ -53,7 +53,7 @@ def config() -> Any:
 def cache_keyword(model: Any) -> str:
     """The keyword ``model.forward`` takes its KV cache by: ``cache`` in the transformers of
     the torch 2.13+ legs (5.25; ``past_key_values`` is a deprecated alias there), or
-    ``past_key_values`` in older ones (5.17, the torch 2.11 leg's). Passing the other name
+    ``past_key_values`` in older ones (5.17, the torch 2.11 and 2.12 legs'). Passing the other name
     is no error in 5.17: ``cache=`` lands in the forward's ``**kwargs`` unread, and every
     decode step then attends to its own token only."""
     import inspect

@@ -5,8 +5,8 @@ No other module of the package, and no script under bench/, names ``torch._dynam
 tests/python/test_torch_boundary.py, fails when one does). Each name is looked up here once,
 feature-detected, behind a function or attribute that says what it is for, and
 ``doctor.py`` reports which features this torch supports from the ``missing*()`` lists
-(``missing``, ``missing_for_verify``, ``dispatch_missing``). Checked on torch 2.11.0, 2.13.0,
-2.14.1 and 2.15.0; what differs between them is said where it is read.
+(``missing``, ``missing_for_verify``, ``dispatch_missing``). Checked on torch 2.11.0, 2.12.1,
+2.13.0, 2.14.1 and 2.15.0; what differs between them is said where it is read.
 
 One module per torch subsystem; this package hands out their public names, and the rest of
 guardpolicy reads them from here (``torch_internals.X``):
@@ -24,8 +24,8 @@ guardpolicy reads them from here (``torch_internals.X``):
 * ``sources``: where a guard reads its value and what it checks (sources, guard types, the
   ``code`` field, value-guard float semantics);
 * ``trace``: ``TORCH_LOGS``, ``TORCH_TRACE`` and callgrind's instrumentation;
-* ``inductor``: ``mode=`` options and eager-matching random numbers (on 2.11 with torch
-  2.13's stride constraint for dropout, which 2.11 lacks);
+* ``inductor``: ``mode=`` options and eager-matching random numbers (on 2.11 with the
+  stride constraint for dropout of 2.12 and 2.13, which 2.11 lacks);
 * ``eager``: ``nn.Module``'s global hooks, pytrees and aten ops under a dispatch mode (the
   mutation audit).
 """

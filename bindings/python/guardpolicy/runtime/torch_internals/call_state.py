@@ -43,7 +43,7 @@ def _callback_handler() -> Any:
 
 def _fx_tracing_reader() -> Any:
     """A function saying whether ``torch.fx.symbolic_trace`` is tracing in this thread: torch
-    2.13 keeps a module flag, 2.14 a thread-local one."""
+    2.11 to 2.13 keep a module flag, 2.14 a thread-local one."""
     import torch.fx._symbolic_trace as fx_trace
 
     if hasattr(fx_trace, "_get_is_fx_tracing"):

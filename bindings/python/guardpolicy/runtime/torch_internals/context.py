@@ -40,7 +40,7 @@ _Context = getattr(_eval_frame, "_TorchDynamoContext", None)
 
 def missing() -> list[str]:
     """The private torch names ``guardpolicy.compile`` needs and this torch lacks (empty on
-    torch 2.11 and 2.13 to 2.15)."""
+    torch 2.11 to 2.15)."""
     wanted = {
         "torch._dynamo.eval_frame.OptimizedModule": OptimizedModule,
         "torch._dynamo.eval_frame._TorchDynamoContext": _Context,
@@ -110,7 +110,7 @@ def is_stance_miss(exc: BaseException) -> bool:
 # word of it, silenced with the rest of Dynamo's log) and ``ConvertFrame.__call__`` returns the
 # frame execution strategy RUN_ONLY for the frame and the frames it calls, kept for the code:
 # from then on a call that no cache entry accepts runs eagerly, and Dynamo's callback is never
-# called for that code again. torch returns RUN_ONLY, RUN_ONLY in that case only (2.13 to
+# called for that code again. torch returns RUN_ONLY, RUN_ONLY in that case only (2.11 to
 # 2.15). The refused compile's ``CompilationMetrics`` record (``torch._dynamo.utils``) names
 # the limit (``fail_reason``, torch's graph-break text) and the guard that failed last
 # (``recompile_reason``).

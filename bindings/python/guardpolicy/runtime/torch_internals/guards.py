@@ -66,7 +66,7 @@ def _stored_locals(ins: Any) -> tuple[str, ...]:
 
 
 def missing_for_verify() -> list[str]:
-    """What ``verify`` and ``dry_run`` need and this torch lacks (empty on 2.11 and 2.13 to 2.15)."""
+    """What ``verify`` and ``dry_run`` need and this torch lacks (empty on 2.11 to 2.15)."""
     absent = [name for name, value in {
         "torch._dynamo.guards.CheckFunctionManager.__init__": _CFM_INIT,
         "torch._dynamo.guards.DeletedGuardManagerWrapper": _DELETED,
@@ -129,7 +129,7 @@ def build_guard_manager(cfm: Any, guards: list, locals_: dict[str, Any], guard_f
     """A guard manager of ``guards`` only, built by torch's own builder
     (``CheckFunctionManager.build_guards``, as torch builds the kept manager). Object aliasing
     (``DUPLICATE_INPUT``: ``a is b``) is added as torch adds it after the build where
-    ``use_lamba_guard_for_object_aliasing`` is on (2.11, 2.13): one lambda guard on the root."""
+    ``use_lamba_guard_for_object_aliasing`` is on (2.11 to 2.13): one lambda guard on the root."""
     builder, manager = cfm.build_guards(guards, locals_["existing_diff_guard_sources"], locals_["f_code"],
                                         locals_["output_graph"], False, guard_filter_fn=guard_filter_fn)
     aliasing = getattr(builder, "object_aliasing_guard_codes", None)

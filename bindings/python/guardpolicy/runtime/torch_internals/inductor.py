@@ -26,13 +26,14 @@ def inductor_fallback_random() -> Any:
     Dropout needs one thing more. ``aten.native_dropout`` draws its mask with ``bernoulli_``
     in its input's stride order, and Inductor may hand it an input laid out otherwise than
     eager's (a conv's output in channels-last order): the same seed then zeroes other
-    elements. torch 2.13 constrains that input to the traced graph's strides under
-    ``fallback_random`` (``constrain_to_fx_strides_if_fallback_random`` in
-    ``torch._inductor.lowering``); torch 2.11 does not, and its compiled dropout differs from
-    eager's even with the setting on. There this context registers the same constraint
-    (``constrain_to_fx_strides``) for ``native_dropout`` while it is open, and turns Inductor's
-    FX-graph and AOTAutograd caches off meanwhile: their keys do not include the constraint,
-    so they could serve a graph compiled without it, or keep one compiled with it."""
+    elements. torch 2.12 constrains that input to the traced graph's strides
+    (``constrain_to_fx_strides`` in ``torch._inductor.lowering``), 2.13 under
+    ``fallback_random`` (``constrain_to_fx_strides_if_fallback_random``); torch 2.11 does
+    not, and its compiled dropout differs from eager's even with the setting on. There this
+    context registers the same constraint (``constrain_to_fx_strides``) for ``native_dropout``
+    while it is open, and turns Inductor's FX-graph and AOTAutograd caches off meanwhile: their
+    keys do not include the constraint, so they could serve a graph compiled without it, or
+    keep one compiled with it."""
     try:
         import torch._inductor.config as inductor_config
     except ImportError:

@@ -62,7 +62,7 @@ def guard_source_enum() -> Any:
 
 def guard_builder_names() -> list[str]:
     """The guard types this torch produces, sorted: the names of ``GUARD_VALUE_DISPATCH``
-    (``torch._dynamo.guards``; 46 on 2.13, 47 on 2.14, 49 on 2.15), or on a torch without that
+    (``torch._dynamo.guards``; 45 on 2.12, 46 on 2.13, 47 on 2.14, 49 on 2.15), or on a torch without that
     table (2.11: 41) ``guard_builder_methods()``."""
     table = getattr(_guards, "GUARD_VALUE_DISPATCH", None)
     return sorted(table) if table is not None else guard_builder_methods()
@@ -92,7 +92,7 @@ def guard_builder_methods() -> list[str]:
 def guard_code_source() -> str:
     """Where the ``code`` field is read from on this torch: ``"code_parts"``
     (``GuardFilterEntry.code_parts``, 2.15), ``"code_list"`` (``Guard.code_list``, read while
-    the filter runs: 2.11, 2.13, 2.14), or "" when neither exists."""
+    the filter runs: 2.11 to 2.14), or "" when neither exists."""
     import dataclasses
 
     import torch._dynamo.types

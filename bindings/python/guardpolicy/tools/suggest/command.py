@@ -294,7 +294,7 @@ def suggest(fn: Any, args: tuple = (), kwargs: dict | None = None, *, name: str 
     if result.frames == 0:
         raise NothingToAudit(
             "torch.compile compiled no frame of the model: Dynamo ran all of it in eager (modules a release skips: "
-            "nn.GRU and nn.LSTM on torch 2.13 and 2.14 unless torch._dynamo.config.allow_rnn = True; "
+            "nn.GRU and nn.LSTM on torch 2.11 to 2.14 unless torch._dynamo.config.allow_rnn = True; "
             "TORCH_LOGS=graph_breaks says why), so there is no guard to audit and no policy is written")
     dropped, kept = decide(result, set(changed))
     source = render(name, spec, result, dropped, kept, torch.__version__, verify)
