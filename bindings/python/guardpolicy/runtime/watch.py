@@ -201,7 +201,7 @@ class Watches:
             manager = getattr(cfm, "guard_manager", None)
             if manager is None or torch_internals.is_deleted(manager) or frame.guards == 0:
                 continue
-            frame.gate = WatchGate(_Recheck(frame))
+            frame.gate = WatchGate(_Recheck(frame), capacity=STATES_PER_ENTRY)
             frame.gate.install(frame.state(frame.reads))
             frame.reads = weakref.ref(frame.reads)  # the state holds it, until its roots die
             torch_internals.add_last_guard(manager, frame.gate,
@@ -223,6 +223,9 @@ def _invalidate(manager: Any) -> None:
         torch_internals.retire(entry, "guardpolicy: the compiled object that watched it was freed")
 
 
+#: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
+#: one per block of a model compiled block by block (regional compilation of 82 layers).
+STATES_PER_ENTRY = 128
 #: Guard types whose value may be a tensor: a parameter's metadata is then checked on every call.
 _TENSOR_VALUED = frozenset({"TENSOR_MATCH", "DUPLICATE_INPUT"})
 

@@ -1,0 +1,54 @@
+"""Regional compilation under ``default watch``: blocks of one class compiled one by one
+(``gp.compile`` per block, as ``layer.compile()`` per layer) share one code object and one
+cache entry, whose gate keeps a state per block (``watch.STATES_PER_ENTRY``), so past the
+warm-up no call is rechecked, however many blocks; a change to one block is still seen.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+import guardpolicy as gp
+from guardpolicy.runtime import watch
+
+POLICY = "guardpolicy 1\n\npolicy w {\n  dispatch direct\n  default watch\n}\n"
+
+
+class Block(nn.Module):
+    """``relu(lin(x)) * scale + x``, ``x`` of shape ``(2, 8)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.scale = 1.0
+
+    def forward(self, x):
+        return torch.relu(self.lin(x)) * self.scale + x
+
+
+def _run(fns, x):
+    for fn in fns:
+        x = fn(x)
+    return x
+
+
+def test_blocks_compiled_one_by_one_keep_a_state_each():
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    blocks = [Block() for _ in range(12)]  # more than torch's recompile_limit (8)
+    assert len(blocks) < watch.STATES_PER_ENTRY
+    compiled = [gp.compile(b, gp.load(POLICY), backend="eager") for b in blocks]
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        for _ in range(10):
+            _run(compiled, x)
+        before = sum(gp.stats(c).watches.rechecks for c in compiled)
+        for _ in range(20):
+            torch.testing.assert_close(_run(compiled, x), _run(blocks, x))
+        assert sum(gp.stats(c).watches.rechecks for c in compiled) == before  # every block served by its state
+        assert sum(gp.stats(c).compiles for c in compiled) <= 2  # one graph for all blocks, as torch.compile
+        blocks[7].scale = -1.0
+        torch.testing.assert_close(_run(compiled, x), _run(blocks, x), msg=lambda m: f"after blocks[7].scale: {m}")
+        blocks[0].lin.register_forward_hook(lambda m, a, out: out * 3)
+        torch.testing.assert_close(_run(compiled, x), _run(blocks, x), msg=lambda m: f"after a hook on blocks[0]: {m}")
