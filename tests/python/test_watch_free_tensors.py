@@ -127,3 +127,38 @@ def test_suggest_writes_free_tensors_and_drops_no_tensor_guard_of_the_model(sugg
 @pytest.mark.parametrize("what", list(CHANGES))
 def test_the_suggested_policy_catches_each_change_with_free_tensors(suggested_net, what):
     _caught(suggested_net, "eager", "direct", what)
+
+
+class Recurrent(nn.Module):
+    """``h = tanh(inp(x) + rec(h))``, its state ``h`` ``(1, 4)`` a plain tensor attribute
+    reassigned on every call (a streaming model, a hand-written cache)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inp, self.rec = nn.Linear(4, 4), nn.Linear(4, 4)
+        self.h = torch.zeros(1, 4)
+
+    def forward(self, x):
+        self.h = torch.tanh(self.inp(x) + self.rec(self.h))
+        return self.h
+
+
+def test_a_state_tensor_reassigned_on_every_call_compiles_once_more_not_per_call():
+    """A graph holds its free tensors: the first replacement makes the code's later compiles
+    pass them as graph inputs (``watch.MOVED_TENSORS``) instead of compiling once per tensor
+    up to torch's recompile limit, then running eager."""
+    from guardpolicy.runtime import watch
+
+    torch.manual_seed(0)
+    model, twin = Recurrent(), Recurrent()
+    twin.load_state_dict(model.state_dict())
+    compiled = gp.compile(model, gp.load(POLICY), backend="eager")
+    with torch.no_grad():
+        for step in range(20):
+            x = torch.randn(1, 4)
+            torch.testing.assert_close(compiled(x), twin(x), msg=lambda m, step=step: f"step {step}: {m}")
+    stats = gp.stats(compiled)
+    assert stats.compiles == 2 and not stats.eager_fallbacks, (stats.compiles, stats.eager_fallbacks)
+    assert Recurrent.forward.__code__ in watch.MOVED_TENSORS
+    torch._dynamo.reset()  # a fresh start installs free tensors again
+    assert stats.config_for(Recurrent.forward.__code__) == {"install_free_tensors": True}

@@ -96,7 +96,8 @@ class ScopedConfigCallback:
         with torch_internals.compile_lock():
             ranks.before_compile(self.stats.policy)
             try:
-                with torch_internals.dynamo_config().patch(**self.stats.config):
+                code = getattr(args[0] if args else None, "f_code", None)
+                with torch_internals.dynamo_config().patch(**self.stats.config_for(code)):
                     result = self.inner(*args, **kwargs)
                     hit = torch_internals.recompile_limit_hit(result)  # the limit in force for the compile
                 if hit is not None:

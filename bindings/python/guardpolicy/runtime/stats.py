@@ -10,7 +10,7 @@ from ..distributed.agreement import RankAgreement
 from .frames import EagerFallback, FrameExplanations
 from .logs import log as _log, making_tool_objects
 from .verify import REGISTRY, Violation
-from .watch import Watches
+from .watch import MOVED_TENSORS, Watches
 
 
 def _nothing() -> None:
@@ -130,6 +130,19 @@ class CompileStats:
     def config(self) -> dict[str, Any]:
         """The Dynamo config knobs (``torch_internals.config_patch``) in force while this object's frames compile."""
         return self.policy.config
+
+    def config_for(self, code: Any) -> dict[str, Any]:
+        """``config`` for a compile of ``code``: ``install_free_tensors`` off once a recheck
+        found that code's installed tensors replaced (``watch.MOVED_TENSORS``), while Dynamo
+        holds cache entries of it (``torch._dynamo.reset()`` starts it afresh)."""
+        from . import torch_internals
+
+        config = self.policy.config
+        if config.get("install_free_tensors") and code is not None and code in MOVED_TENSORS:
+            if torch_internals.cache_entries_of(code):
+                return {**config, "install_free_tensors": False}
+            MOVED_TENSORS.discard(code)
+        return config
 
     def reset_stance(self) -> None:
         """Back to full guard evaluation; the warm-up count starts again (and direct dispatch

@@ -64,6 +64,14 @@ class FramePlan:
         self.signature: tuple = ()
         self.gate: Any = None
 
+    def holds(self, reads: Reads) -> bool:
+        """Whether ``reads`` has the compile's signature; notes a change of the installed
+        tensors in ``MOVED_TENSORS``."""
+        signature = reads.signature()
+        if self.signature and signature[-1] != self.signature[-1] and self.code is not None:
+            MOVED_TENSORS.add(self.code)  # the installed tensors' identities (Reads.signature: last)
+        return signature == self.signature
+
     @property
     def reads(self) -> Reads | None:
         """What the watched sources read at compile time (the first state's; None once its
@@ -139,7 +147,7 @@ class _Recheck:
         try:
             reads = state.info if state is not None else None
             if reads is not None and not state.stale() and not reads.moved():
-                return bool(frame.manager.check(f_locals)) and reads.signature() == frame.signature, None
+                return bool(frame.manager.check(f_locals)) and frame.holds(reads), None
             if not frame.manager.check(f_locals):
                 return False, None  # nothing to arm: no walk (torch asks every entry again for its recompile reasons)
             reads = frame.read(f_locals)
@@ -147,7 +155,7 @@ class _Recheck:
                 return False, None
             fresh = frame.state(reads) if state is not None or self._adopt(reads) else None
             # checked again after the walk: the new state is armed on what was read before this check
-            ok = bool(frame.manager.check(f_locals)) and reads.signature() == frame.signature
+            ok = bool(frame.manager.check(f_locals)) and frame.holds(reads)
             if fresh is not None and reads.moved():  # moved while it was built: the next call reads again
                 fresh = None
             return ok, fresh
@@ -186,6 +194,8 @@ class Watches:
     @property
     def unwatched(self) -> list[Unwatched]:
         return [u for f in self.frames for u in f.unwatched]
+        """Whether ``reads`` has the compile's signature; notes a change of the installed
+        tensors in ``MOVED_TENSORS``."""
 
     def add(self, cfm: Any, frame: FramePlan) -> None:
         self._pending.append((cfm, frame))
@@ -223,6 +233,12 @@ def _invalidate(manager: Any) -> None:
         torch_internals.retire(entry, "guardpolicy: the compiled object that watched it was freed")
 
 
+#: The code whose installed free tensors a recheck found replaced (``FramePlan.holds``: a state
+#: tensor reassigned on every call, a submodule swapped, another block of a model compiled block
+#: by block). A graph holds its free tensors, so such code would compile once per tensor: its
+#: later compiles, by any compiled object, pass them as graph inputs instead (``CompileStats
+#: .config_for``), as Dynamo makes a dimension dynamic once it changed.
+MOVED_TENSORS: weakref.WeakSet = weakref.WeakSet()
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
 #: one per block of a model compiled block by block (regional compilation of 82 layers).
 STATES_PER_ENTRY = 128
