@@ -67,9 +67,17 @@ class FramePlan:
     def holds(self, reads: Reads) -> bool:
         """Whether ``reads`` has the compile's signature; notes a change of the installed
         tensors in ``MOVED_TENSORS``."""
+        from . import torch_internals
+
         signature = reads.signature()
         if self.signature and signature[-1] != self.signature[-1] and self.code is not None:
-            MOVED_TENSORS.add(self.code)  # the installed tensors' identities (Reads.signature: last)
+            # the installed tensors' identities (Reads.signature: last): replaced at the same
+            # roots, or the code has a graph for each of INSTANCES_WITH_FREE_TENSORS instances
+            compiled = self.reads
+            same = compiled is not None and list(compiled.roots) == list(reads.roots) and all(
+                deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values()))
+            if same or len(torch_internals.cache_entries_of(self.code)) >= INSTANCES_WITH_FREE_TENSORS:
+                MOVED_TENSORS.add(self.code)
         return signature == self.signature
 
     @property
@@ -234,11 +242,14 @@ def _invalidate(manager: Any) -> None:
 
 
 #: The code whose installed free tensors a recheck found replaced (``FramePlan.holds``: a state
-#: tensor reassigned on every call, a submodule swapped, another block of a model compiled block
+#: tensor reassigned on every call, a submodule swapped, many blocks of a model compiled block
 #: by block). A graph holds its free tensors, so such code would compile once per tensor: its
 #: later compiles, by any compiled object, pass them as graph inputs instead (``CompileStats
 #: .config_for``), as Dynamo makes a dimension dynamic once it changed.
 MOVED_TENSORS: weakref.WeakSet = weakref.WeakSet()
+#: Instances of one module class (copies, an ensemble, blocks compiled one by one) each get a
+#: graph of their own tensors, up to this many; the next compile passes them as inputs.
+INSTANCES_WITH_FREE_TENSORS = 4
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
 #: one per block of a model compiled block by block (regional compilation of 82 layers).
 STATES_PER_ENTRY = 128
