@@ -10,7 +10,7 @@ from ..distributed.agreement import RankAgreement
 from .frames import EagerFallback, FrameExplanations
 from .logs import log as _log, making_tool_objects
 from .verify import REGISTRY, Violation
-from .watch import MOVED_TENSORS, Watches
+from .watch import MOVED_TENSORS, Watches, forget_tensors
 
 
 def _nothing() -> None:
@@ -138,10 +138,12 @@ class CompileStats:
         from . import torch_internals
 
         config = self.policy.config
-        if config.get("install_free_tensors") and code is not None and code in MOVED_TENSORS:
-            if torch_internals.cache_entries_of(code):
-                return {**config, "install_free_tensors": False}
-            MOVED_TENSORS.discard(code)
+        if not config.get("install_free_tensors") or code is None:
+            return config
+        if not torch_internals.cache_entries_of(code):
+            forget_tensors(code)
+        elif code in MOVED_TENSORS:
+            return {**config, "install_free_tensors": False}
         return config
 
     def reset_stance(self) -> None:

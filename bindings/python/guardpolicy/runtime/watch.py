@@ -67,16 +67,15 @@ class FramePlan:
     def holds(self, reads: Reads) -> bool:
         """Whether ``reads`` has the compile's signature; notes a change of the installed
         tensors in ``MOVED_TENSORS``."""
-        from . import torch_internals
-
         signature = reads.signature()
         if self.signature and signature[-1] != self.signature[-1] and self.code is not None:
             # the installed tensors' identities (Reads.signature: last): replaced at the same
-            # roots, or the code has a graph for each of INSTANCES_WITH_FREE_TENSORS instances
+            # roots, or other instances' tensors found INSTANCES_WITH_FREE_TENSORS times
             compiled = self.reads
             same = compiled is not None and list(compiled.roots) == list(reads.roots) and all(
                 deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values()))
-            if same or len(torch_internals.cache_entries_of(self.code)) >= INSTANCES_WITH_FREE_TENSORS:
+            _OTHER_TENSORS[self.code] = _OTHER_TENSORS.get(self.code, 0) + (not same)
+            if same or _OTHER_TENSORS[self.code] >= INSTANCES_WITH_FREE_TENSORS:
                 MOVED_TENSORS.add(self.code)
         return signature == self.signature
 
@@ -248,8 +247,16 @@ def _invalidate(manager: Any) -> None:
 #: .config_for``), as Dynamo makes a dimension dynamic once it changed.
 MOVED_TENSORS: weakref.WeakSet = weakref.WeakSet()
 #: Instances of one module class (copies, an ensemble, blocks compiled one by one) each get a
-#: graph of their own tensors, up to this many; the next compile passes them as inputs.
+#: graph of their own tensors until a recheck has found other instances' tensors this many
+#: times (``_OTHER_TENSORS``, per code); the next compile passes them as inputs.
 INSTANCES_WITH_FREE_TENSORS = 4
+_OTHER_TENSORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def forget_tensors(code: Any) -> None:
+    """``code`` starts afresh (Dynamo holds no cache entry of it: ``torch._dynamo.reset()``)."""
+    MOVED_TENSORS.discard(code)
+    _OTHER_TENSORS.pop(code, None)
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
 #: one per block of a model compiled block by block (regional compilation of 82 layers).
 STATES_PER_ENTRY = 128
