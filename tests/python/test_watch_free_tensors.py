@@ -160,5 +160,5 @@ def test_a_state_tensor_reassigned_on_every_call_compiles_once_more_not_per_call
     stats = gp.stats(compiled)
     assert stats.compiles == 2 and not stats.eager_fallbacks, (stats.compiles, stats.eager_fallbacks)
     assert Recurrent.forward.__code__ in watch.MOVED_TENSORS
-    torch._dynamo.reset()  # a fresh start installs free tensors again
+    torch.compiler.reset()  # a fresh start installs free tensors again
     assert stats.config_for(Recurrent.forward.__code__) == {"install_free_tensors": True}

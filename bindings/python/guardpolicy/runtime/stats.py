@@ -134,7 +134,7 @@ class CompileStats:
     def config_for(self, code: Any) -> dict[str, Any]:
         """``config`` for a compile of ``code``: ``install_free_tensors`` off once a recheck
         found that code's installed tensors replaced (``watch.MOVED_TENSORS``), while Dynamo
-        holds cache entries of it (``torch._dynamo.reset()`` starts it afresh)."""
+        holds cache entries of it (``torch.compiler.reset()`` starts it afresh)."""
         from . import torch_internals
 
         config = self.policy.config

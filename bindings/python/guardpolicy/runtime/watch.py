@@ -74,7 +74,8 @@ class FramePlan:
             compiled = self.reads
             same = compiled is not None and list(compiled.roots) == list(reads.roots) and all(
                 deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values()))
-            _OTHER_TENSORS[self.code] = _OTHER_TENSORS.get(self.code, 0) + (not same)
+            if not same:
+                _OTHER_TENSORS[self.code] = _OTHER_TENSORS.get(self.code, 0) + 1
             if same or _OTHER_TENSORS[self.code] >= INSTANCES_WITH_FREE_TENSORS:
                 MOVED_TENSORS.add(self.code)
         return signature == self.signature
@@ -201,8 +202,6 @@ class Watches:
     @property
     def unwatched(self) -> list[Unwatched]:
         return [u for f in self.frames for u in f.unwatched]
-        """Whether ``reads`` has the compile's signature; notes a change of the installed
-        tensors in ``MOVED_TENSORS``."""
 
     def add(self, cfm: Any, frame: FramePlan) -> None:
         self._pending.append((cfm, frame))
@@ -253,15 +252,17 @@ INSTANCES_WITH_FREE_TENSORS = 4
 _OTHER_TENSORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def forget_tensors(code: Any) -> None:
-    """``code`` starts afresh (Dynamo holds no cache entry of it: ``torch._dynamo.reset()``)."""
-    MOVED_TENSORS.discard(code)
-    _OTHER_TENSORS.pop(code, None)
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
 #: one per block of a model compiled block by block (regional compilation of 82 layers).
 STATES_PER_ENTRY = 128
 #: Guard types whose value may be a tensor: a parameter's metadata is then checked on every call.
 _TENSOR_VALUED = frozenset({"TENSOR_MATCH", "DUPLICATE_INPUT"})
+
+
+def forget_tensors(code: Any) -> None:
+    """``code`` starts afresh (Dynamo holds no cache entry of it: after ``torch.compiler.reset()``)."""
+    MOVED_TENSORS.discard(code)
+    _OTHER_TENSORS.pop(code, None)
 
 
 def _sources(guard: Any, guard_type: str) -> tuple:

@@ -38,7 +38,8 @@ class Reads:
     ``hook_paths``: where each was found), ``objects`` (objects whose class and ``__dict__``
     are compared on every call), ``functions`` (functions whose code, defaults and closure
     cells are compared on every call), ``lists`` (plain lists, whose items are compared by
-    identity on every call: no event tells of ``append`` or ``l[0] = x``) and ``tensors`` (the parameters whose ``TENSOR_MATCH`` is
+    identity on every call: no event tells of ``append`` or ``l[0] = x``) and ``tensors`` (the
+    parameters, and with free tensors every installed tensor, whose ``TENSOR_MATCH`` is
     watched: their metadata is checked on every call). ``traced``: the code objects Dynamo
     traced for the frame (``OutputGraph.traced_code``): a function is watched when it runs one.
     ``free_tensors``: the frame was compiled with ``install_free_tensors``, so its code holds
@@ -225,8 +226,8 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
     """Records in ``out`` every dict ``source`` reads, from its root to its value; raises
     ``CannotWatch`` where one read is not of a dict. ``scope``: ``{"L": frame locals, "G":
     globals}`` as torch's guard code reads them; ``closure``: torch's guard closure names.
-    ``tensor_match``: the guard is a ``TENSOR_MATCH``, whose value may be a parameter (its
-    metadata then checked on every call: ``out.tensors``). ``walk``: the walk this read is one
+    ``tensor_match``: the guard is a ``TENSOR_MATCH``, whose value may be a parameter or an
+    installed free tensor (its metadata then checked on every call: ``out.tensors``). ``walk``: the walk this read is one
     of (the sources of one frame read from one scope), or None for a walk of its own."""
     from . import torch_internals
 
