@@ -123,3 +123,24 @@ def test_a_list_subclass_stays_checked():
     torch.testing.assert_close(compiled(x, cache), model(x, cache))
     reasons = {u.why for u in gp.stats(compiled).watches.unwatched if "taps" in u.name}
     assert reasons == {"a Taps is not a dict a watcher can see"}, reasons
+
+
+@pytest.mark.parametrize("dispatch", PATHS)
+def test_a_cache_whose_list_a_state_holds_is_freed_with_its_layers(dispatch):
+    """A state holds a watched list and its items; the cache at its root is held weakly, so
+    dropping the cache drops the state, and the list's layers (and their tensors) are freed."""
+    import gc
+    import weakref
+
+    torch._dynamo.reset()
+    model, x = Decoder().eval(), torch.randn(1, 4)
+    compiled = gp.compile(model, gp.load(WATCH), backend="eager", dispatch=dispatch)
+    cache = Cache([1.0, 2.0])
+    for _ in range(10):
+        compiled(x, cache)
+    dead = [weakref.ref(cache), weakref.ref(cache.layers[0]), weakref.ref(cache.layers[1].keys)]
+    del cache
+    gc.collect()
+    assert [ref() is None for ref in dead] == [True, True, True]
+    other = Cache([3.0])  # the entry still serves a new cache, checked in full first
+    torch.testing.assert_close(compiled(x, other), model(x, other))
