@@ -27,6 +27,7 @@ from torch import nn
 
 import guardpolicy as gp
 from config_models import SOURCE, OwnGetattribute
+from guardpolicy.runtime import watch
 from guardpolicy.runtime.torch_internals import inductor_fallback_random
 from guardpolicy.tools.audit.changes import CHANGES, Trial
 from guardpolicy.tools.audit.model import build_audit_model
@@ -325,7 +326,7 @@ class Scaled(nn.Module):
         return y * cache.scale if cache.enabled else y
 
 
-def test_an_object_passed_on_every_call_is_watched_and_another_adopted(policy):
+def test_an_object_passed_on_every_call_is_watched_and_another_adopted(policy, monkeypatch):
     torch.manual_seed(0)
     model = Scaled()
     compiled = gp.compile(model, policy, backend="eager")
@@ -339,18 +340,28 @@ def test_an_object_passed_on_every_call_is_watched_and_another_adopted(policy):
         first = Cache(2.0)
         for _ in range(5):
             call(first, "the first request")
-        assert ("kwargs", ("cache",)) in watches.frames[0].reads.roots or ("cache", ()) in watches.frames[0].reads.roots
-        assert watches.rechecks == 1  # the first call after the compile
+        # the cache's guards have a gate of their own, apart from the module's
+        (cache_plan,) = [f for f in watches.frames if {("kwargs", ("cache",)), ("cache", ())} & set(f.reads.roots)]
+        (module_plan,) = [f for f in watches.frames if f is not cache_plan]
+        assert cache_plan.gate.rechecks == 1 and module_plan.gate.rechecks == 1  # the first call after the compile
         second = Cache(2.0)  # a new request: checked on its first two calls, adopted on the second
         for _ in range(5):
             call(second, "the second request")
-        assert watches.rechecks == 3 and gp.stats(compiled).compiles == 1
+        assert cache_plan.gate.rechecks == 3 and module_plan.gate.rechecks == 1 and gp.stats(compiled).compiles == 1
         second.scale = 3.0  # an attribute of the adopted object: caught
         call(second, "scale changed")
         second.enabled = False
         call(second, "enabled off")
+        walked = []
+        real = watch.FramePlan.read
+        monkeypatch.setattr(watch.FramePlan, "read", lambda plan, f_locals: walked.append(plan) or real(plan, f_locals))
         for i in range(4):  # a new object on every call: each call checked, never stale
             call(Cache(float(i)), f"a new object with scale {i}")
+        for _ in range(3):  # ... and the one whose guards pass reads only the new object's sources again
+            call(Cache(2.0), "a new object like the first")
+        # (by whichever entry serves it: the scale may have become dynamic)
+        names = {source.name for plan in walked for source, _ in plan.sources}
+        assert len(walked) >= 3 and names and all("cache" in n and "self" not in n for n in names), names
         third = Cache(4.0)
         for _ in range(3):
             call(third, "a third request")

@@ -10,10 +10,12 @@ checked again only when the state it reads changes.
   A watched guard that cannot be watched stays in torch's manager, as a ``keep``
   (``Unwatched``). The watched guards get a guard manager of their own, built by torch's
   builder, and the compile's ``signature``: the hooks and classes its code inlined.
-* **After the compile** (``Watches.attach``): the cache entry's kept manager gets one more
-  guard, run last: a ``_core.WatchGate`` (bindings/watch_gate.h) holding one
-  ``_core.WatchState`` per set of roots (bindings/watch_state.h), the compile's first, with no
-  verdict yet: the first call checks.
+* **After the compile** (``Watches.attach``): the cache entry's kept manager gets a guard run
+  last per group of watched guards that share roots (``watch_roots.groups``: the frame's
+  module and globals; each other object passed in, such as a KV cache or an options object):
+  a ``_core.WatchGate`` (bindings/watch_gate.h) holding one ``_core.WatchState`` per set of
+  that group's roots (bindings/watch_state.h), the compile's first, with no verdict yet: the
+  first call checks. A new object at one root is read again alone.
 * **Per call**, in C: the state of the call's roots, when armed and unchanged, gives its verdict.
   Otherwise ``_Recheck`` runs: it builds a new state when the roots have none (a second
   instance, an adopted KV cache) or when what the state holds moved, and then evaluates the
@@ -31,6 +33,7 @@ from typing import Any
 
 from .._core import WatchGate, WatchState
 from ..api.data import schema_list
+from .watch_roots import groups, is_module, root_of
 from .watch_sources import CannotWatch, Reads, Walk, deref, read, weakly
 
 
@@ -63,6 +66,7 @@ class FramePlan:
         self.manager: Any = None
         self.signature: tuple = ()
         self.gate: Any = None
+        self.reads_ambient = True  # what every call reads (global hooks, builtins): in one plan of a frame
 
     def holds(self, reads: Reads) -> bool:
         """Whether ``reads`` has the compile's signature; notes a change of the installed
@@ -114,7 +118,8 @@ class FramePlan:
                 read(source, scope, closure, reads, tensor_match, walk)
         except Exception:  # noqa: BLE001 - not watchable there: the gate checks every such call
             return None
-        self.ambient(reads)
+        if self.reads_ambient:
+            self.ambient(reads)
         return reads
 
     def state(self, reads: Reads) -> Any:
@@ -161,7 +166,9 @@ class _Recheck:
             reads = frame.read(f_locals)
             if reads is None:
                 return False, None
-            fresh = frame.state(reads) if state is not None or self._adopt(reads) else None
+            if state is None and not self._adopt(reads):  # nothing to arm: this check stands
+                return frame.holds(reads), None
+            fresh = frame.state(reads)
             # checked again after the walk: the new state is armed on what was read before this check
             ok = bool(frame.manager.check(f_locals)) and frame.holds(reads)
             if fresh is not None and reads.moved():  # moved while it was built: the next call reads again
@@ -173,21 +180,16 @@ class _Recheck:
     def _adopt(self, reads: Reads) -> bool:
         """Whether to keep a state for the objects at the roots: modules at once, other objects
         when the same ones (alive: not new ones at reused addresses) came last time too."""
-        now = tuple(obj for obj in map(deref, reads.roots.values()) if not _is_module(obj))
+        now = tuple(obj for obj in map(deref, reads.roots.values()) if not is_module(obj))
         same = len(now) == len(self.last) and all(deref(r) is o for r, o in zip(self.last, now))
         self.last = tuple(weakly(o, None) for o in now)
         return same
 
 
-def _is_module(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.nn.Module)
-
-
 class Watches:
     """The watching of one compiled object (``guardpolicy.stats(compiled).watches``):
-    ``frames``, a ``FramePlan`` per compiled frame whose gate is attached (they hold strong
+    ``frames``, a ``FramePlan`` per group of roots of each compiled frame (``plan``) whose
+    gate is attached (they hold strong
     references to the watched dicts); ``rechecks``, the calls that evaluated watched guards,
     over all frames (counted in C)."""
 
@@ -203,8 +205,8 @@ class Watches:
     def unwatched(self) -> list[Unwatched]:
         return [u for f in self.frames for u in f.unwatched]
 
-    def add(self, cfm: Any, frame: FramePlan) -> None:
-        self._pending.append((cfm, frame))
+    def add(self, cfm: Any, plans: list[FramePlan]) -> None:
+        self._pending += [(cfm, frame) for frame in plans]
 
     def attach(self) -> None:
         """Adds each pending frame's gate to its cache entry's kept manager (torch's compile
@@ -278,21 +280,23 @@ def _sources(guard: Any, guard_type: str) -> tuple:
     return guard.originating_source, other
 
 
-def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisions: list[bool]) -> FramePlan:
-    """The watching of one frame being compiled. ``decisions`` (what the filter returns to
-    torch) is changed in place: a watched guard that is watched is taken out (False); so are
-    ``explanations``: a watched guard that stays checked gets its reason (``checked``)."""
+def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisions: list[bool]) -> list[FramePlan]:
+    """The watching of one frame being compiled: a ``FramePlan`` per group of watched guards
+    that share roots (``watch_roots.groups``: the frame's module and globals, and each other
+    object passed in, such as a KV cache or an options object), the frame's own reads (global
+    hooks, builtins) in the first. ``decisions`` (what the filter returns to torch) is changed
+    in place: a watched guard that is watched is taken out (False); so are ``explanations``: a
+    watched guard that stays checked gets its reason (``checked``)."""
     from . import torch_internals
 
     graph = torch_locals["output_graph"]
     traced = torch_internals.traced_code(graph)
     free = torch_internals.has_config("install_free_tensors") and bool(torch_internals.config_value("install_free_tensors"))
-    out = FramePlan(graph.global_scope, torch_locals.get("f_code"), traced, free)
     scope = {"L": graph.local_scope, "G": graph.global_scope, "__builtins__": __builtins__}
     closure = torch_internals.closure_vars()
     kept_types = set(schema_list("watch_kept_guard_types"))
-    walk = Walk()
-    watched = []
+    walk, scratch = Walk(), Reads(traced, free)
+    watched, unwatched = [], []  # (index, guard, its sources, their roots); Unwatched
     for i, (entry, exp) in enumerate(zip(entries, explanations)):
         if not exp.watched:
             continue
@@ -301,31 +305,50 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
                 raise CannotWatch(f"{exp.guard_type} guards are not held in a dict a watcher can see")
             sources = _sources(entry.orig_guard, exp.guard_type)
             for source in sources:
-                read(source, scope, closure, out.reads, exp.guard_type in _TENSOR_VALUED, walk)
+                read(source, scope, closure, scratch, exp.guard_type in _TENSOR_VALUED, walk)
+            roots = {root_of(source, scope, closure, walk.cache) for source in sources}
         except Exception as error:  # noqa: BLE001 - also a source torch itself could not read
             why = str(error) if isinstance(error, CannotWatch) else f"its source could not be read ({error})"
-            out.unwatched.append(Unwatched(exp.name, exp.guard_type, why))
+            unwatched.append(Unwatched(exp.name, exp.guard_type, why))
             explanations[i] = dataclasses.replace(exp, checked=why)
             continue
         decisions[i] = False
-        watched.append(entry.orig_guard)
-        out.sources += [(source, exp.guard_type in _TENSOR_VALUED) for source in sources]
-    if watched:
-        # what the watched sources alone read (a source found unwatchable half way read some
-        # too): the same walk as for any later roots, so that their signatures compare
+        watched.append((i, entry.orig_guard, [(s, exp.guard_type in _TENSOR_VALUED) for s in sources], roots))
+    numbers = groups([roots for *_, roots in watched])
+    plans = []
+    for n in range(max(numbers, default=-1) + 1):
+        group = [w for w, g in zip(watched, numbers) if g == n]
+        plans.append(_group_plan(group, graph, torch_locals, traced, free, first=n == 0, explanations=explanations,
+                                 decisions=decisions))
+    if plans:
+        plans[0].unwatched = unwatched
+    return plans
+
+
+def _group_plan(group: list, graph: Any, torch_locals: dict[str, Any], traced: frozenset, free: bool, first: bool,
+                explanations: list, decisions: list[bool]) -> FramePlan:
+    """The ``FramePlan`` of one group of watched guards (``(index, guard, sources, roots)``
+    each): what its sources read, its signature and the manager of its guards, built by
+    torch's builder. When they cannot be read together or torch cannot build the manager, its
+    guards are kept (their decisions back to True, each explanation saying why) and the plan
+    watches nothing."""
+    from . import torch_internals
+
+    out = FramePlan(graph.global_scope, torch_locals.get("f_code"), traced, free)
+    out.reads_ambient = first
+    out.sources = [pair for _, _, sources, _ in group for pair in sources]
+    try:
         reads = out.read(graph.local_scope)
         if reads is None:
-            out.ambient(out.reads)
-        out.reads = reads or out.reads
-        out.signature = out.reads.signature()
-        try:
-            out.manager = torch_internals.build_guard_manager(torch_locals["self"], watched, torch_locals,
-                                                              lambda rows: [True] * len(rows))
-        except Exception as error:  # noqa: BLE001 - torch could not build it: every watch is kept
-            for i, exp in enumerate(explanations):
-                if exp.watched and not decisions[i]:
-                    decisions[i] = True
-                    explanations[i] = dataclasses.replace(exp, checked=f"the watched guards' manager failed: {error}")
-            return FramePlan(graph.global_scope)
-    out.guards = len(watched)
+            raise CannotWatch("its sources could not be read together")
+        out.reads, out.signature = reads, reads.signature()
+        out.manager = torch_internals.build_guard_manager(torch_locals["self"], [g for _, g, _, _ in group],
+                                                          torch_locals, lambda rows: [True] * len(rows))
+    except Exception as error:  # noqa: BLE001 - torch could not build it: these watches are kept
+        why = str(error) if isinstance(error, CannotWatch) else f"the watched guards' manager failed: {error}"
+        for i, *_ in group:
+            decisions[i] = True
+            explanations[i] = dataclasses.replace(explanations[i], checked=why)
+        return FramePlan(graph.global_scope)
+    out.guards = len(group)
     return out

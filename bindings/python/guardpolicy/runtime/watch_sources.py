@@ -5,7 +5,6 @@ read on the way recorded in a ``Reads``, or ``CannotWatch`` where a read is not 
 from __future__ import annotations
 
 import builtins
-import collections
 import dis
 import functools
 import inspect
@@ -14,11 +13,12 @@ import weakref
 from typing import Any
 
 from .watch_own_dicts import own_dict
+from .watch_roots import IMMUTABLE as _IMMUTABLE
+from .watch_roots import UNWATCHABLE as _UNWATCHABLE
+from .watch_roots import chain_of, is_module as _is_module, is_object, root_object
 
 #: nn.Module's per-instance hook dicts that change what a call runs.
 HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
-_IMMUTABLE = (int, float, complex, str, bytes, bool, type(None), tuple, frozenset, range, slice)
-_UNWATCHABLE = (list, set, bytearray, collections.deque)
 _MISSING = object()
 #: A watched function's attributes that the gate compares on every call (watch_state.h).
 _FUNCTION_ATTRIBUTES = ("__code__", "__defaults__", "__kwdefaults__", "__closure__")
@@ -233,9 +233,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
 
     S = torch_internals.dynamo_sources()  # noqa: N806 - Dynamo's source classes
     walk = walk if walk is not None else Walk()
-    chain = [source]
-    while hasattr(chain[-1], "base"):
-        chain.append(chain[-1].base)
+    chain = chain_of(source)
     cache = walk.cache
     root = chain[-1]
     if isinstance(root, S.LocalSource):
@@ -283,16 +281,11 @@ def _root(chain: list, scope: dict, closure: dict, cache: dict, out: Reads, S: A
     """The object a local source starts from, through the ``*args`` tuple and the ``**kwargs``
     dict a call passes anew (popped from ``chain``): recorded in ``out.roots`` by its local
     name and path, which the gate checks by identity on every call."""
-    name = chain[-1].local_name
-    value = chain.pop().get_value(scope, closure, cache)
-    path: list = []
-    while isinstance(value, (tuple, dict)) and chain and _is_item(chain[-1], value, S):
-        path.append(chain[-1].index)
-        value = chain.pop().get_value(scope, closure, cache)
+    key, value = root_object(chain, scope, closure, cache, S)
     chain.append(_Here(value))  # the root node of what is walked next
-    if not _is_object(value):
+    name = key[0]
+    if not is_object(value):
         raise CannotWatch(f"its source starts at the input L[{name!r}], passed anew on every call")
-    key = (name, tuple(path))
     if key in out.roots:
         if out.roots[key] is not value:
             raise CannotWatch(f"L[{name!r}] holds another object")
@@ -312,25 +305,6 @@ class _Here:
 
     def get_value(self, *_: Any) -> Any:
         return self.value
-
-
-def _is_item(node: Any, container: Any, S: Any) -> bool:  # noqa: N803
-    """Whether ``node`` reads one element of ``container`` by a plain key (``args[0]``,
-    ``kwargs['cache']``)."""
-    index = getattr(node, "index", None)
-    if isinstance(container, tuple):
-        return isinstance(node, S.GetItemSource) and isinstance(index, int)
-    return isinstance(node, (S.DictGetItemSource, S.GetItemSource)) and isinstance(index, (str, int))
-
-
-def _is_object(value: Any) -> bool:
-    """Whether ``value`` can be a root: an object with a ``__dict__`` (a module, a cache, a
-    function), not a tensor nor a container."""
-    import torch
-
-    if isinstance(value, (torch.Tensor, type, types.ModuleType, dict, *_IMMUTABLE, *_UNWATCHABLE)):
-        return False
-    return isinstance(getattr(value, "__dict__", None), dict)
 
 
 def _check_attribute(owner: Any, member: str, out: Reads) -> None:
@@ -426,12 +400,6 @@ def _is_parameter(value: Any) -> bool:
 def _is_buffer(node: Any) -> bool:
     """Whether ``node`` reads an item of a module's ``_buffers``."""
     return getattr(getattr(node, "base", None), "member", None) == "_buffers"
-
-
-def _is_module(value: Any) -> bool:
-    import torch
-
-    return isinstance(value, torch.nn.Module)
 
 
 def watch_hooks_of(module: Any, out: Reads, where: tuple = (("", ()), "")) -> None:
