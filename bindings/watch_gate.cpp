@@ -1,7 +1,10 @@
 // watch_gate.cpp: the WatchGate type (see watch_gate.h), against the CPython API of 3.11 to 3.13.
 #include "watch_gate.h"
 
+#include <memory>
+
 #include "py_type.h"
+#include "watch_index.h"
 #include "watch_state.h"
 
 namespace guardpolicy::python {
@@ -12,20 +15,33 @@ struct WatchGate {
   vectorcallfunc vectorcall;
   PyObject* recheck;  // recheck(f_locals, state or None) -> (verdict, new state or None)
   PyObject* states;   // a tuple of WatchState, the most recently installed first
+  std::shared_ptr<const StateIndex>* index;  // of `states`, replaced with it
   Py_ssize_t capacity;
   long long rechecks;
 };
 
-// The first state of `states` whose roots are in place in `f_locals` (borrowed), NULL when
-// none is (no error set), or NULL with an error set.
-WatchState* Find(PyObject* states, PyObject* f_locals) {
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(states); ++i) {
-    auto* state = reinterpret_cast<WatchState*>(PyTuple_GET_ITEM(states, i));
-    const int match = RootsMatch(state, f_locals);
-    if (match < 0) return nullptr;
-    if (match == 1) return state;
+// Replaces the gate's states (a new reference, stolen) and their index; the old tuple is freed
+// last: its finalizers see a whole gate. 0, or -1 with an exception set (the gate unchanged).
+int SetStates(WatchGate* self, PyObject* states) {
+  std::shared_ptr<const StateIndex> index;
+  try {
+    index = std::make_shared<const StateIndex>(states);
+  } catch (const std::bad_alloc&) {
+    Py_DECREF(states);
+    PyErr_NoMemory();
+    return -1;
   }
-  return nullptr;
+  if (self->index == nullptr) {
+    self->index = new (std::nothrow) std::shared_ptr<const StateIndex>();
+    if (self->index == nullptr) {
+      Py_DECREF(states);
+      PyErr_NoMemory();
+      return -1;
+    }
+  }
+  *self->index = std::move(index);
+  Py_XSETREF(self->states, states);
+  return 0;
 }
 
 // Makes `fresh` (or nobody) the first state, drops `replaced` and every state whose roots
@@ -47,9 +63,7 @@ int Install(WatchGate* self, PyObject* fresh, PyObject* replaced) {
   }
   PyObject* states = PyList_AsTuple(kept);
   Py_DECREF(kept);
-  if (states == nullptr) return -1;
-  Py_SETREF(self->states, states);  // the old tuple freed last: its finalizers see a whole gate
-  return 0;
+  return states == nullptr ? -1 : SetStates(self, states);
 }
 
 // The checking step: runs `recheck`, then arms `state` (or installs the state it returned)
@@ -103,7 +117,8 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
   }
   PyObject* states = self->states;
   Py_INCREF(states);  // a prune or an install while this call runs replaces the tuple, not this one
-  WatchState* state = Find(states, args[0]);
+  const std::shared_ptr<const StateIndex> index = *self->index;  // and its index
+  WatchState* state = index->Find(states, args[0]);
   PyObject* result = nullptr;
   if (state == nullptr && PyErr_Occurred()) {
     Py_DECREF(states);
@@ -125,8 +140,12 @@ PyObject* New(PyTypeObject* type, PyObject*, PyObject*) {
   auto* self = reinterpret_cast<WatchGate*>(type->tp_alloc(type, 0));
   if (self == nullptr) return nullptr;
   self->vectorcall = Call;
-  self->states = PyTuple_New(0);
   self->capacity = 8;
+  PyObject* empty = PyTuple_New(0);
+  if (empty == nullptr || SetStates(self, empty) < 0) {
+    Py_DECREF(self);
+    return nullptr;
+  }
   return reinterpret_cast<PyObject*>(self);
 }
 
@@ -177,9 +196,8 @@ int Traverse(PyObject* self_, visitproc visit, void* arg) {
 int Clear(PyObject* self_) {
   auto* self = reinterpret_cast<WatchGate*>(self_);
   Py_CLEAR(self->recheck);
-  PyObject* empty = PyTuple_New(0);
-  Py_XSETREF(self->states, empty);  // never NULL: a call in flight may still read it
-  return 0;
+  PyObject* empty = PyTuple_New(0);  // never NULL: a call in flight may still read it
+  return empty == nullptr ? -1 : SetStates(self, empty);
 }
 
 void Dealloc(PyObject* self_) {
@@ -187,6 +205,8 @@ void Dealloc(PyObject* self_) {
   auto* self = reinterpret_cast<WatchGate*>(self_);
   Py_CLEAR(self->recheck);
   Py_CLEAR(self->states);
+  delete self->index;
+  self->index = nullptr;
   Py_TYPE(self_)->tp_free(self_);
 }
 

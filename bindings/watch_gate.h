@@ -1,7 +1,8 @@
 // watch_gate.h: guardpolicy._core.WatchGate, the per-call check of a cache entry's watched
 // guards (docs/design-notes/watch.md).
 //
-// A WatchGate is added to a cache entry's kept guard manager as an epilogue lambda guard, so
+// A WatchGate is added to a cache entry's kept guard manager as an epilogue lambda guard (one
+// per group of watched guards that share roots: runtime/watch_roots.py), so
 // torch calls it with the frame locals (a dict) once the entry's kept guards have passed. It
 // holds the entry's watch states (watch_state.h), one per set of roots seen: the instance the
 // entry was compiled for, a second instance of its class, a KV cache adopted for a request.
@@ -9,7 +10,8 @@
 // One state machine per state: armed (a verdict kept) -> changed (anything it holds differs,
 // or no state is there for the call's roots) -> checking (`recheck`, Python) -> armed.
 //
-//   gate(f_locals): the first state whose roots are the call's objects; when it is armed and
+//   gate(f_locals): the first state whose roots are the call's objects (watch_index.h: found
+//     by the object at the first root, not by asking each state); when it is armed and
 //     nothing it holds changed, its verdict (a pass also runs its tensor check). Otherwise the
 //     dicts' state is read, then `recheck(f_locals, state or None)` runs and returns
 //     `(verdict, new_state or None)`: a new state (built, and so armed, before it evaluated

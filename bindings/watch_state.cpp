@@ -28,41 +28,6 @@ uint64_t VersionOf(PyObject* dict) {
 #endif
 }
 
-// The object a root entry refers to (borrowed): NULL once a weak reference died.
-PyObject* Referent(PyObject* held) {
-  if (!PyWeakref_CheckRef(held)) return held;
-#if PY_VERSION_HEX >= 0x030D0000
-  PyObject* obj = nullptr;
-  if (PyWeakref_GetRef(held, &obj) <= 0) {
-    PyErr_Clear();
-    return nullptr;
-  }
-  Py_DECREF(obj);  // alive: the weak reference's referent outlives this borrowed use
-  return obj;
-#else
-  PyObject* obj = PyWeakref_GET_OBJECT(held);
-  return obj == Py_None ? nullptr : obj;
-#endif
-}
-
-// The object at `path` (a tuple of keys) under `value`, through tuples (int keys) and dicts;
-// NULL when there is none (no error set), or NULL with an error set.
-PyObject* Follow(PyObject* value, PyObject* path) {
-  for (Py_ssize_t i = 0; value != nullptr && i < PyTuple_GET_SIZE(path); ++i) {
-    PyObject* key = PyTuple_GET_ITEM(path, i);
-    if (PyTuple_Check(value) && PyLong_Check(key)) {
-      const Py_ssize_t at = PyLong_AsSsize_t(key);
-      if (at == -1 && PyErr_Occurred()) return nullptr;
-      value = at >= 0 && at < PyTuple_GET_SIZE(value) ? PyTuple_GET_ITEM(value, at) : nullptr;
-    } else if (PyDict_Check(value)) {
-      value = PyDict_GetItemWithError(value, key);
-    } else {
-      value = nullptr;
-    }
-  }
-  return value;
-}
-
 bool DictsChanged(const WatchState* s) {
 #if PY_VERSION_HEX >= 0x030C0000
   return s->epoch != watch_epoch;
@@ -342,6 +307,38 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
 
 }  // namespace
 
+PyObject* RootReferent(PyObject* held) {
+  if (!PyWeakref_CheckRef(held)) return held;
+#if PY_VERSION_HEX >= 0x030D0000
+  PyObject* obj = nullptr;
+  if (PyWeakref_GetRef(held, &obj) <= 0) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  Py_DECREF(obj);  // alive: the weak reference's referent outlives this borrowed use
+  return obj;
+#else
+  PyObject* obj = PyWeakref_GET_OBJECT(held);
+  return obj == Py_None ? nullptr : obj;
+#endif
+}
+
+PyObject* FollowPath(PyObject* value, PyObject* path) {
+  for (Py_ssize_t i = 0; value != nullptr && i < PyTuple_GET_SIZE(path); ++i) {
+    PyObject* key = PyTuple_GET_ITEM(path, i);
+    if (PyTuple_Check(value) && PyLong_Check(key)) {
+      const Py_ssize_t at = PyLong_AsSsize_t(key);
+      if (at == -1 && PyErr_Occurred()) return nullptr;
+      value = at >= 0 && at < PyTuple_GET_SIZE(value) ? PyTuple_GET_ITEM(value, at) : nullptr;
+    } else if (PyDict_Check(value)) {
+      value = PyDict_GetItemWithError(value, key);
+    } else {
+      value = nullptr;
+    }
+  }
+  return value;
+}
+
 bool IsWatchState(PyObject* obj) { return Py_TYPE(obj) == &state_type; }
 
 int RootsMatch(const WatchState* s, PyObject* f_locals) {
@@ -349,9 +346,9 @@ int RootsMatch(const WatchState* s, PyObject* f_locals) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->roots); ++i) {
     PyObject* root = PyTuple_GET_ITEM(s->roots, i);
     PyObject* value = PyDict_GetItemWithError(f_locals, PyTuple_GET_ITEM(root, 0));
-    if (value != nullptr) value = Follow(value, PyTuple_GET_ITEM(root, 1));
+    if (value != nullptr) value = FollowPath(value, PyTuple_GET_ITEM(root, 1));
     if (value == nullptr && PyErr_Occurred()) return -1;
-    PyObject* expected = Referent(PyTuple_GET_ITEM(root, 2));
+    PyObject* expected = RootReferent(PyTuple_GET_ITEM(root, 2));
     if (expected == nullptr || value != expected) return 0;
     if (reinterpret_cast<PyObject*>(Py_TYPE(value)) != PyTuple_GET_ITEM(root, 3)) return 0;  // __class__ =
     PyObject* dict = PyTuple_GET_ITEM(root, 4);
@@ -363,7 +360,7 @@ int RootsMatch(const WatchState* s, PyObject* f_locals) {
 
 bool RootsAlive(const WatchState* s) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->roots); ++i)
-    if (Referent(PyTuple_GET_ITEM(PyTuple_GET_ITEM(s->roots, i), 2)) == nullptr) return false;
+    if (RootReferent(PyTuple_GET_ITEM(PyTuple_GET_ITEM(s->roots, i), 2)) == nullptr) return false;
   return true;
 }
 

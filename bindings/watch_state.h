@@ -86,6 +86,14 @@ int TakeSnapshot(const WatchState* state, WatchSnapshot* snap);
 void ArmState(WatchState* state, WatchSnapshot* snap, int verdict);
 void ReleaseSnapshot(WatchSnapshot* snap);
 
+// The object a root row's third item refers to (borrowed): the item itself, or a weak
+// reference's referent; NULL once the reference died (no error set).
+PyObject* RootReferent(PyObject* held);
+
+// The object at `path` (a tuple of keys) under `value`, through tuples (int keys) and dicts
+// (borrowed); NULL when there is none (no error set), or NULL with an error set.
+PyObject* FollowPath(PyObject* value, PyObject* path);
+
 // Whether each root's weak reference (if any) still refers to a live object.
 bool RootsAlive(const WatchState* state);
 

@@ -171,6 +171,50 @@ def test_states_per_root_capacity_and_a_new_state_replaces_the_given_one():
     assert len(gate.states) == 4 and gate.rechecks == 13
 
 
+def test_the_state_of_the_call_s_roots_among_many_by_the_object_at_the_first_root():
+    """A model compiled block by block: one state per block, each found by its module (the
+    index, watch_index.h), with states of other first roots and of none asked in order, and
+    the most recently installed state first where two share their roots."""
+    blocks = [Obj() for _ in range(100)]
+    cache, other = Obj(), Obj()
+    gate = core.WatchGate(Recorder(), capacity=128)
+    anything = state(info="no roots")  # the oldest: asked last
+    gate.install(anything)
+    gate.install(state([root_row("other", other)], info="other"))
+    for b in blocks:
+        gate.install(state([root_row("self", b), root_row("cache", cache)], [{"x": 0}], info=b))
+    for b in blocks:
+        gate({"self": b, "cache": cache})
+    assert gate.rechecks == 100 and anything.verdict is None  # each block's own state, checked once
+    for b in reversed(blocks):
+        gate({"self": b, "cache": cache})
+    assert gate.rechecks == 100  # and found again, armed
+    gate({"other": other}), gate({"other": other})
+    assert gate.rechecks == 101 and anything.verdict is None  # another first root: asked in order
+    gate({"self": blocks[3], "cache": Obj()}), gate({"self": blocks[3], "cache": Obj()})
+    assert gate.rechecks == 102 and anything.verdict is True  # no block-3 state for another cache: the last
+    newer = state([root_row("self", blocks[7]), root_row("cache", cache)], [{"x": 0}], info="newer")
+    gate.install(newer)
+    gate({"self": blocks[7], "cache": cache})
+    assert gate.rechecks == 103 and newer.verdict is True  # the newer of two states with the same roots
+
+
+def test_a_dead_root_s_address_reused_matches_nothing():
+    gate = core.WatchGate(Recorder(), capacity=128)
+    keep = [Obj() for _ in range(8)]
+    for k in keep:
+        gate.install(state([root_row("self", k, weakref.ref(k))]))
+    dead = keep.pop()
+    for k in keep:
+        gate({"self": k})
+    del dead
+    gc.collect()
+    fresh = [Obj() for _ in range(64)]  # one of them may take the dead root's address
+    for f in fresh:
+        gate({"self": f})
+    assert gate.rechecks == len(keep) + len(fresh)  # none served by the dead root's state
+
+
 def test_issue_40_repro_a_recheck_that_installs_other_dicts_mid_call():
     """The interleaving that overflowed a vector before: the recheck swaps what the gate
     watches for a tuple of 65 dicts while the gate compares the old one."""
