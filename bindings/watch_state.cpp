@@ -19,23 +19,45 @@ int OnDictEvent(PyDict_WatchEvent, PyObject*, PyObject*, PyObject*) {
 }
 #endif
 
-uint64_t VersionOf(PyObject* dict) {
-#if PY_VERSION_HEX >= 0x030C0000
-  (void)dict;
-  return 0;
+// Dict versions: every change of a dict gives it a new `ma_version_tag` on CPython 3.11 to 3.13
+// (3.12 and 3.13 keep the field, deprecated, with the dict's watcher bits, 8, and on 3.13 its
+// mutation counter bits, 4, below the version: masked off, as watching a dict sets them).
+#if PY_VERSION_HEX < 0x030E0000
+#define GUARDPOLICY_DICT_VERSIONS 1
+#if PY_VERSION_HEX >= 0x030D0000
+constexpr uint64_t kVersionMask = ~((uint64_t{1} << 12) - 1);
+#elif PY_VERSION_HEX >= 0x030C0000
+constexpr uint64_t kVersionMask = ~((uint64_t{1} << 8) - 1);
 #else
-  return reinterpret_cast<PyDictObject*>(dict)->ma_version_tag;
+constexpr uint64_t kVersionMask = ~uint64_t{0};
 #endif
-}
 
-bool DictsChanged(const WatchState* s) {
+uint64_t VersionOf(PyObject* dict) {
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  return reinterpret_cast<PyDictObject*>(dict)->ma_version_tag & kVersionMask;
+#pragma GCC diagnostic pop
+}
+#endif
+
+// Whether a dict of the state changed since it was armed. On 3.12+ one compare when no watched
+// dict changed anywhere (the epoch); when one did, the state's own dicts' versions decide, and
+// the state takes the epoch when none of them changed: a dict another state watches, written
+// on every call (another model's, a KV cache's), does not make this state be checked again.
+bool DictsChanged(WatchState* s) {
 #if PY_VERSION_HEX >= 0x030C0000
-  return s->epoch != watch_epoch;
-#else
+  if (s->epoch == watch_epoch) return false;
+#endif
+#ifdef GUARDPOLICY_DICT_VERSIONS
   const Py_ssize_t n = PyTuple_GET_SIZE(s->dicts);
   for (Py_ssize_t i = 0; i < n; ++i)
     if (VersionOf(PyTuple_GET_ITEM(s->dicts, i)) != s->versions[i]) return true;
+#if PY_VERSION_HEX >= 0x030C0000
+  s->epoch = watch_epoch;
+#endif
   return false;
+#else
+  return true;  // no versions: the epoch alone
 #endif
 }
 
@@ -371,7 +393,7 @@ int StateStale(const WatchState* s) {
   return OrderMoved(s);
 }
 
-int StateChanged(const WatchState* s) { return DictsChanged(s) ? 1 : StateStale(s); }
+int StateChanged(WatchState* s) { return DictsChanged(s) ? 1 : StateStale(s); }
 
 PyObject* TensorsMatch(const WatchState* s) {
   const Py_ssize_t n = PyTuple_GET_SIZE(s->tensors);
@@ -382,8 +404,8 @@ PyObject* TensorsMatch(const WatchState* s) {
 int TakeSnapshot(const WatchState* s, WatchSnapshot* snap) {
 #if PY_VERSION_HEX >= 0x030C0000
   snap->epoch = watch_epoch;
-  (void)s;
-#else
+#endif
+#ifdef GUARDPOLICY_DICT_VERSIONS
   const Py_ssize_t n = PyTuple_GET_SIZE(s->dicts);
   snap->versions = static_cast<uint64_t*>(PyMem_Malloc(sizeof(uint64_t) * static_cast<size_t>(n > 0 ? n : 1)));
   if (snap->versions == nullptr) {
@@ -391,6 +413,8 @@ int TakeSnapshot(const WatchState* s, WatchSnapshot* snap) {
     return -1;
   }
   for (Py_ssize_t i = 0; i < n; ++i) snap->versions[i] = VersionOf(PyTuple_GET_ITEM(s->dicts, i));
+#else
+  (void)s;
 #endif
   return 0;
 }

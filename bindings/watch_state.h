@@ -12,8 +12,9 @@
 //   roots      (local name, path, weak reference or object, its type, its __dict__ or None):
 //              f_locals[name][path...] must be that very object (a dead reference matches
 //              nothing), of that class and with that __dict__
-//   dicts      dicts whose every change is seen: a dict watcher's epoch on CPython 3.12+,
-//              ma_version_tag on 3.11 (a class stands for its own dict)
+//   dicts      dicts whose every change is seen: each one's ma_version_tag, and on CPython
+//              3.12+ first a dict watcher's epoch, which any watched dict's change moves
+//              (a class stands for its own dict)
 //   objects    (object, type, its __dict__ or None): `obj.__class__ = ...` and
 //              `obj.__dict__ = ...` change no dict, so both are compared on every call
 //   functions  (function, __code__, __defaults__, __kwdefaults__, cell contents): assigning
@@ -50,15 +51,15 @@ struct WatchState {
   PyObject* tensors;
   PyObject* tensor_check;  // callable or None
   PyObject* info;
-  uint64_t* versions;  // 3.11: each dict's ma_version_tag when armed (PyMem, len(dicts) entries)
-  uint64_t epoch;      // 3.12+: the watch epoch when armed
+  uint64_t* versions;  // each dict's version when armed (PyMem, len(dicts) entries; 3.11 to 3.13)
+  uint64_t epoch;      // 3.12+: the watch epoch when armed (or when its versions were last found equal)
   int verdict;         // 1 pass, 0 fail, -1 none yet
 };
 
 // What a state's dicts looked like at one moment (the arming a recheck will store).
 struct WatchSnapshot {
   uint64_t epoch = 0;
-  uint64_t* versions = nullptr;  // 3.11, PyMem; freed by ReleaseSnapshot
+  uint64_t* versions = nullptr;  // 3.11 to 3.13, PyMem; freed by ReleaseSnapshot
 };
 
 // Whether `obj` is a WatchState.
@@ -70,8 +71,9 @@ int RootsMatch(const WatchState* state, PyObject* f_locals);
 // 1 when anything the state holds differs from when it was armed or built (a dict changed, an
 // object's class or __dict__, a function attribute, a keyed value, a dict's order, a list's
 // items), else 0;
-// -1 on error.
-int StateChanged(const WatchState* state);
+// -1 on error. On 3.12+, when no dict of the state changed but the watch epoch moved (another
+// state's dict changed), the state takes the epoch (its verdict stands).
+int StateChanged(WatchState* state);
 
 // 1 when anything but the dicts' contents differs from the state's construction (the state
 // must be built anew: its objects, functions or keyed values are not the ones there now).

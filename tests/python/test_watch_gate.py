@@ -76,6 +76,24 @@ def test_no_verdict_until_checked_then_armed_until_a_dict_changes():
     assert gate(f) is True and gate.rechecks == 3
 
 
+def test_a_dict_another_state_watches_written_on_every_call_rechecks_only_that_state():
+    """Two models in one process (or a KV cache written on every call): on 3.12+ any watched
+    dict's change moves the one epoch; the state whose own dicts did not change keeps its
+    verdict (its dicts' versions compared once), the other's is checked again."""
+    mine, theirs = {"a": 1}, {"b": 1}
+    a, b = Obj(), Obj()
+    gate_a, gate_b = core.WatchGate(Recorder()), core.WatchGate(Recorder())
+    gate_a.install(state([root_row("self", a)], [mine]))
+    gate_b.install(state([root_row("self", b)], [theirs]))
+    gate_a({"self": a}), gate_b({"self": b})
+    for i in range(5):
+        theirs["b"] = i + 2
+        gate_a({"self": a}), gate_b({"self": b})
+    assert gate_a.rechecks == 1 and gate_b.rechecks == 6
+    mine["a"] = 2  # its own dict: seen, also after the epoch moved for another's
+    assert gate_a({"self": a}) is True and gate_a.rechecks == 2
+
+
 def test_a_change_made_during_the_recheck_is_seen_by_the_next_call():
     root, d = Obj(), {"a": 1}
     gate = None
