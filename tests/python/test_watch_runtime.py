@@ -235,6 +235,30 @@ def test_no_watched_guard_is_evaluated_on_an_unchanged_call(policy):
         assert watches.rechecks == 2
 
 
+def test_another_model_written_on_every_call_does_not_recheck_this_one(policy):
+    """Two compiled models in one process, the second's attribute set before each of its calls
+    (a step counter, say): the second is checked again on every call, the first never (on
+    CPython 3.12+ every watched dict's change moves one epoch; each state then compares its own
+    dicts' versions)."""
+    from guardpolicy.tools.latency import own_class_copy
+
+    first, second = _net(), own_class_copy(_net())  # code of its own: entries of its own
+    c1, c2 = gp.compile(first, policy, backend="eager"), gp.compile(second, policy, backend="eager")
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        for _ in range(3):
+            c1(x), c2(x)
+        r1, r2 = gp.stats(c1).watches.rechecks, gp.stats(c2).watches.rechecks
+        for step in range(10):
+            second.block.step = step
+            torch.testing.assert_close(c2(x), second(x))
+            torch.testing.assert_close(c1(x), first(x))
+        assert gp.stats(c1).watches.rechecks == r1 and gp.stats(c2).watches.rechecks == r2 + 10
+        first.block.shift_extra = 1  # its own dict: seen
+        torch.testing.assert_close(c1(x), first(x))
+        assert gp.stats(c1).watches.rechecks == r1 + 1
+
+
 def test_a_change_from_another_thread_is_caught(policy, restore_globals):
     model = _net()
     compiled = gp.compile(model, policy, backend="eager")
