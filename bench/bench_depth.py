@@ -20,15 +20,13 @@ Usage: bench_depth.py [--layers 2,36,82] [--calls 300] [--block 20] [--instructi
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import sys
 from pathlib import Path
 
 import torch
 from bench_llama_suggest import rewound
 from bench_watch import decode_text, text_file
-from results_section import publish
+from results_section import counted_parser, publish, recorded
 
 import callgrind
 import guardpolicy as gp
@@ -122,18 +120,9 @@ def table(layers: int, wall: dict[str, float], counts: dict[str, float]) -> tupl
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--layers", default="2,36,82")
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--block", type=int, default=20)
-    parser.add_argument("--instructions", type=int, default=100, help="calls counted under callgrind (0: none)")
-    parser.add_argument("--results", type=Path)
-    args = parser.parse_args(argv)
+    args = counted_parser(__doc__, ("--layers", "2,36,82"), calls=300, instructions=100).parse_args(argv)
     torch.set_num_threads(1)
-    lines = [f"Recorded {datetime.date.today().isoformat()} on {latency.machine()}, "
-             f"Inductor; width {WIDTH}; {args.calls} timed calls per variant, interleaved in blocks of "
-             f"{args.block}" + (f"; instructions: {args.instructions} calls per variant under callgrind."
-                                if args.instructions else "."), ""]
+    lines = [recorded(latency.machine(), f"Inductor; width {WIDTH}", args), ""]
     suggested = text_file(decode_text())  # the 2-layer model's suggested policy, + dispatch direct
     ratios = {}
     for layers in (int(n) for n in args.layers.split(",")):

@@ -20,13 +20,10 @@ Usage: bench_regional.py [--blocks 2,36,82] [--calls 300] [--block 20] [--instru
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import sys
-from pathlib import Path
 
 import torch
-from results_section import publish
+from results_section import counted_parser, publish, recorded
 from torch import nn
 
 import callgrind
@@ -103,17 +100,9 @@ def wall_clock(blocks: int, calls: int, block: int) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", default="2,36,82")
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--block", type=int, default=20)
-    parser.add_argument("--instructions", type=int, default=50, help="calls counted under callgrind (0: none)")
-    parser.add_argument("--results", type=Path)
-    args = parser.parse_args(argv)
+    args = counted_parser(__doc__, ("--blocks", "2,36,82"), calls=300, instructions=50).parse_args(argv)
     torch.set_num_threads(1)
-    lines = [f"Recorded {datetime.date.today().isoformat()} on {latency.machine()}, Inductor; width {WIDTH}; "
-             f"{args.calls} timed calls per variant, interleaved in blocks of {args.block}"
-             + (f"; instructions: {args.instructions} calls per variant under callgrind." if args.instructions else "."),
+    lines = [recorded(latency.machine(), f"Inductor; width {WIDTH}", args),
              "", "| blocks | variant | median µs | instructions per call | per block over torch's recipe |",
              "|---:|---|---:|---:|---:|"]
     for n in (int(b) for b in args.blocks.split(",")):

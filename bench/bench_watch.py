@@ -21,15 +21,13 @@ Usage: bench_watch.py [--models mlp,gpt2] [--calls 600] [--block 20] [--instruct
 
 from __future__ import annotations
 
-import argparse
-import datetime
 import json
 import re
 import sys
 from pathlib import Path
 
 import torch
-from results_section import publish
+from results_section import counted_parser, publish, recorded
 
 import callgrind
 import guardpolicy as gp
@@ -135,12 +133,7 @@ def suggested(names: list[str]) -> dict[str, str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", default="mlp,gpt2")
-    parser.add_argument("--calls", type=int, default=600)
-    parser.add_argument("--block", type=int, default=20)
-    parser.add_argument("--instructions", type=int, default=300, help="calls counted under callgrind (0: none)")
-    parser.add_argument("--results", type=Path)
+    parser = counted_parser(__doc__, ("--models", "mlp,gpt2"), calls=600, instructions=300)
     parser.add_argument("--decode-instructions", type=int, default=0,
                         help="also count the HF Llama decode step's instructions, this many calls per variant")
     args = parser.parse_args(argv)
@@ -158,9 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         print("the HF Llama decode step: counting instructions", file=sys.stderr)
         counts[("decode", "inductor")] = callgrind.count("bench_watch", "decode_variants", [text_file(decode_text())],
                                                          "mlp", "inductor", args.decode_instructions)
-    lines = [f"Recorded {datetime.date.today().isoformat()} on {latency.machine()}, Inductor; "
-             f"{args.calls} timed calls per variant, interleaved in blocks of {args.block}"
-             + (f"; instructions: {args.instructions} calls per variant under callgrind." if counts else "."), ""]
+    lines = [recorded(latency.machine(), "Inductor", args), ""]
     verdicts = []
     for name in names:
         rows = tables[f"{name}, inductor"]

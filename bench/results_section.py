@@ -9,6 +9,7 @@ marked ``zoo`` section at the end.
 from __future__ import annotations
 
 import argparse
+import datetime
 import re
 import statistics
 from pathlib import Path
@@ -46,6 +47,29 @@ def run_parser(doc: str, *, calls: bool = True) -> argparse.ArgumentParser:
         ap.add_argument("--calls", type=int, default=400)
         ap.add_argument("--block", type=int, default=20)
     return ap
+
+
+def counted_parser(doc: str, sweep: tuple[str, str], calls: int, instructions: int) -> argparse.ArgumentParser:
+    """The arguments of a bench timed in one interleaved run and counted under callgrind:
+    ``sweep`` (its option and default: ``("--layers", "2,36,82")``, a comma list), --calls
+    (timed calls per variant), --block (calls per interleaved block), --instructions (calls
+    per variant counted under callgrind; 0: none) and --results (DETAILS.md, to write its
+    section there)."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    ap.add_argument(sweep[0], default=sweep[1])
+    ap.add_argument("--calls", type=int, default=calls)
+    ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--instructions", type=int, default=instructions, help="calls counted under callgrind (0: none)")
+    ap.add_argument("--results", type=Path)
+    return ap
+
+
+def recorded(machine: str, what: str, args: argparse.Namespace) -> str:
+    """The line that opens a counted bench's section: the date, ``machine``, ``what`` was run,
+    and the calls timed and counted (``counted_parser``'s arguments)."""
+    counted = f"; instructions: {args.instructions} calls per variant under callgrind." if args.instructions else "."
+    return (f"Recorded {datetime.date.today().isoformat()} on {machine}, {what}; {args.calls} timed calls per "
+            f"variant, interleaved in blocks of {args.block}{counted}")
 
 
 def check_blocks(ap: argparse.ArgumentParser, args: argparse.Namespace, every: int = 1) -> None:
