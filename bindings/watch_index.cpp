@@ -26,8 +26,8 @@ StateIndex::StateIndex(PyObject* states) {
     PyObject* roots = At(states, i)->roots;
     PyObject* first = PyTuple_GET_SIZE(roots) > 0 ? PyTuple_GET_ITEM(roots, 0) : nullptr;
     if (first != nullptr && name_ == nullptr) {
-      name_ = PyTuple_GET_ITEM(first, 0);
-      path_ = PyTuple_GET_ITEM(first, 1);
+      name_ = Py_NewRef(PyTuple_GET_ITEM(first, 0));
+      path_ = Py_NewRef(PyTuple_GET_ITEM(first, 1));
     }
     PyObject* object = first != nullptr ? RootReferent(PyTuple_GET_ITEM(first, 2)) : nullptr;
     // names are strings and paths tuples of strings and ints: comparing them runs no Python code
@@ -43,6 +43,11 @@ StateIndex::StateIndex(PyObject* states) {
     while (slots_[at].first != nullptr) at = (at + 1) & mask_;
     slots_[at] = {object, i};
   }
+}
+
+StateIndex::~StateIndex() {
+  Py_XDECREF(name_);
+  Py_XDECREF(path_);
 }
 
 WatchState* StateIndex::Find(PyObject* states, PyObject* f_locals) const {

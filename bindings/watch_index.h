@@ -21,15 +21,20 @@ namespace guardpolicy::python {
 
 class StateIndex {
  public:
-  // Indexes `states` (a tuple of WatchState, borrowed: the index must not outlive it).
+  // Indexes `states` (a tuple of WatchState, borrowed: the index must not outlive it). Holds
+  // the first root's name and path (a state cleared by the collector drops its rows). Made
+  // and destroyed with the GIL held.
   explicit StateIndex(PyObject* states);
+  ~StateIndex();
+  StateIndex(const StateIndex&) = delete;
+  StateIndex& operator=(const StateIndex&) = delete;
 
   // The first state of `states` (the tuple indexed) whose roots are in place in `f_locals`
   // (borrowed), NULL when none is (no error set), or NULL with an error set.
   WatchState* Find(PyObject* states, PyObject* f_locals) const;
 
  private:
-  PyObject* name_ = nullptr;  // the first state's first root: local name and path (borrowed)
+  PyObject* name_ = nullptr;  // the first state's first root: local name and path (held)
   PyObject* path_ = nullptr;
   std::vector<std::pair<PyObject*, Py_ssize_t>> slots_;  // open addressing: (root object, position)
   size_t mask_ = 0;

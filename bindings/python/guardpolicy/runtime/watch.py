@@ -284,7 +284,8 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
     """The watching of one frame being compiled: a ``FramePlan`` per group of watched guards
     that share roots (``watch_roots.groups``: the frame's module and globals, and each other
     object passed in, such as a KV cache or an options object), the frame's own reads (global
-    hooks, builtins) in the first. ``decisions`` (what the filter returns to torch) is changed
+    hooks, builtins) and the watched guards that stay checked in the first; none for a group
+    that could not be watched. ``decisions`` (what the filter returns to torch) is changed
     in place: a watched guard that is watched is taken out (False); so are ``explanations``: a
     watched guard that stays checked gets its reason (``checked``)."""
     from . import torch_internals
@@ -315,11 +316,13 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
         decisions[i] = False
         watched.append((i, entry.orig_guard, [(s, exp.guard_type in _TENSOR_VALUED) for s in sources], roots))
     numbers = groups([roots for *_, roots in watched])
-    plans = []
+    plans: list[FramePlan] = []
     for n in range(max(numbers, default=-1) + 1):
         group = [w for w, g in zip(watched, numbers) if g == n]
-        plans.append(_group_plan(group, graph, torch_locals, traced, free, first=n == 0, explanations=explanations,
-                                 decisions=decisions))
+        made = _group_plan(group, graph, torch_locals, traced, free, first=not plans, explanations=explanations,
+                           decisions=decisions)
+        if made.guards:  # else its guards are kept (and the frame's own reads go to the next)
+            plans.append(made)
     if plans:
         plans[0].unwatched = unwatched
     return plans
