@@ -59,7 +59,7 @@ WatchState* StateIndex::Find(PyObject* states, PyObject* f_locals) const {
     for (size_t at = Hash(value) & mask_; value != nullptr && slots_[at].first != nullptr;
          at = (at + 1) & mask_) {
       const Py_ssize_t i = slots_[at].second;
-      if (slots_[at].first != value || i >= best) continue;
+      if (slots_[at].first != value || i >= best) continue;  // another object, or a later state
       const int match = RootsMatch(At(states, i), f_locals);
       if (match < 0) return nullptr;
       if (match == 1) best = i;

@@ -33,7 +33,7 @@ from typing import Any
 
 from .._core import WatchGate, WatchState
 from ..api.data import schema_list
-from .watch_roots import groups, is_module, root_of
+from .watch_roots import groups, is_module, own_root
 from .watch_sources import CannotWatch, Reads, Walk, deref, read, weakly
 
 
@@ -48,13 +48,15 @@ class Unwatched:
 
 
 class FramePlan:
-    """What one compiled frame watches: ``reads`` (what its watched guards read at compile time,
-    a ``watch_sources.Reads``), ``sources`` (theirs, read again for other roots), the watched
-    guards' ``manager``, the compile's ``signature`` (``Reads.signature``), the ``gate`` once
-    attached, and the watched guards that stay checked (``unwatched``)."""
+    """What one group of roots of a compiled frame watches (``plan``): ``reads`` (what its
+    watched guards read at compile time, a ``watch_sources.Reads``), ``sources`` (theirs, read
+    again for other roots), the watched guards' ``manager``, the compile's ``signature``
+    (``Reads.signature``), the ``gate`` once attached, and the frame's watched guards that
+    stay checked (``unwatched``, in its first plan). ``reads_ambient``: it also reads what
+    every call of the frame reads (torch's global hooks, the builtins; the frame's first plan)."""
 
     def __init__(self, globals_: dict, code: Any = None, traced: frozenset = frozenset(),
-                 free_tensors: bool = False) -> None:
+                 free_tensors: bool = False, reads_ambient: bool = True) -> None:
         self.globals = globals_
         self.code = code
         self.traced = traced
@@ -66,7 +68,7 @@ class FramePlan:
         self.manager: Any = None
         self.signature: tuple = ()
         self.gate: Any = None
-        self.reads_ambient = True  # what every call reads (global hooks, builtins): in one plan of a frame
+        self.reads_ambient = reads_ambient  # what every call reads (global hooks, builtins): in one plan of a frame
 
     def holds(self, reads: Reads) -> bool:
         """Whether ``reads`` has the compile's signature; notes a change of the installed
@@ -189,9 +191,8 @@ class _Recheck:
 class Watches:
     """The watching of one compiled object (``guardpolicy.stats(compiled).watches``):
     ``frames``, a ``FramePlan`` per group of roots of each compiled frame (``plan``) whose
-    gate is attached (they hold strong
-    references to the watched dicts); ``rechecks``, the calls that evaluated watched guards,
-    over all frames (counted in C)."""
+    gate is attached (they hold strong references to the watched dicts); ``rechecks``, the
+    calls that evaluated watched guards, over all frames (counted in C)."""
 
     def __init__(self) -> None:
         self.frames: list[FramePlan] = []
@@ -305,9 +306,8 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
             if exp.guard_type in kept_types:
                 raise CannotWatch(f"{exp.guard_type} guards are not held in a dict a watcher can see")
             sources = _sources(entry.orig_guard, exp.guard_type)
-            for source in sources:
-                read(source, scope, closure, scratch, exp.guard_type in _TENSOR_VALUED, walk)
-            roots = {root_of(source, scope, closure, walk.cache) for source in sources}
+            roots = {own_root(read(source, scope, closure, scratch, exp.guard_type in _TENSOR_VALUED, walk), scratch)
+                     for source in sources}
         except Exception as error:  # noqa: BLE001 - also a source torch itself could not read
             why = str(error) if isinstance(error, CannotWatch) else f"its source could not be read ({error})"
             unwatched.append(Unwatched(exp.name, exp.guard_type, why))
@@ -337,8 +337,7 @@ def _group_plan(group: list, graph: Any, torch_locals: dict[str, Any], traced: f
     watches nothing."""
     from . import torch_internals
 
-    out = FramePlan(graph.global_scope, torch_locals.get("f_code"), traced, free)
-    out.reads_ambient = first
+    out = FramePlan(graph.global_scope, torch_locals.get("f_code"), traced, free, reads_ambient=first)
     out.sources = [pair for _, _, sources, _ in group for pair in sources]
     try:
         reads = out.read(graph.local_scope)

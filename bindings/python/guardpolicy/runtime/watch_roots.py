@@ -34,22 +34,8 @@ def root_object(chain: list, scope: dict, closure: dict, cache: dict, S: Any) ->
     return (name, tuple(path)), value
 
 
-def root_of(source: Any, scope: dict, closure: dict, cache: dict) -> tuple | None:
-    """The root ``source`` reads from when that is an object of its own (``(local name,
-    path)``: a KV cache, an options object), or None for the frame's lasting roots (a module,
-    a global, an input passed anew). Raises what reading the root raises."""
-    from . import torch_internals
-
-    S = torch_internals.dynamo_sources()  # noqa: N806 - Dynamo's source classes
-    chain = chain_of(source)
-    if not isinstance(chain[-1], S.LocalSource):
-        return None
-    key, value = root_object(chain, scope, closure, cache, S)
-    return key if is_object(value) and not is_module(value) else None
-
-
 def groups(roots: list[set]) -> list[int]:
-    """The group of each guard, given the roots each reads (``root_of`` of its sources):
+    """The group of each guard, given the roots each reads (``own_root`` of its sources):
     guards that share a root share a group (a ``DUPLICATE_INPUT`` joins those of both its
     sources); groups numbered from 0 in the order of their first guard, the lasting roots
     (None) in group 0 when any guard reads them."""
@@ -87,3 +73,10 @@ def is_module(value: Any) -> bool:
     import torch
 
     return isinstance(value, torch.nn.Module)
+
+
+def own_root(key: tuple | None, reads: Any) -> tuple | None:
+    """``key``, a root ``watch_sources.read`` returned, when the object there (in ``reads.roots``)
+    is one of its own (a KV cache, an options object); None for the frame's lasting roots (a
+    module, or a global: ``key`` None)."""
+    return key if key is not None and not is_module(reads.roots[key]) else None

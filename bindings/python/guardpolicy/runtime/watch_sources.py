@@ -13,9 +13,7 @@ import weakref
 from typing import Any
 
 from .watch_own_dicts import own_dict
-from .watch_roots import IMMUTABLE as _IMMUTABLE
-from .watch_roots import UNWATCHABLE as _UNWATCHABLE
-from .watch_roots import chain_of, is_module as _is_module, is_object, root_object
+from .watch_roots import IMMUTABLE, UNWATCHABLE, chain_of, is_module, is_object, root_object
 
 #: nn.Module's per-instance hook dicts that change what a call runs.
 HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -78,7 +76,7 @@ class Reads:
     def held(self, container: Any, key: Any, value: Any) -> None:
         """Records that ``value`` was read at ``container[key]`` (a dict; a module's globals
         for a global), as ``reach`` does."""
-        if isinstance(value, _IMMUTABLE) or isinstance(value, type):
+        if isinstance(value, IMMUTABLE) or isinstance(value, type):
             return
         if isinstance(container, dict) and isinstance(key, (str, int)) and container.get(key, _MISSING) is value:
             self.reached[(id(container), key)] = (container, key, value)
@@ -222,8 +220,9 @@ class Walk:
 
 
 def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool = False,
-         walk: Walk | None = None) -> None:
-    """Records in ``out`` every dict ``source`` reads, from its root to its value; raises
+         walk: Walk | None = None) -> tuple | None:
+    """Records in ``out`` every dict ``source`` reads, from its root to its value, and returns
+    its root's key in ``out.roots`` (``(local name, path)``), or None for a global; raises
     ``CannotWatch`` where one read is not of a dict. ``scope``: ``{"L": frame locals, "G":
     globals}`` as torch's guard code reads them; ``closure``: torch's guard closure names.
     ``tensor_match``: the guard is a ``TENSOR_MATCH``, whose value may be a parameter or an
@@ -235,9 +234,9 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
     walk = walk if walk is not None else Walk()
     chain = chain_of(source)
     cache = walk.cache
-    root = chain[-1]
+    root, key = chain[-1], None
     if isinstance(root, S.LocalSource):
-        _root(chain, scope, closure, cache, out, S)
+        key = _root(chain, scope, closure, cache, out, S)
     elif isinstance(root, S.GlobalSource):
         out.watch_global(scope["G"], root.global_name)
     else:
@@ -257,7 +256,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
             out.held(scope["G"], node.global_name, value)
         if tensor_match and node is source and _held_tensor(value, node, out):
             out.tensors.setdefault(id(value), value)
-            return
+            return key
         # a local module's own hooks run outside its frame: those of what the frame calls are watched
         seen = (id(value), value is not at_root, value is at_root)
         if seen not in walk.seen:  # recorded once it was watchable: another source raises alike
@@ -265,6 +264,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
             walk.seen.add(seen)
         walk.done.add(node)
         parent = value
+    return key
 
 
 @functools.lru_cache(maxsize=None)
@@ -277,24 +277,24 @@ def attribute_sources(S: Any) -> tuple:  # noqa: N803 - Dynamo's source classes
     return (S.AttrSource, *torch_internals.generic_attr_sources())
 
 
-def _root(chain: list, scope: dict, closure: dict, cache: dict, out: Reads, S: Any) -> None:  # noqa: N803
+def _root(chain: list, scope: dict, closure: dict, cache: dict, out: Reads, S: Any) -> tuple:  # noqa: N803
     """The object a local source starts from, through the ``*args`` tuple and the ``**kwargs``
     dict a call passes anew (popped from ``chain``): recorded in ``out.roots`` by its local
-    name and path, which the gate checks by identity on every call."""
+    name and path (returned), which the gate checks by identity on every call."""
     key, value = root_object(chain, scope, closure, cache, S)
     chain.append(_Here(value))  # the root node of what is walked next
-    name = key[0]
     if not is_object(value):
-        raise CannotWatch(f"its source starts at the input L[{name!r}], passed anew on every call")
+        raise CannotWatch(f"its source starts at the input L[{key[0]!r}], passed anew on every call")
     if key in out.roots:
         if out.roots[key] is not value:
-            raise CannotWatch(f"L[{name!r}] holds another object")
-        return
+            raise CannotWatch(f"L[{key[0]!r}] holds another object")
+        return key
     out.roots[key] = value
-    if _is_module(value):  # the frame's module: the hooks of every module it calls
+    if is_module(value):  # the frame's module: the hooks of every module it calls
         for path, sub in value.named_modules(remove_duplicate=False):
             if path:
                 watch_hooks_of(sub, out, (key, path))
+    return key
 
 
 class _Here:
@@ -337,7 +337,7 @@ def _watch_value(value: Any, out: Reads, hooks: bool, root: bool = False) -> Non
     if type(value) is list:  # its items, by identity, compared on every call
         out.lists.setdefault(id(value), value)
         return
-    if isinstance(value, _UNWATCHABLE):
+    if isinstance(value, UNWATCHABLE):
         raise CannotWatch(f"a {type(value).__name__} is not a dict a watcher can see")
     if isinstance(value, dict):
         out.watch(value)
@@ -349,7 +349,7 @@ def _watch_value(value: Any, out: Reads, hooks: bool, root: bool = False) -> Non
         out.watch_function(value, attributes=True)
     elif isinstance(value, types.MethodType) and isinstance(value.__func__, types.FunctionType):
         out.watch_function(value.__func__, attributes=True)
-    elif not isinstance(value, _IMMUTABLE):
+    elif not isinstance(value, IMMUTABLE):
         instance_dict = getattr(value, "__dict__", None)
         if isinstance(instance_dict, dict):
             own = own_dict(value, instance_dict)
@@ -359,7 +359,7 @@ def _watch_value(value: Any, out: Reads, hooks: bool, root: bool = False) -> Non
             if not root:  # `obj.__class__ = ...`, `obj.__dict__ = {...}` change no dict: compared per call
                 out.objects.setdefault(id(value), (value, type(value), own))
         _watch_class(type(value), out)
-        if hooks and _is_module(value):
+        if hooks and is_module(value):
             watch_hooks_of(value, out)
 
 
