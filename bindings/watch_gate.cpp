@@ -76,14 +76,18 @@ PyObject* Recheck(WatchGate* self, PyObject* f_locals, WatchState* state) {
   PyObject* call_args[2] = {f_locals, given};
   PyObject* out = PyObject_Vectorcall(self->recheck, call_args, 2, nullptr);
   if (out == nullptr || !PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 2 ||
-      (PyTuple_GET_ITEM(out, 1) != Py_None && !IsWatchState(PyTuple_GET_ITEM(out, 1)))) {
-    if (out != nullptr) PyErr_SetString(PyExc_TypeError, "WatchGate's recheck returns (verdict, WatchState or None)");
+      (PyTuple_GET_ITEM(out, 1) != Py_None && PyTuple_GET_ITEM(out, 1) != Py_False &&
+       !IsWatchState(PyTuple_GET_ITEM(out, 1)))) {
+    if (out != nullptr)
+      PyErr_SetString(PyExc_TypeError, "WatchGate's recheck returns (verdict, WatchState, None or False)");
     Py_XDECREF(out);
     ReleaseSnapshot(&snap);
     return nullptr;
   }
   const int truth = PyObject_IsTrue(PyTuple_GET_ITEM(out, 0));
-  auto* fresh = reinterpret_cast<WatchState*>(PyTuple_GET_ITEM(out, 1) == Py_None ? nullptr : PyTuple_GET_ITEM(out, 1));
+  const bool drop = PyTuple_GET_ITEM(out, 1) == Py_False;  // the given state holds what is no longer there
+  auto* fresh = reinterpret_cast<WatchState*>(PyTuple_GET_ITEM(out, 1) == Py_None || drop ? nullptr
+                                                                                         : PyTuple_GET_ITEM(out, 1));
   if (truth < 0) {
     Py_DECREF(out);
     ReleaseSnapshot(&snap);
@@ -96,6 +100,13 @@ PyObject* Recheck(WatchGate* self, PyObject* f_locals, WatchState* state) {
       Py_DECREF(out);
       return nullptr;
     }
+  } else if (drop && state != nullptr) {
+    ReleaseSnapshot(&snap);
+    if (Install(self, nullptr, given) < 0) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    state = nullptr;  // still alive here (the call holds it), no longer the gate's
   } else if (state != nullptr) {
     ArmState(state, &snap, truth);
   }

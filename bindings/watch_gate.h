@@ -14,9 +14,10 @@
 //     by the object at the first root, not by asking each state); when it is armed and
 //     nothing it holds changed, its verdict (a pass also runs its tensor check). Otherwise the
 //     dicts' state is read, then `recheck(f_locals, state or None)` runs and returns
-//     `(verdict, new_state or None)`: a new state (built, and so armed, before it evaluated
-//     anything) replaces the one given, or is added, with that verdict; else the state given
-//     is armed on what was read before the recheck. A change made while the recheck runs, on
+//     `(verdict, new_state, None or False)`: a new state (built, and so armed, before it
+//     evaluated anything) replaces the one given, or is added, with that verdict; False drops
+//     the state given (it holds objects no longer there: a failed state must not pin them);
+//     None arms the state given on what was read before the recheck. A change made while the recheck runs, on
 //     this or another thread, is therefore seen by the next call. Nothing is reset from inside
 //     a call but by this one step after `recheck` returned.
 //   gate.install(state): adds a state (the compile's) ahead of the others.

@@ -63,13 +63,18 @@ bool DictsChanged(WatchState* s) {
 #endif
 }
 
-// An object's class or __dict__ is not the recorded one.
+// An object's class or __dict__ is not the recorded one (for a class: its metaclass or __mro__,
+// which `Class.__bases__ = ...` replaces without changing any dict).
 bool ObjectsMoved(const WatchState* s) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->objects); ++i) {
     PyObject* row = PyTuple_GET_ITEM(s->objects, i);
     PyObject* obj = PyTuple_GET_ITEM(row, 0);
     if (reinterpret_cast<PyObject*>(Py_TYPE(obj)) != PyTuple_GET_ITEM(row, 1)) return true;
     PyObject* dict = PyTuple_GET_ITEM(row, 2);
+    if (PyTuple_Check(dict)) {
+      if (reinterpret_cast<PyTypeObject*>(obj)->tp_mro != dict) return true;
+      continue;
+    }
     if (dict == Py_None) continue;
     PyObject** slot = _PyObject_GetDictPtr(obj);
     if (slot == nullptr || *slot != dict) return true;
@@ -163,8 +168,9 @@ bool RootOk(PyObject* r) {
          PyType_Check(PyTuple_GET_ITEM(r, 3)) && (PyTuple_GET_ITEM(r, 4) == Py_None || PyDict_Check(PyTuple_GET_ITEM(r, 4)));
 }
 bool ObjectOk(PyObject* r) {
+  PyObject* third = PyTuple_GET_ITEM(r, 2);
   return PyType_Check(PyTuple_GET_ITEM(r, 1)) &&
-         (PyTuple_GET_ITEM(r, 2) == Py_None || PyDict_Check(PyTuple_GET_ITEM(r, 2)));
+         (third == Py_None || PyDict_Check(third) || (PyTuple_Check(third) && PyType_Check(PyTuple_GET_ITEM(r, 0))));
 }
 bool FunctionOk(PyObject* r) { return PyFunction_Check(PyTuple_GET_ITEM(r, 0)) && PyTuple_Check(PyTuple_GET_ITEM(r, 4)); }
 bool KeyedOk(PyObject* r) { return PyDict_Check(PyTuple_GET_ITEM(r, 0)); }

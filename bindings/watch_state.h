@@ -16,7 +16,8 @@
 //              3.12+ first a dict watcher's epoch, which any watched dict's change moves
 //              (a class stands for its own dict)
 //   objects    (object, type, its __dict__ or None): `obj.__class__ = ...` and
-//              `obj.__dict__ = ...` change no dict, so both are compared on every call
+//              `obj.__dict__ = ...` change no dict, so both are compared on every call; or
+//              (class, metaclass, its __mro__): `Class.__bases__ = ...` changes no dict either
 //   functions  (function, __code__, __defaults__, __kwdefaults__, cell contents): assigning
 //              a function's attributes or a closure cell changes no dict, compared every call
 //   keyed      (dict, key, value or WATCH_ABSENT): a dict too busy to watch whole (a module's

@@ -122,7 +122,7 @@ def test_a_list_subclass_stays_checked():
     model.taps[0] = 3.0
     torch.testing.assert_close(compiled(x, cache), model(x, cache))
     reasons = {u.why for u in gp.stats(compiled).watches.unwatched if "taps" in u.name}
-    assert reasons == {"a Taps is not a dict a watcher can see"}, reasons
+    assert reasons == {"a `Taps` is not a kind the watch sees every change of (docs/design-notes/watch.md)"}, reasons
 
 
 @pytest.mark.parametrize("dispatch", PATHS)

@@ -47,12 +47,13 @@ STANCE = "torch's stance is not `default`"
 TRACING = "tracing (jit, fx, export, a functorch transform or Dynamo)"
 MODULE_HOOKS = "module hooks (on the compiled module, its original module, or global)"
 FORWARD_CHANGED = "the original module's forward or class changed since the capture"
+FUNCTION_CHANGED = "the compiled function's __code__, __defaults__ or __kwdefaults__ changed since the capture"
 GLOBAL_STATE = "global state (grad mode, autocast, ...) differs and a kept guard set lacks GLOBAL_STATE"
 TORCH_FUNCTION = "a torch function mode is active and a kept guard set lacks TORCH_FUNCTION_STATE"
 SAVED_TENSORS_HOOKS = "saved-tensors hooks are active and a kept guard set lacks AUTOGRAD_SAVED_TENSORS_HOOKS"
 VERIFY_CAUGHT = "verify found a dropped guard failing (on_violation recompile)"
 FALLBACK_REASONS = (KEPT_GUARD_FAILED, ENTRY_GONE, NEW_COMPILE, DYNAMO_ACTIVE, STANCE, TRACING,
-                    MODULE_HOOKS, FORWARD_CHANGED, GLOBAL_STATE, TORCH_FUNCTION, SAVED_TENSORS_HOOKS, VERIFY_CAUGHT)
+                    MODULE_HOOKS, FORWARD_CHANGED, FUNCTION_CHANGED, GLOBAL_STATE, TORCH_FUNCTION, SAVED_TENSORS_HOOKS, VERIFY_CAUGHT)
 
 #: torch stances under which a cache hit runs the compiled code, as direct dispatch does.
 _HIT_STANCES = frozenset({"default", "fail_on_recompile", "eager_on_recompile"})
@@ -108,7 +109,8 @@ class _Target:
     original module's ``forward`` at the capture, its instance ``forward`` or else its class."""
 
     __slots__ = ("entries", "bind", "lead", "module", "module_dict", "forward_owner", "generation",
-                 "global_state", "check_function_modes", "check_saved_hooks", "path", "verify_every")
+                 "global_state", "check_function_modes", "check_saved_hooks", "path", "verify_every",
+                 "fn", "code", "defaults", "kwdefaults")
 
     def __init__(self, entries: list[_Entry], bind: Callable, lead: Any,
                  global_state: Any, check_function_modes: bool, check_saved_hooks: bool):
@@ -117,6 +119,8 @@ class _Target:
         self.forward_owner: Any = None
         self.path: Any = None  # verify's per-call path (call_path.CallPath), whose verify() runs
         self.verify_every = 0  # on every verify_every-th call
+        self.fn: Any = None  # the frame's function, and its state the entries run with (captured)
+        self.code = self.defaults = self.kwdefaults = None
         self.entries = entries
         self.bind = bind
         self.lead = lead
@@ -225,6 +229,10 @@ class DirectDispatch:
                                          is not target.forward_owner):
             self.reset()  # the normal path runs the new forward; a quiet call captures it
             why = FORWARD_CHANGED
+        elif (target.fn.__code__ is not target.code or target.fn.__defaults__ is not target.defaults
+              or target.fn.__kwdefaults__ is not target.kwdefaults):
+            self.reset()  # the entries run the captured code and defaults: the normal path runs the new
+            why = FUNCTION_CHANGED
         elif wrapper_dict is not None and (_hooked(wrapper_dict) or _hooked(target.module_dict)
                                          or _tp.has_global_module_hooks()):
             why = MODULE_HOOKS
@@ -359,6 +367,7 @@ class DirectDispatch:
                          _tp.GlobalStateGuard() if "GLOBAL_STATE" in dropped else None,
                          bool(dropped & {"TORCH_FUNCTION_STATE", "DEFAULT_DEVICE"}),
                          "AUTOGRAD_SAVED_TENSORS_HOOKS" in dropped)
+        target.fn, target.code, target.defaults, target.kwdefaults = fn, code, fn.__defaults__, fn.__kwdefaults__
         if module is not None:  # the forward the normal path finds: the instance's, else the class's
             target.module, target.module_dict = module, module.__dict__
             target.forward_owner = module.__dict__.get("forward", type(module))

@@ -5,7 +5,7 @@ checked again only when the state it reads changes.
 * **At compile time** (``plan``, from the ``guard_filter_fn``): each watched guard's source
   is walked from its root (the module bound to ``self``, an object passed in ``*args`` or
   ``**kwargs`` such as a KV cache, or a global) with torch's own ``Source.get_value``, and
-  what it reads on the way is recorded (``watch_sources.Reads``): dicts, classes, objects,
+  what it reads on the way is recorded (``watch_reads.Reads``): dicts, classes, objects,
   functions, globals, the hook dicts of every module the frame calls and torch's global ones.
   A watched guard that cannot be watched stays in torch's manager, as a ``keep``
   (``Unwatched``). The watched guards get a guard manager of their own, built by torch's
@@ -34,7 +34,9 @@ from typing import Any
 from .._core import WatchGate, WatchState
 from ..api.data import schema_list
 from .watch_roots import groups, is_module, own_root
-from .watch_sources import CannotWatch, Reads, Walk, deref, read, weakly
+from .watch_kinds import CannotWatch
+from .watch_reads import Reads, deref, weakly
+from .watch_sources import Walk, read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +51,7 @@ class Unwatched:
 
 class FramePlan:
     """What one group of roots of a compiled frame watches (``plan``): ``reads`` (what its
-    watched guards read at compile time, a ``watch_sources.Reads``), ``sources`` (theirs, read
+    watched guards read at compile time, a ``watch_reads.Reads``), ``sources`` (theirs, read
     again for other roots), the watched guards' ``manager``, the compile's ``signature``
     (``Reads.signature``), the ``gate`` once attached, and the frame's watched guards that
     stay checked (``unwatched``, in its first plan). ``reads_ambient``: it also reads what
@@ -131,16 +133,18 @@ class FramePlan:
 
         reads.weaken_roots(self.gate.prune)
         tensors = tuple(reads.tensors.values())
-        ordered = tuple((d, tuple(d)) for d in (*(d for d in reads.hooks.values() if len(d) > 1),
-                                                *reads.lists.values()))
-        return WatchState(reads.root_rows(), tuple(reads.watched.values()), tuple(reads.objects.values()),
+        orders = {id(d): d for d in (*reads.hooks.values(), *reads.ordered.values()) if len(d) > 1}
+        ordered = tuple((d, tuple(d)) for d in (*orders.values(), *reads.lists.values()))
+        objects = (*reads.objects.values(), *((c, type(c), c.__mro__) for c in reads.classes.values()))
+        return WatchState(reads.root_rows(), tuple(reads.watched.values()), objects,
                           tuple(reads.functions.values()), tuple(reads.keyed.values()), ordered, tensors,
                           torch_internals.tensor_check(tensors) if tensors else None, reads)
 
 
 class _Recheck:
     """What a gate calls when a call's roots have no armed, unchanged state: returns
-    ``(verdict, new state or None)``. The verdict: the watched guards (torch's manager of them)
+    ``(verdict, new state, None or False)`` (False: drop the given state, which holds objects
+    that moved). The verdict: the watched guards (torch's manager of them)
     pass on the frame locals, and the hooks and classes the compiled code inlined are the
     compile's (Dynamo inlines a hook or a method with no guard of its own). A new state is built
     when what the given one holds moved (an object replaced, a class swapped, a function's code),
@@ -164,7 +168,9 @@ class _Recheck:
             if reads is not None and not state.stale() and not reads.moved():
                 return bool(frame.manager.check(f_locals)) and frame.holds(reads), None
             if not frame.manager.check(f_locals):
-                return False, None  # nothing to arm: no walk (torch asks every entry again for its recompile reasons)
+                # nothing to arm: no walk (torch asks every entry again for its recompile reasons);
+                # a state whose objects moved is dropped, not kept failing with the old ones in it
+                return False, (False if reads is not None else None)
             reads = frame.read(f_locals)
             if reads is None:
                 return False, None

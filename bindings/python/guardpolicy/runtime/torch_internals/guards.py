@@ -130,6 +130,7 @@ def build_guard_manager(cfm: Any, guards: list, locals_: dict[str, Any], guard_f
     (``CheckFunctionManager.build_guards``, as torch builds the kept manager). Object aliasing
     (``DUPLICATE_INPUT``: ``a is b``) is added as torch adds it after the build where
     ``use_lamba_guard_for_object_aliasing`` is on (2.11 to 2.13): one lambda guard on the root."""
+    forget_export_info(guards)
     builder, manager = cfm.build_guards(guards, locals_["existing_diff_guard_sources"], locals_["f_code"],
                                         locals_["output_graph"], False, guard_filter_fn=guard_filter_fn)
     aliasing = getattr(builder, "object_aliasing_guard_codes", None)
@@ -137,6 +138,26 @@ def build_guard_manager(cfm: Any, guards: list, locals_: dict[str, Any], guard_f
         codes, verbose = map(list, zip(*aliasing))
         builder.add_python_lambda_leaf_guard_to_root(codes, verbose)
     return manager
+
+
+#: What ``Guard.set_export_info`` (torch/_guards.py) fills in on each build, and the value a guard
+#: starts with.
+_EXPORT_INFO = (("obj_weakref", None), ("guarded_class_weakref", None))
+
+
+def forget_export_info(guards: list) -> None:
+    """Resets what torch's guard builder wrote on each of ``guards`` (``Guard``) for export to
+    what a guard starts with, so that torch's next build of them, after a ``guard_filter_fn``
+    decided, records it afresh. With a filter torch builds every guard twice, and the second
+    ``set_export_info`` compares the weak reference it made the first time with the new one
+    (``obj_weakref in (obj_weakref, None)``): for an object whose ``==`` is elementwise, a
+    tensor made from a numpy attribute (``torch.from_numpy(self.k)``), that raises "Boolean
+    value of Tensor with more than one value is ambiguous" and the compile fails, where a
+    ``torch.compile`` without a filter builds once and works (docs/soundness.md)."""
+    for guard in guards:
+        for name, start in _EXPORT_INFO:
+            if getattr(guard, name, start) is not start:
+                object.__setattr__(guard, name, start)
 
 
 def add_last_guard(manager: Any, check: Any, text: str) -> None:

@@ -1,0 +1,210 @@
+"""What the watched sources of one frame read (guardpolicy.runtime.watch): a ``Reads``, filled
+by the walk of ``watch_sources.read`` through ``watch_record``, from which ``watch.FramePlan``
+builds the ``_core.WatchState`` the gate checks on every call, and its signature."""
+
+from __future__ import annotations
+
+import builtins
+import dis
+import functools
+import types
+import weakref
+from typing import Any
+
+from .watch_roots import IMMUTABLE
+
+_MISSING = object()
+
+
+class Reads:
+    """What the watched sources of one frame read from one set of roots: ``watched`` (dicts and
+    classes, by id), ``roots`` (``(local name, path)`` -> the object found there: the frame's
+    module, a module or an object passed in ``*args``/``**kwargs``; held weakly once a state is
+    made of it), ``keyed`` (globals read by name: ``(dict, name, value)``, and builtins the
+    traced code reads, which a new global of that name would shadow: ``(globals, name,
+    WATCH_ABSENT)``), ``hooks`` (the hook dicts of the modules the frame calls, by id, and
+    ``hook_paths``: where each was found), ``objects`` (objects whose class and ``__dict__``
+    are compared on every call), ``functions`` (functions whose code, defaults and closure
+    cells are compared on every call), ``lists`` (plain lists, whose items are compared by
+    identity on every call: no event tells of ``append`` or ``l[0] = x``) and ``tensors`` (the
+    parameters, and with free tensors every installed tensor, whose ``TENSOR_MATCH`` is
+    watched: their metadata is checked on every call). ``traced``: the code objects Dynamo
+    traced for the frame (``OutputGraph.traced_code``): a function is watched when it runs one.
+    ``free_tensors``: the frame was compiled with ``install_free_tensors``, so its code holds
+    the tensors Dynamo installs (``torch_internals.installed_free``: parameters, buffers, a
+    module's other tensors, a global's, a closure cell's) themselves: each is watched as a
+    parameter is, and the signature holds each one's identity (a tensor replaced, even by an
+    equal one, fails)."""
+
+    def __init__(self, traced: frozenset = frozenset(), free_tensors: bool = False) -> None:
+        self.traced = traced
+        self.free_tensors = free_tensors
+        self.watched: dict[int, Any] = {}
+        self.roots: dict[tuple[str, tuple], Any] = {}
+        self.keyed: dict[tuple[int, str], tuple[dict, str, Any]] = {}
+        self.hooks: dict[int, dict] = {}
+        self.hook_paths: list[tuple[tuple, str, str, dict]] = []  # (root key, module path, hook dict name, it)
+        self.objects: dict[int, tuple] = {}  # (object, its class, its __dict__) as read
+        self.functions: dict[int, tuple] = {}  # (function, __code__, __defaults__, __kwdefaults__, cells) as read
+        self.lists: dict[int, list] = {}
+        self.ordered: dict[int, dict] = {}  # OrderedDicts read, whose iteration order is compared on every call
+        self.classes: dict[int, type] = {}  # heap classes read, whose metaclass and __mro__ are compared on every call
+        self.tensors: dict[int, Any] = {}
+        self.reached: dict[tuple[int, Any], tuple[dict, Any, Any]] = {}  # (dict, key, object read there)
+        self.builtins: dict[tuple[int, str], dict] = {}  # (id(globals), a builtin's name) -> the globals
+
+    def watch(self, obj: Any) -> None:
+        self.watched.setdefault(id(obj), obj)
+
+    def reach(self, parent: Any, node: Any, value: Any, S: Any) -> None:  # noqa: N803
+        """Records that ``node`` read ``value`` out of ``parent``'s dict (an item of a dict,
+        an attribute in an instance dict): another object there later (a submodule replaced
+        by one of the same class) makes the state be built anew."""
+        if isinstance(node, attribute_sources(S)):
+            self.held(getattr(parent, "__dict__", None), node.member, value)
+        else:
+            self.held(parent, getattr(node, "index", None), value)
+
+    def held(self, container: Any, key: Any, value: Any) -> None:
+        """Records that ``value`` was read at ``container[key]`` (a dict; a module's globals
+        for a global), as ``reach`` does."""
+        if isinstance(value, IMMUTABLE) or isinstance(value, type):
+            return
+        if isinstance(container, dict) and isinstance(key, (str, int)) and container.get(key, _MISSING) is value:
+            self.reached[(id(container), key)] = (container, key, value)
+
+    def moved(self) -> bool:
+        """Whether an object recorded by ``reach`` is no longer where it was read."""
+        return any(container.get(key, _MISSING) is not value for container, key, value in self.reached.values())
+
+    def watch_hooks(self, hooks: dict, where: tuple = (("", ()), "", "")) -> None:
+        self.watch(hooks)
+        if id(hooks) not in self.hooks:
+            self.hooks[id(hooks)] = hooks
+            self.hook_paths.append((*where, hooks))
+
+    def watch_function(self, fn: Any, attributes: bool = False) -> None:
+        """A function the traced code runs (or a guard reads): its ``__code__``,
+        ``__defaults__``, ``__kwdefaults__`` (and its contents) and closure cells, and the
+        builtins its code reads, which a new global would shadow; ``attributes``: its
+        ``__dict__`` too (a guard reads the function itself, and may read an attribute)."""
+        if attributes:
+            self.watch(fn.__dict__)
+        if id(fn) in self.functions:
+            return
+        cells = tuple(_cell_contents(c) for c in fn.__closure__ or ())
+        self.functions[id(fn)] = (fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__, cells)
+        if isinstance(fn.__kwdefaults__, dict):
+            self.watch(fn.__kwdefaults__)
+        self.watch_builtins(fn.__code__, fn.__globals__)
+
+    def watch_traced_globals(self, globals_: dict) -> None:
+        """The functions bound in ``globals_`` whose code Dynamo traced (a helper the forward
+        calls, guarded or not by this torch release), each by name too (rebinding it is seen)."""
+        if not self.traced:
+            return
+        for name, value in list(globals_.items()):
+            if isinstance(value, types.FunctionType) and value.__code__ in self.traced:
+                self.watch_function(value)
+                self.watch_global(globals_, name)
+
+    def watch_global(self, globals_: dict, name: str) -> None:
+        """A module global read by name: a library module's globals dict is watched whole (it
+        does not change while the model runs: one epoch compare, or one version load on 3.11);
+        a script's (``__main__``, whose top-level loop writes its globals all the time) is read at
+        ``name`` on every call, its value or its absence compared."""
+        from .._core import WATCH_ABSENT
+
+        if globals_.get("__name__") != "__main__":
+            self.watch(globals_)
+        else:
+            self.keyed.setdefault((id(globals_), name), (globals_, name, globals_.get(name, WATCH_ABSENT)))
+
+    def watch_builtins(self, code: Any, globals_: dict) -> None:
+        """Each builtin ``code`` reads as a global must stay missing from ``globals_``."""
+        for name in _builtins_read(code):
+            self.builtins.setdefault((id(globals_), name), globals_)
+            self.watch_global(globals_, name)
+
+    def signature(self) -> tuple:
+        """What the compiled code inlined without a guard of its own (torch guards some of it
+        in some releases only): the hooks of the modules it calls (where each sits under its
+        root, and the identity of each hook), the contents of the classes read, the state of
+        each traced function (code, defaults, keyword defaults, closure cells), whether each
+        builtin its code reads is shadowed by a global, and with free tensors each tensor's
+        identity. Two reads with equal signatures run the same code."""
+        hooks = tuple(sorted((key[0], key[1], path, name, tuple(id(v) for v in d.values()))
+                             for key, path, name, d in self.hook_paths))
+        classes = tuple((c.__qualname__, tuple((k, id(v)) for k, v in vars(c).items()), tuple(map(id, c.__mro__)))
+                        for c in self.watched.values() if isinstance(c, type))
+        functions = tuple((fn.__qualname__, id(fn.__code__), _token(fn.__defaults__),
+                           _token(tuple(sorted((fn.__kwdefaults__ or {}).items()))),
+                           tuple(_token(_cell_contents(c)) for c in fn.__closure__ or ()))
+                          for fn, *_ in self.functions.values())
+        shadowed = tuple(sorted(name for (_, name), g in self.builtins.items() if name in g))
+        tensors = tuple(self.tensors) if self.free_tensors else ()
+        return hooks, classes, functions, shadowed, tensors
+
+    def weaken_roots(self, on_death: Any) -> None:
+        """Holds the roots weakly (``on_death`` called when one dies): a cache entry must not
+        keep a model or a request's cache alive."""
+        self.roots = {key: weakly(deref(obj), on_death) for key, obj in self.roots.items()}
+
+    def root_rows(self) -> tuple:
+        """``(local name, path, object or weak reference, class, __dict__)`` per root, as
+        ``_core.WatchState`` takes them."""
+        return tuple((name, path, held, type(deref(held)), own_dict_of(deref(held)))
+                     for (name, path), held in self.roots.items())
+
+
+def _token(value: Any) -> Any:
+    """What a signature compares for ``value``: the value itself when it is a constant (a
+    number, a string, None, a tuple of those: compared by value, and never a reused address),
+    else its identity."""
+    if isinstance(value, (int, float, complex, str, bytes, bool, type(None))):
+        return (type(value), value)
+    if isinstance(value, tuple):
+        return tuple(_token(v) for v in value)
+    return id(value)
+
+
+def own_dict_of(obj: Any) -> dict | None:
+    """``obj.__dict__`` when it is a dict, else None."""
+    d = getattr(obj, "__dict__", None)
+    return d if isinstance(d, dict) else None
+
+
+def _cell_contents(cell: Any) -> Any:
+    try:
+        return cell.cell_contents
+    except ValueError:  # an empty cell: the gate reads it as None
+        return None
+
+
+@functools.lru_cache(maxsize=4096)
+def _builtins_read(code: Any) -> tuple[str, ...]:
+    """The builtins ``code`` (and the code nested in it) reads by ``LOAD_GLOBAL``."""
+    names = {i.argval for i in dis.get_instructions(code) if i.opname == "LOAD_GLOBAL"}
+    return tuple(sorted(n for n in names if isinstance(n, str) and hasattr(builtins, n)))
+
+
+def deref(obj: Any) -> Any:
+    """``obj``, or what it refers to when it is a weak reference (None once dead)."""
+    return obj() if isinstance(obj, weakref.ref) else obj
+
+
+def weakly(obj: Any, on_death: Any) -> Any:
+    try:
+        return weakref.ref(obj, on_death)
+    except TypeError:  # no weak reference to it: held as it is
+        return obj
+
+
+@functools.lru_cache(maxsize=None)
+def attribute_sources(S: Any) -> tuple:  # noqa: N803 - Dynamo's source classes
+    """The sources that read an attribute: ``AttrSource`` (``obj.name``) and, where this torch
+    has it, ``GenericAttrSource`` (``object.__getattribute__(obj, 'name')``): a property or a
+    slot behind either is computed, not read from a dict."""
+    from . import torch_internals
+
+    return (S.AttrSource, *torch_internals.generic_attr_sources())
