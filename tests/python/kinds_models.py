@@ -9,6 +9,7 @@ import collections
 import types
 import typing
 
+import torch
 from torch import nn
 
 
@@ -150,6 +151,25 @@ def _defaultdict_factory():
     return m, lambda: d.__setitem__("scale", 5.0), lambda: d.pop("scale")
 
 
+class Doubling(torch.overrides.TorchFunctionMode):
+    """Doubles the result of every multiplication."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        out = func(*args, **(kwargs or {}))
+        return out * 2 if func is torch.Tensor.mul or func is torch.mul else out
+
+
+def _function_mode():
+    modes: list = []
+
+    def enter():
+        modes.append(Doubling())
+        modes[-1].__enter__()
+
+    m = Reads(lambda s: s.scale, scale=2.0)
+    return m, enter, lambda: modes.pop().__exit__(None, None, None)
+
+
 CHANGES: dict[str, typing.Callable] = {
     "a mapping proxy's dict changed": _proxy,
     "a stored dict.keys() view's dict gained a key": _keys_view,
@@ -164,6 +184,7 @@ CHANGES: dict[str, typing.Callable] = {
     "a ChainMap's front dict gained a key": _chain_map,
     "an OrderedDict reordered with move_to_end": _ordered_move_to_end,
     "a defaultdict's key set": _defaultdict_factory,
+    "a TorchFunctionMode entered": _function_mode,
 }
 
 
@@ -204,4 +225,57 @@ FUNCTION_CHANGES: dict[str, typing.Callable] = {
     "a parameter-free forward's __defaults__ replaced": _forward_defaults,
     "a parameter-free forward's __code__ replaced": _forward_code,
     "a compiled function's __kwdefaults__ replaced": _function_kwdefaults,
+}
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+
+    def forward(self, x):
+        return self.lin(x)
+
+
+def _hooked(module, call):
+    """``(model, call, change, undo)``: a forward hook on ``module`` added, then removed."""
+    handles = []
+    return (call, lambda: handles.append(module.register_forward_hook(lambda m, args, out: out * 2)),
+            lambda: handles.pop().remove())
+
+
+def _root_hook():
+    m = nn.Sequential(nn.Linear(2, 2))
+    return (m, *_hooked(m, lambda f, x: f(x)))
+
+
+def _argument_hook():
+    m = nn.Linear(2, 2)
+
+    def step(model, x):
+        return model(x) + 1
+
+    return (step, *_hooked(m, lambda f, x: f(m, x)))
+
+
+def _block_hook():
+    blocks = nn.Sequential(*(Net() for _ in range(3)))
+    return (blocks, *_hooked(blocks[1], lambda f, x: f(x)))
+
+
+def _user_root_hook():
+    m = Net()
+    return (m, *_hooked(m, lambda f, x: f(x)))
+
+
+#: Hooks added after warm-up where the compiled frame runs them: ``(name, make() -> (model or
+#: function, call(compiled, x), change, undo))``. A built-in module compiled whole (torch
+#: compiles its call), a module passed as an argument and a block compiled in place run their
+#: own hooks inside the frame, with no guard of their own (plain torch.compile serves them
+#: stale); a user module compiled whole runs them around its forward's frame.
+HOOK_CHANGES: dict[str, typing.Callable] = {
+    "a hook on a compiled nn.Sequential": _root_hook,
+    "a hook on a module passed as an argument": _argument_hook,
+    "a hook on one block compiled in place": _block_hook,
+    "a hook on a compiled user module": _user_root_hook,
 }

@@ -33,7 +33,7 @@ unsafe policy ift {
 
 KEEP_ALL_IFT = """guardpolicy 1
 
-policy keep_all_ift {
+unsafe policy keep_all_ift {
   default keep
   config install_free_tensors = true
 }

@@ -55,7 +55,7 @@ def test_a_change_torch_compile_answers_right_is_answered_right(what, dispatch):
 # Changes plain torch.compile serves stale too (it installs no guard on what the compiled code
 # read there), listed in docs/design-notes/watch.md; watch_state answers as torch does.
 TORCH_STALE = ("a list inside a tuple mutated", "a ChainMap's front dict gained a key",
-               "an OrderedDict reordered with move_to_end")
+               "an OrderedDict reordered with move_to_end", "a TorchFunctionMode entered")
 
 
 @pytest.mark.parametrize("what", TORCH_STALE)
@@ -263,3 +263,41 @@ def test_a_tensor_from_a_numpy_attribute_compiles_as_under_torch_compile(setting
     torch.testing.assert_close(compiled(x), model(x))
 
 
+
+
+def _compiled(model, name, dispatch):
+    """``model`` compiled with ``watch_state``; for the blocks, each block in place as
+    ``nn.Module.compile`` does (``_compiled_call_impl``)."""
+    if name != "a hook on one block compiled in place":
+        return gp.compile(model, "watch_state", backend="eager", dispatch=dispatch)
+    for block in model:
+        block._compiled_call_impl = gp.compile(block._call_impl, "watch_state", backend="eager", dispatch=dispatch)
+    return model
+
+
+def _eager(model, call, x):
+    """What eager returns: blocks compiled in place run their own ``_call_impl`` (hooks and all)."""
+    if isinstance(model, nn.Sequential) and all("_compiled_call_impl" in vars(b) for b in model):
+        for block in model:
+            x = block._call_impl(x)
+        return x
+    return call(model, x)
+
+
+@pytest.mark.parametrize("dispatch", PATHS)
+@pytest.mark.parametrize("what", list(kinds_models.HOOK_CHANGES))
+def test_a_hook_the_compiled_frame_runs_is_seen_with_no_more_compiles_than_needed(what, dispatch):
+    torch._dynamo.reset()
+    model, call, change, undo = kinds_models.HOOK_CHANGES[what]()
+    x = torch.ones(2, 2)
+    with torch.no_grad():
+        compiled = _compiled(model, what, dispatch)
+        for _ in range(10):
+            call(compiled, x)
+        frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        change()
+        torch.testing.assert_close(call(compiled, x), _eager(model, call, x), msg=what)
+        undo()
+        torch.testing.assert_close(call(compiled, x), _eager(model, call, x), msg=f"{what}, removed")
+        # one compile with the hook at most (none where it runs around the frame: torch's count)
+        assert torch._dynamo.utils.counters["stats"]["unique_graphs"] - frames <= 1

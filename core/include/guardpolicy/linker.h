@@ -76,6 +76,7 @@ struct LinkSummary {
   int64_t items = 0;      // rules and `use`s after expansion (capped at 2^40)
   int depth = 0;          // the deepest chain of `use`s
   bool can_drop = false;  // a rule (not `drop when false`) can decide drop
+  bool can_watch = false;  // a rule (not `watch when false`) can decide watch
 };
 // `use` cycles add nothing (the checker reports them as GP2008).
 class LinkSummaries {

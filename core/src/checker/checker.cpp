@@ -242,15 +242,37 @@ class PolicyChecker {
           "skip_guard_eval_unsafe can run stale compiled code; write `unsafe policy`");
       return;
     }
+    const ConfigSetting* free = UnwatchedFreeTensors();
+    if (free != nullptr && !policy_.is_unsafe) {
+      diags_.Error(codes::kDropsWithoutUnsafe, free->range,
+                   fmt::format("policy `{}` installs free tensors without a `watch` but is not marked `unsafe`",
+                               policy_.name),
+                   "torch's guard on an installed tensor checks its metadata, not its identity: a second "
+                   "instance of a class, or the next block of a model compiled block by block, runs with the "
+                   "first one's weights; add `default watch` (guardpolicy.compile watches each tensor's "
+                   "identity) or write `unsafe policy`");
+      return;
+    }
     if (can_drop && !policy_.is_unsafe) {
       diags_.Error(codes::kDropsWithoutUnsafe, policy_.name_range,
                    fmt::format("policy `{}` can drop guards but is not marked `unsafe`", policy_.name),
                    "dropping a guard can run stale compiled code; write `unsafe policy`");
-    } else if (!can_drop && policy_.is_unsafe && !policy_.runtime.stance) {
+    } else if (!can_drop && policy_.is_unsafe && !policy_.runtime.stance && free == nullptr) {
       diags_.Warning(codes::kUnsafeNeverDrops, policy_.name_range,
                      fmt::format("policy `{}` is marked `unsafe` but never drops a guard", policy_.name),
                      "remove `unsafe`");
     }
+  }
+
+  // The policy's `config install_free_tensors = true` when no rule of it (or of a policy it
+  // uses) and not its default can decide `watch`, else nullptr.
+  const ConfigSetting* UnwatchedFreeTensors() const {
+    if (policy_.EffectiveDefault() == Decision::kWatch || LinkSummaries(resolver_).Of(policy_).can_watch)
+      return nullptr;
+    for (const ConfigSetting& setting : policy_.runtime.config)
+      if (setting.knob == "install_free_tensors" && setting.value.kind == Literal::Kind::kBool && setting.value.b)
+        return &setting;
+    return nullptr;
   }
 
   Module& module_;

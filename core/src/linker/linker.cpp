@@ -106,7 +106,9 @@ const LinkSummary& LinkSummaries::Of(const PolicyDecl& p) {
   for (const Item& item : p.items) {
     if (item.kind == Item::Kind::kRule) {
       ++s.items;
-      s.can_drop |= item.rule.decision == Decision::kDrop && !IsFalseLiteral(item.rule.condition.get());
+      const bool fires = !IsFalseLiteral(item.rule.condition.get());
+      s.can_drop |= item.rule.decision == Decision::kDrop && fires;
+      s.can_watch |= item.rule.decision == Decision::kWatch && fires;
       continue;
     }
     const PolicyDecl* target = Target(item.use, p, resolver_);
@@ -117,6 +119,7 @@ const LinkSummary& LinkSummaries::Of(const PolicyDecl& p) {
     s.items = std::min<int64_t>(s.items + 1 + inner.items, int64_t{1} << 40);
     s.depth = std::max(s.depth, inner.depth + 1);
     s.can_drop |= inner.can_drop;
+    s.can_watch |= inner.can_watch;
   }
   return memo_[&p] = s;
 }

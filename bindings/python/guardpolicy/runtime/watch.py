@@ -63,7 +63,7 @@ class FramePlan:
         self.code = code
         self.traced = traced
         self.free_tensors = free_tensors
-        self._reads: Any = Reads(traced, free_tensors)  # a weak reference once its state holds it
+        self._reads: Any = Reads(traced, free_tensors, code)  # a weak reference once its state holds it
         self.sources: list = []
         self.unwatched: list[Unwatched] = []
         self.guards = 0  # watched guards taken out of torch's manager
@@ -116,7 +116,7 @@ class FramePlan:
 
         scope = {"L": f_locals, "G": self.globals, "__builtins__": __builtins__}
         closure = torch_internals.closure_vars()
-        reads, walk = Reads(self.traced, self.free_tensors), Walk()
+        reads, walk = Reads(self.traced, self.free_tensors, self.code), Walk()
         try:
             for source, tensor_match in self.sources:
                 read(source, scope, closure, reads, tensor_match, walk)
@@ -303,7 +303,7 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
     scope = {"L": graph.local_scope, "G": graph.global_scope, "__builtins__": __builtins__}
     closure = torch_internals.closure_vars()
     kept_types = set(schema_list("watch_kept_guard_types"))
-    walk, scratch = Walk(), Reads(traced, free)
+    walk, scratch = Walk(), Reads(traced, free, torch_locals.get("f_code"))
     watched, unwatched = [], []  # (index, guard, its sources, their roots); Unwatched
     for i, (entry, exp) in enumerate(zip(entries, explanations)):
         if not exp.watched:

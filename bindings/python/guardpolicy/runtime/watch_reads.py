@@ -36,9 +36,10 @@ class Reads:
     parameter is, and the signature holds each one's identity (a tensor replaced, even by an
     equal one, fails)."""
 
-    def __init__(self, traced: frozenset = frozenset(), free_tensors: bool = False) -> None:
+    def __init__(self, traced: frozenset = frozenset(), free_tensors: bool = False, code: Any = None) -> None:
         self.traced = traced
         self.free_tensors = free_tensors
+        self.code = code  # the compiled frame's code: a root module's own hooks run inside it unless it is its forward
         self.watched: dict[int, Any] = {}
         self.roots: dict[tuple[str, tuple], Any] = {}
         self.keyed: dict[tuple[int, str], tuple[dict, str, Any]] = {}

@@ -70,7 +70,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
         if tensor_match and node is source and _held_tensor(value, node, out):
             out.tensors.setdefault(id(value), value)
             return key
-        # a local module's own hooks run outside its frame: those of what the frame calls are watched
+        # a root module's own hooks are recorded with its root (_root), those of what the frame calls here
         seen = (id(value), value is not at_root, value is at_root)
         if seen not in walk.seen:  # recorded once it was watchable: another source raises alike
             watch_value(value, out, hooks=value is not at_root, root=value is at_root)
@@ -94,10 +94,20 @@ def _root(chain: list, scope: dict, closure: dict, cache: dict, out: Reads, S: A
         return key
     out.roots[key] = value
     if is_module(value):  # the frame's module: the hooks of every module it calls
+        own = _runs_own_hooks(value, out.code)
         for path, sub in value.named_modules(remove_duplicate=False):
-            if path:
+            if path or own:
                 watch_hooks_of(sub, out, (key, path))
     return key
+
+
+def _runs_own_hooks(module: Any, code: Any) -> bool:
+    """Whether the compiled frame runs ``module``'s own hooks: unless the frame is its
+    ``forward`` (whose hooks run around the frame), it calls the module (a module passed in, a
+    built-in module torch compiles through ``wrap_inline``, a block's ``_call_impl`` compiled
+    in place), and its hooks run inside, inlined with no guard of their own."""
+    forward = getattr(type(module), "forward", None)
+    return getattr(forward, "__code__", None) is not code
 
 
 class _Here:

@@ -191,7 +191,7 @@ def _std_ift_source(name: str) -> str:
 
 
 _FREE_TENSORS = "config install_free_tensors = true"
-KEEP_ALL_IFT = PolicyText("no_filter_ift", settings=(_FREE_TENSORS,)).render()
+KEEP_ALL_IFT = PolicyText("no_filter_ift", unsafe=True, settings=(_FREE_TENSORS,)).render()  # free tensors unwatched
 
 
 def stance_policy_source(after: int) -> str:
