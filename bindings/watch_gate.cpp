@@ -151,7 +151,7 @@ PyObject* New(PyTypeObject* type, PyObject*, PyObject*) {
   auto* self = reinterpret_cast<WatchGate*>(type->tp_alloc(type, 0));
   if (self == nullptr) return nullptr;
   self->vectorcall = Call;
-  self->capacity = 8;
+  self->capacity = kStatesPerEntry;
   PyObject* empty = PyTuple_New(0);
   if (empty == nullptr || SetStates(self, empty) < 0) {
     Py_DECREF(self);
@@ -163,7 +163,7 @@ PyObject* New(PyTypeObject* type, PyObject*, PyObject*) {
 int Init(PyObject* self_, PyObject* args, PyObject* kwargs) {
   static const char* keywords[] = {"recheck", "capacity", nullptr};
   PyObject* recheck;
-  Py_ssize_t capacity = 8;
+  Py_ssize_t capacity = kStatesPerEntry;
   if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O|n:WatchGate", const_cast<char**>(keywords), &recheck, &capacity))
     return -1;
   if (capacity < 1) {
@@ -241,7 +241,7 @@ PyGetSetDef getset[] = {
 
 PyTypeObject gate_type = [] {
   PyTypeObject t = GcType("guardpolicy._core.WatchGate", sizeof(WatchGate), Py_TPFLAGS_HAVE_VECTORCALL,
-                          "WatchGate(recheck, capacity=8): a cache entry's watched guards, checked in C only when what "
+                          "WatchGate(recheck, capacity=128): a cache entry's watched guards, checked in C only when what "
                           "they read changed (watch_gate.h)",
                           Traverse, Clear, Dealloc);
   t.tp_vectorcall_offset = offsetof(WatchGate, vectorcall);
@@ -258,6 +258,7 @@ PyTypeObject gate_type = [] {
 void BindWatchGate(pybind11::module_& m) {
   BindWatchState(m);
   AddType(m, "WatchGate", &gate_type);
+  m.attr("WATCH_STATES_PER_ENTRY") = kStatesPerEntry;
 }
 
 }  // namespace guardpolicy::python

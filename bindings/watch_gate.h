@@ -33,7 +33,12 @@
 
 namespace guardpolicy::python {
 
-// Adds the types WatchState and WatchGate(recheck, capacity=8) to `m`. Raises error_already_set.
+// The states a gate keeps by default (`capacity`): one per set of roots, so one per block of a
+// model compiled block by block (82 layers of regional compilation). `_core.WATCH_STATES_PER_ENTRY`.
+inline constexpr Py_ssize_t kStatesPerEntry = 128;
+
+// Adds the types WatchState and WatchGate(recheck, capacity=128) and WATCH_STATES_PER_ENTRY to `m`.
+// Raises error_already_set.
 void BindWatchGate(pybind11::module_& m);
 
 }  // namespace guardpolicy::python

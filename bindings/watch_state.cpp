@@ -7,7 +7,7 @@
 namespace guardpolicy::python {
 namespace {
 
-PyObject* absent = nullptr;  // WATCH_ABSENT: a keyed entry whose key must stay missing
+PyObject* absent = nullptr;  // WATCH_ABSENT: a keyed entry whose key must stay missing (WatchAbsent)
 
 #if PY_VERSION_HEX >= 0x030C0000
 int watcher_id = -1;
@@ -61,92 +61,6 @@ bool DictsChanged(WatchState* s) {
 #else
   return true;  // no versions: the epoch alone
 #endif
-}
-
-// An object's class or __dict__ is not the recorded one (for a class: its metaclass or __mro__,
-// which `Class.__bases__ = ...` replaces without changing any dict).
-bool ObjectsMoved(const WatchState* s) {
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->objects); ++i) {
-    PyObject* row = PyTuple_GET_ITEM(s->objects, i);
-    PyObject* obj = PyTuple_GET_ITEM(row, 0);
-    if (reinterpret_cast<PyObject*>(Py_TYPE(obj)) != PyTuple_GET_ITEM(row, 1)) return true;
-    PyObject* dict = PyTuple_GET_ITEM(row, 2);
-    if (PyTuple_Check(dict)) {
-      if (reinterpret_cast<PyTypeObject*>(obj)->tp_mro != dict) return true;
-      continue;
-    }
-    if (dict == Py_None) continue;
-    PyObject** slot = _PyObject_GetDictPtr(obj);
-    if (slot == nullptr || *slot != dict) return true;
-  }
-  return false;
-}
-
-PyObject* OrNone(PyObject* obj) { return obj != nullptr ? obj : Py_None; }
-
-// A function's code, defaults, keyword defaults or a closure cell's contents is not the
-// recorded one.
-bool FunctionsMoved(const WatchState* s) {
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->functions); ++i) {
-    PyObject* row = PyTuple_GET_ITEM(s->functions, i);
-    PyObject* fn = PyTuple_GET_ITEM(row, 0);
-    if (PyFunction_GET_CODE(fn) != PyTuple_GET_ITEM(row, 1) ||
-        OrNone(PyFunction_GET_DEFAULTS(fn)) != PyTuple_GET_ITEM(row, 2) ||
-        OrNone(PyFunction_GET_KW_DEFAULTS(fn)) != PyTuple_GET_ITEM(row, 3))
-      return true;
-    PyObject* closure = PyFunction_GET_CLOSURE(fn);
-    PyObject* contents = PyTuple_GET_ITEM(row, 4);
-    const Py_ssize_t cells = closure == nullptr ? 0 : PyTuple_GET_SIZE(closure);
-    if (cells != PyTuple_GET_SIZE(contents)) return true;
-    for (Py_ssize_t c = 0; c < cells; ++c)
-      if (OrNone(PyCell_GET(PyTuple_GET_ITEM(closure, c))) != PyTuple_GET_ITEM(contents, c)) return true;
-  }
-  return false;
-}
-
-// 1 when a keyed dict holds another value at its key (or gained or lost it), 0, -1 on error.
-int KeyedMoved(const WatchState* s) {
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->keyed); ++i) {
-    PyObject* row = PyTuple_GET_ITEM(s->keyed, i);
-    PyObject* now = PyDict_GetItemWithError(PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1));
-    if (now == nullptr && PyErr_Occurred()) return -1;
-    if ((now == nullptr ? absent : now) != PyTuple_GET_ITEM(row, 2)) return 1;
-  }
-  return 0;
-}
-
-// Whether a list's items are not the recorded ones (identity, in order, as many).
-bool ListMoved(PyObject* list, PyObject* items) {
-  const Py_ssize_t n = PyList_GET_SIZE(list);
-  if (n != PyTuple_GET_SIZE(items)) return true;
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (PyList_GET_ITEM(list, i) != PyTuple_GET_ITEM(items, i)) return true;
-  return false;
-}
-
-// 1 when what iterating a row's container gives (a dict's keys, a list's items) is not the
-// recorded tuple (identity, in order), 0, -1 on error.
-int OrderMoved(const WatchState* s) {
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->ordered); ++i) {
-    PyObject* row = PyTuple_GET_ITEM(s->ordered, i);
-    PyObject* keys = PyTuple_GET_ITEM(row, 1);
-    if (PyList_CheckExact(PyTuple_GET_ITEM(row, 0))) {
-      if (ListMoved(PyTuple_GET_ITEM(row, 0), keys)) return 1;
-      continue;
-    }
-    PyObject* it = PyObject_GetIter(PyTuple_GET_ITEM(row, 0));
-    if (it == nullptr) return -1;
-    int moved = 0;
-    Py_ssize_t at = 0;
-    for (PyObject* key; moved == 0 && (key = PyIter_Next(it)) != nullptr; ++at) {
-      moved = at >= PyTuple_GET_SIZE(keys) || key != PyTuple_GET_ITEM(keys, at);
-      Py_DECREF(key);
-    }
-    Py_DECREF(it);
-    if (PyErr_Occurred()) return -1;
-    if (moved || at != PyTuple_GET_SIZE(keys)) return 1;
-  }
-  return 0;
 }
 
 PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs);
@@ -274,7 +188,8 @@ PyObject* GetWatched(PyObject* self_, void*) {
 }
 
 PyObject* GetInfo(PyObject* self_, void*) {
-  PyObject* info = OrNone(reinterpret_cast<WatchState*>(self_)->info);
+  PyObject* info = reinterpret_cast<WatchState*>(self_)->info;
+  if (info == nullptr) info = Py_None;
   Py_INCREF(info);
   return info;
 }
@@ -371,6 +286,8 @@ PyObject* FollowPath(PyObject* value, PyObject* path) {
 
 bool IsWatchState(PyObject* obj) { return Py_TYPE(obj) == &state_type; }
 
+PyObject* WatchAbsent() { return absent; }
+
 int RootsMatch(const WatchState* s, PyObject* f_locals) {
   if (!PyDict_Check(f_locals)) return PyTuple_GET_SIZE(s->roots) == 0;
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->roots); ++i) {
@@ -392,13 +309,6 @@ bool RootsAlive(const WatchState* s) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->roots); ++i)
     if (RootReferent(PyTuple_GET_ITEM(PyTuple_GET_ITEM(s->roots, i), 2)) == nullptr) return false;
   return true;
-}
-
-int StateStale(const WatchState* s) {
-  if (ObjectsMoved(s) || FunctionsMoved(s)) return 1;
-  const int keyed = KeyedMoved(s);
-  if (keyed != 0) return keyed;
-  return OrderMoved(s);
 }
 
 int StateChanged(WatchState* s) { return DictsChanged(s) ? 1 : StateStale(s); }

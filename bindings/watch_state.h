@@ -66,6 +66,9 @@ struct WatchSnapshot {
 // Whether `obj` is a WatchState.
 bool IsWatchState(PyObject* obj);
 
+// WATCH_ABSENT (borrowed): the value of a keyed row whose key must stay missing.
+PyObject* WatchAbsent();
+
 // 1 when every root of `state` is in place in `f_locals`, 0 when one is not, -1 on error.
 int RootsMatch(const WatchState* state, PyObject* f_locals);
 

@@ -248,13 +248,17 @@ class WatchState:
     def info(self) -> Any: ...
 
 
+#: The states a WatchGate keeps by default (bindings/watch_gate.h).
+WATCH_STATES_PER_ENTRY: int
+
 class WatchGate:
     """A cache entry's watched guards, checked in C only when what they read changed
     (bindings/watch_gate.h; made by ``guardpolicy.runtime.watch``). Called by torch with the
     frame locals (an epilogue guard of the entry's kept manager): the verdict of the state of
     the call's roots while it is armed and nothing it holds changed (and its tensor check);
-    else ``recheck(f_locals, state or None) -> (verdict, new state or None)``, counted in
-    ``rechecks``. Keeps at most ``capacity`` states (ValueError below 1)."""
+    else ``recheck(f_locals, state or None) -> (verdict, new state, None or False)`` (False
+    drops the given state), counted in ``rechecks``. Keeps at most ``capacity`` states
+    (``WATCH_STATES_PER_ENTRY`` by default; ValueError below 1)."""
 
     def __init__(self, recheck: Any, capacity: int = ...) -> None: ...
     def __call__(self, f_locals: dict[str, Any]) -> bool: ...

@@ -31,7 +31,7 @@ import dataclasses
 import weakref
 from typing import Any
 
-from .._core import WatchGate, WatchState
+from .._core import WATCH_STATES_PER_ENTRY, WatchGate, WatchState
 from ..api.data import schema_list
 from .watch_roots import groups, is_module, own_root
 from .watch_kinds import CannotWatch
@@ -226,7 +226,7 @@ class Watches:
             manager = getattr(cfm, "guard_manager", None)
             if manager is None or torch_internals.is_deleted(manager) or frame.guards == 0:
                 continue
-            frame.gate = WatchGate(_Recheck(frame), capacity=STATES_PER_ENTRY)
+            frame.gate = WatchGate(_Recheck(frame))
             frame.gate.install(frame.state(frame.reads))
             frame.reads = weakref.ref(frame.reads)  # the state holds it, until its roots die
             torch_internals.add_last_guard(manager, frame.gate,
@@ -262,8 +262,9 @@ _OTHER_TENSORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
-#: one per block of a model compiled block by block (regional compilation of 82 layers).
-STATES_PER_ENTRY = 128
+#: one per block of a model compiled block by block (regional compilation of 82 layers). The
+#: gate's own default (bindings/watch_gate.h), its one home.
+STATES_PER_ENTRY = WATCH_STATES_PER_ENTRY
 #: Guard types whose value may be a tensor: a parameter's metadata is then checked on every call.
 _TENSOR_VALUED = frozenset({"TENSOR_MATCH", "DUPLICATE_INPUT"})
 
