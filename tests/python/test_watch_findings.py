@@ -362,8 +362,8 @@ def test_a_recheck_that_fails_walks_no_source(policy, monkeypatch):
     from guardpolicy.runtime import watch
 
     walks = []
-    real = watch.FramePlan.read
-    monkeypatch.setattr(watch.FramePlan, "read", lambda self, f_locals: walks.append(1) or real(self, f_locals))
+    real = watch.GroupPlan.read
+    monkeypatch.setattr(watch.GroupPlan, "read", lambda self, f_locals: walks.append(1) or real(self, f_locals))
     torch._dynamo.reset()
     torch.manual_seed(0)
     model = Scaled(Config(1))

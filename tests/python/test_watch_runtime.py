@@ -377,8 +377,8 @@ def test_an_object_passed_on_every_call_is_watched_and_another_adopted(policy, m
         second.enabled = False
         call(second, "enabled off")
         walked = []
-        real = watch.FramePlan.read
-        monkeypatch.setattr(watch.FramePlan, "read", lambda plan, f_locals: walked.append(plan) or real(plan, f_locals))
+        real = watch.GroupPlan.read
+        monkeypatch.setattr(watch.GroupPlan, "read", lambda plan, f_locals: walked.append(plan) or real(plan, f_locals))
         for i in range(4):  # a new object on every call: each call checked, never stale
             call(Cache(float(i)), f"a new object with scale {i}")
         for _ in range(3):  # ... and the one whose guards pass reads only the new object's sources again

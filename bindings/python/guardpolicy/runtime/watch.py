@@ -49,7 +49,7 @@ class Unwatched:
     why: str
 
 
-class FramePlan:
+class GroupPlan:
     """What one group of roots of a compiled frame watches (``plan``): ``reads`` (what its
     watched guards read at compile time, a ``watch_reads.Reads``), ``sources`` (theirs, read
     again for other roots), the watched guards' ``manager``, the compile's ``signature``
@@ -72,21 +72,19 @@ class FramePlan:
         self.gate: Any = None
         self.reads_ambient = reads_ambient  # what every call reads (global hooks, builtins): in one plan of a frame
 
-    def holds(self, reads: Reads) -> bool:
-        """Whether ``reads`` has the compile's signature; notes a change of the installed
-        tensors in ``MOVED_TENSORS``."""
-        signature = reads.signature()
-        if self.signature and signature[-1] != self.signature[-1] and self.code is not None:
-            # the installed tensors' identities (Reads.signature: last): replaced at the same
-            # roots, or other instances' tensors found INSTANCES_WITH_FREE_TENSORS times
-            compiled = self.reads
-            same = compiled is not None and list(compiled.roots) == list(reads.roots) and all(
-                deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values()))
-            if not same:
-                _OTHER_TENSORS[self.code] = _OTHER_TENSORS.get(self.code, 0) + 1
-            if same or _OTHER_TENSORS[self.code] >= INSTANCES_WITH_FREE_TENSORS:
-                MOVED_TENSORS.add(self.code)
-        return signature == self.signature
+    def note_tensors(self, reads: Reads, signature: tuple) -> None:
+        """Notes in ``MOVED_TENSORS`` that the code's installed tensors moved, when the
+        tensors' identities (``Reads.signature``: last) differ from the compile's: replaced at
+        the same roots, or other instances' tensors found ``INSTANCES_WITH_FREE_TENSORS`` times."""
+        if not self.signature or signature[-1] == self.signature[-1] or self.code is None:
+            return
+        compiled = self.reads
+        same = compiled is not None and list(compiled.roots) == list(reads.roots) and all(
+            deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values()))
+        if not same:
+            _OTHER_TENSORS[self.code] = _OTHER_TENSORS.get(self.code, 0) + 1
+        if same or _OTHER_TENSORS[self.code] >= INSTANCES_WITH_FREE_TENSORS:
+            MOVED_TENSORS.add(self.code)
 
     @property
     def reads(self) -> Reads | None:
@@ -150,12 +148,12 @@ class _Recheck:
     when what the given one holds moved (an object replaced, a class swapped, a function's code),
     for a module at a root that has none (a second instance), and for another object at a root
     (a KV cache of a new request) when the same one comes twice in a row. It holds its
-    ``FramePlan`` weakly (a cache entry must not keep a model alive): once the plan is gone, the
+    ``GroupPlan`` weakly (a cache entry must not keep a model alive): once the plan is gone, the
     entry is not served again."""
 
     __slots__ = ("frame", "last")
 
-    def __init__(self, frame: FramePlan):
+    def __init__(self, frame: GroupPlan):
         self.frame = weakref.ref(frame)
         self.last: tuple = ()  # weak references to the other objects at the roots last time
 
@@ -166,7 +164,7 @@ class _Recheck:
         try:
             reads = state.info if state is not None else None
             if reads is not None and not state.stale() and not reads.moved():
-                return bool(frame.manager.check(f_locals)) and frame.holds(reads), None
+                return bool(frame.manager.check(f_locals)) and self._holds(frame, reads), None
             if not frame.manager.check(f_locals):
                 # nothing to arm: no walk (torch asks every entry again for its recompile reasons);
                 # a state whose objects moved is dropped, not kept failing with the old ones in it
@@ -175,15 +173,23 @@ class _Recheck:
             if reads is None:
                 return False, None
             if state is None and not self._adopt(reads):  # nothing to arm: this check stands
-                return frame.holds(reads), None
+                return self._holds(frame, reads), None
             fresh = frame.state(reads)
             # checked again after the walk: the new state is armed on what was read before this check
-            ok = bool(frame.manager.check(f_locals)) and frame.holds(reads)
+            ok = bool(frame.manager.check(f_locals)) and self._holds(frame, reads)
             if fresh is not None and reads.moved():  # moved while it was built: the next call reads again
                 fresh = None
             return ok, fresh
         except Exception:  # noqa: BLE001 - a guard that cannot be evaluated fails: torch compiles anew
             return False, None
+
+    @staticmethod
+    def _holds(frame: GroupPlan, reads: Reads) -> bool:
+        """Whether ``reads`` has the compile's signature (the hooks and classes the compiled
+        code inlined), a move of the installed tensors noted first (``note_tensors``)."""
+        signature = reads.signature()
+        frame.note_tensors(reads, signature)
+        return signature == frame.signature
 
     def _adopt(self, reads: Reads) -> bool:
         """Whether to keep a state for the objects at the roots: modules at once, other objects
@@ -196,13 +202,13 @@ class _Recheck:
 
 class Watches:
     """The watching of one compiled object (``guardpolicy.stats(compiled).watches``):
-    ``frames``, a ``FramePlan`` per group of roots of each compiled frame (``plan``) whose
+    ``frames``, a ``GroupPlan`` per group of roots of each compiled frame (``plan``) whose
     gate is attached (they hold strong references to the watched dicts); ``rechecks``, the
     calls that evaluated watched guards, over all frames (counted in C)."""
 
     def __init__(self) -> None:
-        self.frames: list[FramePlan] = []
-        self._pending: list[tuple[Any, FramePlan]] = []
+        self.frames: list[GroupPlan] = []
+        self._pending: list[tuple[Any, GroupPlan]] = []
 
     @property
     def rechecks(self) -> int:
@@ -212,7 +218,7 @@ class Watches:
     def unwatched(self) -> list[Unwatched]:
         return [u for f in self.frames for u in f.unwatched]
 
-    def add(self, cfm: Any, plans: list[FramePlan]) -> None:
+    def add(self, cfm: Any, plans: list[GroupPlan]) -> None:
         self._pending += [(cfm, frame) for frame in plans]
 
     def attach(self) -> None:
@@ -248,7 +254,7 @@ def _invalidate(manager: Any) -> None:
         torch_internals.retire(entry, "guardpolicy: the compiled object that watched it was freed")
 
 
-#: The code whose installed free tensors a recheck found replaced (``FramePlan.holds``: a state
+#: The code whose installed free tensors a recheck found replaced (``GroupPlan.note_tensors``: a state
 #: tensor reassigned on every call, a submodule swapped, many blocks of a model compiled block
 #: by block). A graph holds its free tensors, so such code would compile once per tensor: its
 #: later compiles, by any compiled object, pass them as graph inputs instead (``CompileStats
@@ -288,8 +294,8 @@ def _sources(guard: Any, guard_type: str) -> tuple:
     return guard.originating_source, other
 
 
-def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisions: list[bool]) -> list[FramePlan]:
-    """The watching of one frame being compiled: a ``FramePlan`` per group of watched guards
+def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisions: list[bool]) -> list[GroupPlan]:
+    """The watching of one frame being compiled: a ``GroupPlan`` per group of watched guards
     that share roots (``watch_roots.groups``: the frame's module and globals, and each other
     object passed in, such as a KV cache or an options object), the frame's own reads (global
     hooks, builtins) and the watched guards that stay checked in the first; none for a group
@@ -323,7 +329,7 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
         decisions[i] = False
         watched.append((i, entry.orig_guard, [(s, exp.guard_type in _TENSOR_VALUED) for s in sources], roots))
     numbers = groups([roots for *_, roots in watched])
-    plans: list[FramePlan] = []
+    plans: list[GroupPlan] = []
     for n in range(max(numbers, default=-1) + 1):
         group = [w for w, g in zip(watched, numbers) if g == n]
         made = _group_plan(group, graph, torch_locals, traced, free, first=not plans, explanations=explanations,
@@ -336,15 +342,15 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
 
 
 def _group_plan(group: list, graph: Any, torch_locals: dict[str, Any], traced: frozenset, free: bool, first: bool,
-                explanations: list, decisions: list[bool]) -> FramePlan:
-    """The ``FramePlan`` of one group of watched guards (``(index, guard, sources, roots)``
+                explanations: list, decisions: list[bool]) -> GroupPlan:
+    """The ``GroupPlan`` of one group of watched guards (``(index, guard, sources, roots)``
     each): what its sources read, its signature and the manager of its guards, built by
     torch's builder. When they cannot be read together or torch cannot build the manager, its
     guards are kept (their decisions back to True, each explanation saying why) and the plan
     watches nothing."""
     from . import torch_internals
 
-    out = FramePlan(graph.global_scope, torch_locals.get("f_code"), traced, free, reads_ambient=first)
+    out = GroupPlan(graph.global_scope, torch_locals.get("f_code"), traced, free, reads_ambient=first)
     out.sources = [pair for _, _, sources, _ in group for pair in sources]
     try:
         reads = out.read(graph.local_scope)
@@ -358,6 +364,6 @@ def _group_plan(group: list, graph: Any, torch_locals: dict[str, Any], traced: f
         for i, *_ in group:
             decisions[i] = True
             explanations[i] = dataclasses.replace(explanations[i], checked=why)
-        return FramePlan(graph.global_scope)
+        return GroupPlan(graph.global_scope)
     out.guards = len(group)
     return out

@@ -1,5 +1,5 @@
 """What the watched sources of one frame read (guardpolicy.runtime.watch): a ``Reads``, filled
-by the walk of ``watch_sources.read`` through ``watch_record``, from which ``watch.FramePlan``
+by the walk of ``watch_sources.read`` through ``watch_record``, from which ``watch.GroupPlan``
 builds the ``_core.WatchState`` the gate checks on every call, and its signature."""
 
 from __future__ import annotations
