@@ -16,6 +16,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import functools
 import types
 from typing import Any, Callable
 
@@ -81,14 +82,20 @@ def _is_plain_class(cls: type, base: type = object) -> bool:
     or immutable, pybind11's are larger) and its instances are the size of ``base``'s plus a
     class statement's own (``__slots__`` and other builtin bases, ``float``, ``tuple``, add
     C-level state that no dict watcher sees)."""
-    if cls.__basicsize__ != base.__basicsize__ + _OWN_SIZE or cls.__itemsize__ != base.__itemsize__:
+    if cls.__basicsize__ != _plain_size(base) or cls.__itemsize__ != base.__itemsize__:
         return False
     return all(k in base.__mro__ or k.__flags__ & (_HEAPTYPE | _IMMUTABLETYPE) == _HEAPTYPE for k in cls.__mro__)
 
 
 _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE
 _IMMUTABLETYPE = 1 << 8  # Py_TPFLAGS_IMMUTABLETYPE (3.10+)
-_OWN_SIZE = type("_Plain", (), {}).__basicsize__ - object.__basicsize__  # what a class statement adds
+
+
+@functools.lru_cache(maxsize=None)
+def _plain_size(base: type) -> int:
+    """The size of an instance of ``class _(base): pass``: what a class statement with no
+    ``__slots__`` gives (``base`` may hold its ``__dict__`` and weak references already)."""
+    return type("_Plain", (base,), {}).__basicsize__
 
 
 def _is_object(value: Any) -> bool:
@@ -118,6 +125,11 @@ KINDS: tuple[Kind, ...] = (
          "a subclass of dict written in Python (a registry, a config): its items as a dict's, and "
          "its own __dict__ and class as an object's",
          _ITEM | _TYPE | _ATTRIBUTE | {"DictSubclassGetItemSource"}),
+    Kind("OrderedDict subclass", lambda v: isinstance(v, collections.OrderedDict)
+         and type(v) is not collections.OrderedDict and _is_plain_class(type(v), collections.OrderedDict),
+         "a subclass of OrderedDict written in Python (diffusers' FrozenDict config): as an OrderedDict, "
+         "and its own __dict__ and class as an object's",
+         _ITEM | _TYPE | _ATTRIBUTE | {"DictSubclassGetItemSource", "ODictGetItemSource"}),
     Kind("OrderedDict", lambda v: type(v) is collections.OrderedDict,
          "as a dict, and its iteration order compared on every call (move_to_end changes no version)",
          _ITEM | _TYPE | {"ODictGetItemSource"}),

@@ -82,6 +82,8 @@ _RECORD = {
     "list": lambda value, out, *_: out.lists.setdefault(id(value), value),
     "object": _watch_object,
     "dict subclass": lambda value, out, hooks, root: (out.watch(value), _watch_object(value, out, hooks, root)),
+    "OrderedDict subclass": lambda value, out, hooks, root: (_watch_ordered(value, out, hooks, root),
+                                                             _watch_object(value, out, hooks, root)),
     "enum member": _watch_object,
     "class": lambda value, out, *_: _watch_class(value, out),
     "module": _watch_module,

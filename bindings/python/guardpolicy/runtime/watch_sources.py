@@ -9,12 +9,15 @@ import inspect
 import types
 from typing import Any
 
-from .watch_kinds import CannotWatch, check_step
+from .watch_kinds import CannotWatch, check_step, kind_of
 from .watch_reads import Reads, attribute_sources, deref
 from .watch_record import watch_hooks_of, watch_value
 from .watch_roots import chain_of, is_module, is_object, root_object
 
 _MISSING = object()
+#: Kinds (watch_kinds.KINDS) whose ``__dict__`` is their own, watched, and compared by identity
+#: on every call (a root's by its root row, any other's by its object row).
+_OWN_DICT_KINDS = frozenset({"object", "dict subclass", "OrderedDict subclass", "enum member"})
 #: A watched function's attributes that the gate compares on every call (watch_state.h).
 _FUNCTION_ATTRIBUTES = ("__code__", "__defaults__", "__kwdefaults__", "__closure__")
 
@@ -137,6 +140,8 @@ def _check_attribute(owner: Any, member: str, out: Reads) -> None:
         return
     if isinstance(owner, types.MethodType) and member in ("__func__", "__self__"):
         return  # read-only: a bound method never changes
+    if member == "__dict__" and kind_of(owner).name in _OWN_DICT_KINDS:
+        return  # the object's own dict, watched; `obj.__dict__ = {...}` is compared on every call
     found = inspect.getattr_static(owner if isinstance(owner, type) else type(owner), member, _MISSING)
     if found is _MISSING:
         _through_getattr(owner, member, out)
