@@ -152,8 +152,8 @@ def test_a_value_of_no_kind_in_the_table_is_not_watched(what):
         kind_of(NOT_IN_THE_TABLE[what]())
 
 
-@pytest.mark.parametrize("what", ["a mapping proxy's dict changed", "an attribute of a float subclass set",
-                                  "an attribute of a NamedTuple subclass set"])
+# (torch 2.11 guards the NamedTuple subclass's attribute through no watched source: not listed)
+@pytest.mark.parametrize("what", ["a mapping proxy's dict changed", "an attribute of a float subclass set"])
 def test_a_guard_read_through_a_kind_not_in_the_table_stays_kept_and_says_why(what):
     torch._dynamo.reset()
     model, _, _ = kinds_models.CHANGES[what]()
