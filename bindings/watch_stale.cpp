@@ -67,16 +67,12 @@ bool ListMoved(PyObject* list, PyObject* items) {
   return false;
 }
 
-// 1 when what iterating a row's container gives (a dict's keys, a list's items) is not the
-// recorded tuple (identity, in order), 0, -1 on error.
-int OrderMoved(const WatchState* s) {
-  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->ordered); ++i) {
-    PyObject* row = PyTuple_GET_ITEM(s->ordered, i);
+// 1 when what iterating an OrderedDict gives is not the recorded keys (identity, in order), 0,
+// -1 on error.
+int OrdersMoved(const WatchState* s) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->orders); ++i) {
+    PyObject* row = PyTuple_GET_ITEM(s->orders, i);
     PyObject* keys = PyTuple_GET_ITEM(row, 1);
-    if (PyList_CheckExact(PyTuple_GET_ITEM(row, 0))) {
-      if (ListMoved(PyTuple_GET_ITEM(row, 0), keys)) return 1;
-      continue;
-    }
     PyObject* it = PyObject_GetIter(PyTuple_GET_ITEM(row, 0));
     if (it == nullptr) return -1;
     int moved = 0;
@@ -92,13 +88,37 @@ int OrderMoved(const WatchState* s) {
   return 0;
 }
 
+bool ListsMoved(const WatchState* s) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->lists); ++i) {
+    PyObject* row = PyTuple_GET_ITEM(s->lists, i);
+    if (ListMoved(PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1))) return true;
+  }
+  return false;
+}
+
+// 1 when a held row's dict holds another object at its key (or none), 0, -1 on error.
+int HeldMoved(const WatchState* s) {
+  for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->held); ++i) {
+    PyObject* row = PyTuple_GET_ITEM(s->held, i);
+    PyObject* now = PyDict_GetItemWithError(PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1));
+    if (now == nullptr && PyErr_Occurred()) return -1;
+    if (now != PyTuple_GET_ITEM(row, 2)) return 1;
+  }
+  return 0;
+}
+
 }  // namespace
 
-int StateStale(const WatchState* s) {
-  if (ObjectsMoved(s) || FunctionsMoved(s)) return 1;
+int RowsMoved(const WatchState* s) {
+  if (ObjectsMoved(s) || FunctionsMoved(s) || ListsMoved(s)) return 1;
   const int keyed = KeyedMoved(s);
   if (keyed != 0) return keyed;
-  return OrderMoved(s);
+  return OrdersMoved(s);
+}
+
+int StateStale(const WatchState* s) {
+  const int moved = RowsMoved(s);
+  return moved != 0 ? moved : HeldMoved(s);
 }
 
 }  // namespace guardpolicy::python

@@ -88,7 +88,28 @@ bool ObjectOk(PyObject* r) {
 }
 bool FunctionOk(PyObject* r) { return PyFunction_Check(PyTuple_GET_ITEM(r, 0)) && PyTuple_Check(PyTuple_GET_ITEM(r, 4)); }
 bool KeyedOk(PyObject* r) { return PyDict_Check(PyTuple_GET_ITEM(r, 0)); }
-bool OrderedOk(PyObject* r) { return PyTuple_Check(PyTuple_GET_ITEM(r, 1)); }
+bool OrderOk(PyObject* r) { return PyTuple_Check(PyTuple_GET_ITEM(r, 1)); }
+bool ListOk(PyObject* r) { return PyList_CheckExact(PyTuple_GET_ITEM(r, 0)) && PyTuple_Check(PyTuple_GET_ITEM(r, 1)); }
+bool AnyOk(PyObject*) { return true; }
+
+// The tuple fields of a WatchState, named once: the keyword each is given by, the width of its
+// rows and their check (width 0: a plain tuple, not rows). `dicts` is given as dicts and
+// classes and kept as the dicts they stand for (WatchedDicts).
+struct RowField {
+  const char* name;
+  PyObject* WatchState::*field;
+  Py_ssize_t width;
+  bool (*ok)(PyObject* row);
+};
+constexpr RowField kRowFields[] = {
+    {"roots", &WatchState::roots, 5, RootOk},      {"dicts", &WatchState::dicts, 0, AnyOk},
+    {"objects", &WatchState::objects, 3, ObjectOk}, {"functions", &WatchState::functions, 5, FunctionOk},
+    {"keyed", &WatchState::keyed, 3, KeyedOk},     {"orders", &WatchState::orders, 2, OrderOk},
+    {"lists", &WatchState::lists, 2, ListOk},      {"held", &WatchState::held, 3, KeyedOk},
+    {"tensors", &WatchState::tensors, 0, AnyOk},
+};
+constexpr size_t kRowCount = sizeof(kRowFields) / sizeof(*kRowFields);
+static_assert(kRowFields[1].field == &WatchState::dicts, "New() reads the dicts given at index 1");
 
 // The dicts `given` (dicts and classes) stand for, as a new tuple, each watched (3.12+); a
 // static class cannot change and stands for nothing. NULL with an exception set.
@@ -126,13 +147,7 @@ PyObject* WatchedDicts(PyObject* given) {
 
 int Traverse(PyObject* self_, visitproc visit, void* arg) {
   auto* s = reinterpret_cast<WatchState*>(self_);
-  Py_VISIT(s->roots);
-  Py_VISIT(s->dicts);
-  Py_VISIT(s->objects);
-  Py_VISIT(s->functions);
-  Py_VISIT(s->keyed);
-  Py_VISIT(s->ordered);
-  Py_VISIT(s->tensors);
+  for (const RowField& row : kRowFields) Py_VISIT(s->*row.field);
   Py_VISIT(s->tensor_check);
   Py_VISIT(s->info);
   return 0;
@@ -142,13 +157,10 @@ int Traverse(PyObject* self_, visitproc visit, void* arg) {
 // state, in a cycle the collector breaks, may still be asked by a call in flight).
 int Clear(PyObject* self_) {
   auto* s = reinterpret_cast<WatchState*>(self_);
-  PyObject** rows[] = {&s->roots, &s->objects, &s->functions, &s->keyed, &s->ordered, &s->tensors};
-  for (PyObject** row : rows) {
+  for (const RowField& row : kRowFields) {
     PyObject* empty = PyTuple_New(0);
-    Py_XSETREF(*row, empty);
+    Py_XSETREF(s->*row.field, empty);
   }
-  PyObject* empty = PyTuple_New(0);
-  Py_XSETREF(s->dicts, empty);
   s->verdict = -1;
   Py_CLEAR(s->tensor_check);
   Py_CLEAR(s->info);
@@ -158,9 +170,9 @@ int Clear(PyObject* self_) {
 void Dealloc(PyObject* self_) {
   PyObject_GC_UnTrack(self_);
   auto* s = reinterpret_cast<WatchState*>(self_);
-  PyObject** all[] = {&s->roots, &s->dicts, &s->objects, &s->functions, &s->keyed,
-                      &s->ordered, &s->tensors, &s->tensor_check, &s->info};
-  for (PyObject** p : all) Py_CLEAR(*p);
+  for (const RowField& row : kRowFields) Py_CLEAR(s->*row.field);
+  Py_CLEAR(s->tensor_check);
+  Py_CLEAR(s->info);
   PyMem_Free(s->versions);
   Py_TYPE(self_)->tp_free(self_);
 }
@@ -172,8 +184,9 @@ PyObject* Stale(PyObject* self_, PyObject*) {
 
 PyMethodDef methods[] = {
     {"stale", Stale, METH_NOARGS,
-     "stale(): whether an object's class or __dict__, a function attribute, a keyed value, a "
-     "dict's order or a list's items differ from the state's construction (it must be built anew)"},
+     "stale(): whether the state must be built anew: an object's class or __dict__, a function "
+     "attribute, a keyed value, a dict's order, a list's items or an object where it was read "
+     "differ from the state's construction"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -204,7 +217,8 @@ PyGetSetDef getset[] = {
 
 PyTypeObject state_type = [] {
   PyTypeObject t = GcType("guardpolicy._core.WatchState", sizeof(WatchState), 0,
-                          "WatchState(roots, dicts, objects, functions, keyed, ordered, tensors, tensor_check, info): "
+                          "WatchState(*, roots, dicts, objects, functions, keyed, orders, lists, held, tensors, "
+                          "tensor_check, info): "
                           "what one set of roots of a cache entry's watched guards reads (watch_state.h)",
                           Traverse, Clear, Dealloc);
   t.tp_new = New;
@@ -213,34 +227,45 @@ PyTypeObject state_type = [] {
   return t;
 }();
 
+// Reads the keyword `name` of `kwargs` (borrowed), or sets a TypeError naming it.
+PyObject* Keyword(PyObject* kwargs, const char* name) {
+  PyObject* value = kwargs == nullptr ? nullptr : PyDict_GetItemString(kwargs, name);
+  if (value == nullptr) PyErr_Format(PyExc_TypeError, "WatchState() needs the keyword argument `%s`", name);
+  return value;
+}
+
 PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
-  static const char* keywords[] = {"roots", "dicts", "objects", "functions", "keyed",
-                                   "ordered", "tensors", "tensor_check", "info", nullptr};
-  PyObject *roots, *given, *objects, *functions, *keyed, *ordered, *tensors, *check, *info;
-  if (!PyArg_ParseTupleAndKeywords(args, kwargs, "O!O!O!O!O!O!O!OO:WatchState", const_cast<char**>(keywords),
-                                   &PyTuple_Type, &roots, &PyTuple_Type, &given, &PyTuple_Type, &objects, &PyTuple_Type,
-                                   &functions, &PyTuple_Type, &keyed, &PyTuple_Type, &ordered, &PyTuple_Type, &tensors,
-                                   &check, &info))
+  if (PyTuple_GET_SIZE(args) != 0 || kwargs == nullptr || PyDict_GET_SIZE(kwargs) != Py_ssize_t{kRowCount} + 2) {
+    PyErr_SetString(PyExc_TypeError, "WatchState() takes keyword arguments only: roots, dicts, objects, functions, "
+                                     "keyed, orders, lists, held, tensors, tensor_check, info");
     return nullptr;
-  if (CheckRows(roots, 5, RootOk, "roots") < 0 || CheckRows(objects, 3, ObjectOk, "objects") < 0 ||
-      CheckRows(functions, 5, FunctionOk, "functions") < 0 || CheckRows(keyed, 3, KeyedOk, "keyed") < 0 ||
-      CheckRows(ordered, 2, OrderedOk, "ordered") < 0)
-    return nullptr;
-  PyObject* dicts = WatchedDicts(given);
+  }
+  PyObject* given[kRowCount];
+  for (size_t i = 0; i < kRowCount; ++i) {
+    const RowField& row = kRowFields[i];
+    given[i] = Keyword(kwargs, row.name);
+    if (given[i] == nullptr) return nullptr;
+    if (!PyTuple_Check(given[i])) return PyErr_Format(PyExc_TypeError, "WatchState `%s` must be a tuple", row.name);
+    if (row.width > 0 && CheckRows(given[i], row.width, row.ok, row.name) < 0) return nullptr;
+  }
+  PyObject* check = Keyword(kwargs, "tensor_check");
+  PyObject* info = Keyword(kwargs, "info");
+  if (check == nullptr || info == nullptr) return nullptr;
+  PyObject* dicts = WatchedDicts(given[1]);
   if (dicts == nullptr) return nullptr;
   auto* s = reinterpret_cast<WatchState*>(type->tp_alloc(type, 0));
   if (s == nullptr) {
     Py_DECREF(dicts);
     return nullptr;
   }
-  s->dicts = dicts;
-  PyObject** fields[] = {&s->roots, &s->objects, &s->functions, &s->keyed, &s->ordered, &s->tensors,
-                         &s->tensor_check, &s->info};
-  PyObject* values[] = {roots, objects, functions, keyed, ordered, tensors, check, info};
-  for (size_t i = 0; i < sizeof(values) / sizeof(*values); ++i) {
-    Py_INCREF(values[i]);
-    *fields[i] = values[i];
+  for (size_t i = 0; i < kRowCount; ++i) {
+    PyObject* value = kRowFields[i].field == &WatchState::dicts ? dicts : (Py_INCREF(given[i]), given[i]);
+    s->*kRowFields[i].field = value;
   }
+  Py_INCREF(check);
+  s->tensor_check = check;
+  Py_INCREF(info);
+  s->info = info;
   WatchSnapshot snap;
   if (TakeSnapshot(s, &snap) < 0) {
     Py_DECREF(s);
@@ -311,7 +336,7 @@ bool RootsAlive(const WatchState* s) {
   return true;
 }
 
-int StateChanged(WatchState* s) { return DictsChanged(s) ? 1 : StateStale(s); }
+int StateChanged(WatchState* s) { return DictsChanged(s) ? 1 : RowsMoved(s); }
 
 PyObject* TensorsMatch(const WatchState* s) {
   const Py_ssize_t n = PyTuple_GET_SIZE(s->tensors);

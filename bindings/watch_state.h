@@ -23,9 +23,12 @@
 //   keyed      (dict, key, value or WATCH_ABSENT): a dict too busy to watch whole (a module's
 //              globals, which its top-level code writes), read at one key; WATCH_ABSENT says
 //              the key must stay missing (a builtin that a new global would shadow)
-//   ordered    (dict or list, what iterating it gave): the iteration order of a dict (an
-//              OrderedDict of hooks), which `move_to_end` changes without any dict event, and
-//              a plain list's items (identity), which no event tells of either
+//   orders     (dict, its keys as iterating it gave them): the iteration order of an
+//              OrderedDict (of hooks, a config), which `move_to_end` changes without any event
+//   lists      (list, its items): a plain list's items (identity), which no event tells of
+//   held       (dict, key, object): where each object a source read was found; another object
+//              there (a submodule replaced by one of its class) means the state must be built
+//              anew. Compared by stale() only, when a dict changed, never on every call
 //   tensors    parameters whose metadata (`.half()`, `param.data = ...`) changes without any
 //              dict changing: `tensor_check(*tensors)` (torch's TensorGuards) on every pass
 //   info       whatever the Python side keeps with the state (opaque here)
@@ -48,7 +51,9 @@ struct WatchState {
   PyObject* objects;
   PyObject* functions;
   PyObject* keyed;
-  PyObject* ordered;
+  PyObject* orders;
+  PyObject* lists;
+  PyObject* held;
   PyObject* tensors;
   PyObject* tensor_check;  // callable or None
   PyObject* info;
@@ -72,15 +77,20 @@ PyObject* WatchAbsent();
 // 1 when every root of `state` is in place in `f_locals`, 0 when one is not, -1 on error.
 int RootsMatch(const WatchState* state, PyObject* f_locals);
 
-// 1 when anything the state holds differs from when it was armed or built (a dict changed, an
-// object's class or __dict__, a function attribute, a keyed value, a dict's order, a list's
-// items), else 0;
+// 1 when anything the state compares on every call differs from when it was armed or built (a
+// dict changed, an object's class or __dict__, a function attribute, a keyed value, a dict's
+// order, a list's items), else 0;
 // -1 on error. On 3.12+, when no dict of the state changed but the watch epoch moved (another
 // state's dict changed), the state takes the epoch (its verdict stands).
 int StateChanged(WatchState* state);
 
-// 1 when anything but the dicts' contents differs from the state's construction (the state
-// must be built anew: its objects, functions or keyed values are not the ones there now).
+// 1 when anything but the dicts' contents that is compared on every call differs from the
+// state's construction (its objects, functions, keyed values, orders or list items), else 0;
+// -1 on error.
+int RowsMoved(const WatchState* state);
+
+// 1 when the state must be built anew: its rows moved, or an object it holds is no longer
+// where it was read (`held`); else 0; -1 on error. Asked by a recheck (`stale()`), not per call.
 int StateStale(const WatchState* state);
 
 // `tensor_check(*tensors)`: a new reference to a bool, or NULL with an exception set.

@@ -36,9 +36,10 @@ class Obj:
     pass
 
 
-def state(roots=(), dicts=(), objects=(), functions=(), keyed=(), ordered=(), info=None):
-    return core.WatchState(tuple(roots), tuple(dicts), tuple(objects), tuple(functions), tuple(keyed),
-                           tuple(ordered), (), None, info)
+def state(roots=(), dicts=(), objects=(), functions=(), keyed=(), orders=(), lists=(), held=(), info=None):
+    return core.WatchState(roots=tuple(roots), dicts=tuple(dicts), objects=tuple(objects), functions=tuple(functions),
+                           keyed=tuple(keyed), orders=tuple(orders), lists=tuple(lists), held=tuple(held), tensors=(),
+                           tensor_check=None, info=info)
 
 
 def root_row(name, obj, held=None):
@@ -136,7 +137,7 @@ def test_what_no_dict_event_tells_is_compared_on_every_call(kind):
             "functions": [(fn, fn.__code__, fn.__defaults__, fn.__kwdefaults__, ()),
                           (inner, inner.__code__, None, None, (1,))],
             "keyed": [(g, "k", 1), (g, "max", core.WATCH_ABSENT)],
-            "ordered": [(od, tuple(od)), (items, tuple(items))]}
+            "orders": [(od, tuple(od))], "lists": [(items, tuple(items))]}
     gate = core.WatchGate(Recorder())
     gate.install(state(**rows))
     gate({})
@@ -268,3 +269,37 @@ def test_malformed_rows_are_type_errors():
         gate({})
     with pytest.raises(ValueError):
         core.WatchGate(Recorder(), capacity=0)
+
+
+def test_a_held_row_is_compared_by_stale_only_not_on_every_call():
+    """``held`` (where each object read was found) says the state must be built anew; it is
+    asked by a recheck (after a dict changed), never on every call."""
+    obj, other = Obj(), Obj()
+    d = {"k": obj}
+    recorder = Recorder()
+    gate = core.WatchGate(recorder)
+    st = state(held=[(d, "k", obj)])
+    gate.install(st)
+    gate({})
+    assert gate.rechecks == 1 and not st.stale()
+    d["k"] = other  # no watched dict changed: the armed verdict stands
+    gate({})
+    assert gate.rechecks == 1 and st.stale()
+    d["k"] = obj
+    assert not st.stale()
+    del d["k"]
+    assert st.stale()
+
+
+def test_a_recheck_that_returns_false_for_the_state_drops_it():
+    """``(verdict, False)``: the given state holds objects that moved; the gate lets go of it
+    (a failed state must not keep a replaced submodule alive), and the next call has none."""
+    root = Obj()
+    recorder = Recorder(verdict=False)
+    recorder.make = lambda: False
+    gate = core.WatchGate(recorder)
+    st = state([root_row("self", root)], [{"a": 1}])
+    gate.install(st)
+    assert gate({"self": root}) is False
+    assert gate.states == () and recorder.calls == [st]
+    assert gate({"self": root}) is False and recorder.calls == [st, None]

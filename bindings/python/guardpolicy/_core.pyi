@@ -225,20 +225,20 @@ global of the same name would shadow)."""
 
 
 class WatchState:
-    """What one set of roots of a cache entry's watched guards reads (bindings/watch_state.h;
-    made by ``guardpolicy.runtime.watch``): ``roots`` ``(local name, path, object or weak
-    reference, class, __dict__ or None)``, the ``dicts`` and classes whose changes are seen,
-    ``objects`` ``(object, class, __dict__ or None)`` and ``functions`` ``(function, __code__,
-    __defaults__, __kwdefaults__, cell contents)`` compared on every call, ``keyed`` ``(dict,
-    key, value or WATCH_ABSENT)``, ``ordered`` ``(dict, keys)`` whose iteration order is
-    compared, and the parameters whose metadata ``tensor_check(*tensors)`` checks. Armed on the
-    dicts' state at construction, with no verdict. Raises TypeError for a malformed row or a
-    watched object that is neither a dict nor a class."""
+    """What one set of roots of a cache entry's watched guards reads (made by
+    ``guardpolicy.runtime.watch`` from ``Reads.state_rows()``), keyword arguments only: the
+    rows ``roots``, ``dicts``, ``objects``, ``functions``, ``keyed``, ``orders``, ``lists``,
+    ``held`` and ``tensors``, whose meaning bindings/watch_state.h gives, ``tensor_check``
+    (torch's check of the tensors' metadata, or None) and ``info``. Armed on the dicts' state
+    at construction, with no verdict. Raises TypeError for a missing or extra keyword, a
+    malformed row or a watched object that is neither a dict nor a class. ``stale()``: whether
+    it must be built anew."""
 
-    def __init__(self, roots: tuple[tuple[Any, ...], ...], dicts: tuple[Any, ...], objects: tuple[tuple[Any, ...], ...],
-                 functions: tuple[tuple[Any, ...], ...], keyed: tuple[tuple[Any, ...], ...],
-                 ordered: tuple[tuple[Any, ...], ...], tensors: tuple[Any, ...], tensor_check: Any,
-                 info: Any) -> None: ...
+    def __init__(self, *, roots: tuple[tuple[Any, ...], ...], dicts: tuple[Any, ...],
+                 objects: tuple[tuple[Any, ...], ...], functions: tuple[tuple[Any, ...], ...],
+                 keyed: tuple[tuple[Any, ...], ...], orders: tuple[tuple[Any, ...], ...],
+                 lists: tuple[tuple[Any, ...], ...], held: tuple[tuple[Any, ...], ...], tensors: tuple[Any, ...],
+                 tensor_check: Any, info: Any) -> None: ...
     def stale(self) -> bool: ...
     @property
     def verdict(self) -> bool | None: ...

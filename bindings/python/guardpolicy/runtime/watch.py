@@ -130,13 +130,9 @@ class GroupPlan:
         from . import torch_internals
 
         reads.weaken_roots(self.gate.prune)
-        tensors = tuple(reads.tensors.values())
-        orders = {id(d): d for d in (*reads.hooks.values(), *reads.ordered.values()) if len(d) > 1}
-        ordered = tuple((d, tuple(d)) for d in (*orders.values(), *reads.lists.values()))
-        objects = (*reads.objects.values(), *((c, type(c), c.__mro__) for c in reads.classes.values()))
-        return WatchState(reads.root_rows(), tuple(reads.watched.values()), objects,
-                          tuple(reads.functions.values()), tuple(reads.keyed.values()), ordered, tensors,
-                          torch_internals.tensor_check(tensors) if tensors else None, reads)
+        rows = reads.state_rows()
+        tensors = rows["tensors"]
+        return WatchState(**rows, tensor_check=torch_internals.tensor_check(tensors) if tensors else None, info=reads)
 
 
 class _Recheck:
@@ -163,7 +159,7 @@ class _Recheck:
             return False, None
         try:
             reads = state.info if state is not None else None
-            if reads is not None and not state.stale() and not reads.moved():
+            if reads is not None and not state.stale():
                 return bool(frame.manager.check(f_locals)) and self._holds(frame, reads), None
             if not frame.manager.check(f_locals):
                 # nothing to arm: no walk (torch asks every entry again for its recompile reasons);
@@ -177,7 +173,7 @@ class _Recheck:
             fresh = frame.state(reads)
             # checked again after the walk: the new state is armed on what was read before this check
             ok = bool(frame.manager.check(f_locals)) and self._holds(frame, reads)
-            if fresh is not None and reads.moved():  # moved while it was built: the next call reads again
+            if fresh is not None and fresh.stale():  # moved while it was built: the next call reads again
                 fresh = None
             return ok, fresh
         except Exception:  # noqa: BLE001 - a guard that cannot be evaluated fails: torch compiles anew

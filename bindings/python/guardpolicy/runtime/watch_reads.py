@@ -74,10 +74,6 @@ class Reads:
         if isinstance(container, dict) and isinstance(key, (str, int)) and container.get(key, _MISSING) is value:
             self.reached[(id(container), key)] = (container, key, value)
 
-    def moved(self) -> bool:
-        """Whether an object recorded by ``reach`` is no longer where it was read."""
-        return any(container.get(key, _MISSING) is not value for container, key, value in self.reached.values())
-
     def watch_hooks(self, hooks: dict, where: tuple = (("", ()), "", "")) -> None:
         self.watch(hooks)
         if id(hooks) not in self.hooks:
@@ -151,11 +147,26 @@ class Reads:
         keep a model or a request's cache alive."""
         self.roots = {key: weakly(deref(obj), on_death) for key, obj in self.roots.items()}
 
-    def root_rows(self) -> tuple:
-        """``(local name, path, object or weak reference, class, __dict__)`` per root, as
-        ``_core.WatchState`` takes them."""
-        return tuple((name, path, held, type(deref(held)), own_dict_of(deref(held)))
-                     for (name, path), held in self.roots.items())
+    def state_rows(self) -> dict[str, tuple]:
+        """The rows of a ``_core.WatchState`` of these reads, by the keyword it takes each by
+        (their meaning: bindings/watch_state.h, the one place they are described): the roots
+        (``(local name, path, object or weak reference, class, __dict__)``), the dicts and
+        classes watched, the objects and classes compared on every call, the functions, the
+        keyed globals, the orders of the OrderedDicts of two keys or more (hook dicts among
+        them), the plain lists' items, where each object read was held, the tensors."""
+        orders = {id(d): d for d in (*self.hooks.values(), *self.ordered.values()) if len(d) > 1}
+        return {
+            "roots": tuple((name, path, held, type(deref(held)), own_dict_of(deref(held)))
+                           for (name, path), held in self.roots.items()),
+            "dicts": tuple(self.watched.values()),
+            "objects": (*self.objects.values(), *((c, type(c), c.__mro__) for c in self.classes.values())),
+            "functions": tuple(self.functions.values()),
+            "keyed": tuple(self.keyed.values()),
+            "orders": tuple((d, tuple(d)) for d in orders.values()),
+            "lists": tuple((lst, tuple(lst)) for lst in self.lists.values()),
+            "held": tuple(self.reached.values()),
+            "tensors": tuple(self.tensors.values()),
+        }
 
 
 def _token(value: Any) -> Any:
