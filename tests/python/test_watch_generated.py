@@ -60,7 +60,7 @@ class Spec:
     instances: str = "single"  # single | twins | deepcopy | regional
     container: str = "list"  # list | seq | dict
     depth: int = 1
-    config: str = "namespace"  # namespace | class | dataclass
+    config: str = "namespace"  # namespace | class | dataclass | dict | slots
     conv: bool = False  # a Conv2d stem (channels_last matters) or a Linear one
     inputs: str = "tensor"  # tensor | dataclass | dict (regional: tensor)
     dispatch: Optional[str] = None  # None (torch's path) | "direct"
@@ -70,7 +70,7 @@ class Spec:
 def specs(backend: str):
     return st.builds(Spec, instances=st.sampled_from(["single", "twins", "deepcopy", "regional"]),
                      container=st.sampled_from(["list", "seq", "dict"]), depth=st.integers(1, 3),
-                     config=st.sampled_from(["namespace", "class", "dataclass"]), conv=st.booleans(),
+                     config=st.sampled_from(["namespace", "class", "dataclass", "dict", "slots"]), conv=st.booleans(),
                      inputs=st.sampled_from(["tensor", "dataclass", "dict"]),
                      dispatch=st.sampled_from([None, "direct"]), backend=st.just(backend))
 
@@ -350,6 +350,12 @@ REGRESSIONS = [
      [("config_attr", "a.layers.0", arg) for arg in range(12)]),
     ("a config replaced, then changed; its __dict__ reassigned", Spec(config="class"),
      [("config_replaced", "a", 0), ("config_attr", "a", 7), ("config_replaced", "a", 1), ("config_dict", "a", 0)]),
+    ("a dict-subclass config: attributes, replaced, its __dict__ and its class's base", Spec(config="dict", depth=2),
+     [("config_attr", "a.layers.1", 7), ("config_bases", "a", 0), ("config_replaced", "a", 1), ("config_dict", "a", 0),
+      ("config_bases", "a", 1)]),
+    ("a config with __slots__: attributes and replaced", Spec(config="slots"),
+     [("config_attr", "a", 1), ("config_replaced", "a", 1), ("config_attr", "a.layers.0", 9)]),
+    ("a config class's base swapped, then back", Spec(config="class"), [("config_bases", "a", 0), ("config_bases", "a", 1)]),
     ("changes made on another thread", Spec(inputs="dataclass"),
      [("config_attr", "a", 1, True), ("global_value", 0, 0, True), ("input_field", 0, 0, True)]),
     ("hooks added and removed, global hooks", Spec(container="dict"),

@@ -108,7 +108,7 @@ def config_attr(h, target, arg):
 
 def config_replaced(h, target, arg):
     name, owner = pick(h.config_owners(), target)
-    values = dict(vars(owner.cfg))
+    values = h.mod.fields(owner.cfg)
     if arg % 2:
         values["scale"] = values["scale"] + 1.0
     owner.cfg = type(owner.cfg)(**values)
@@ -117,10 +117,22 @@ def config_replaced(h, target, arg):
 
 def config_dict(h, target, arg):
     name, owner = pick(h.config_owners(), target)
-    if isinstance(owner.cfg, types.SimpleNamespace):  # its __dict__ is read-only
+    if isinstance(owner.cfg, types.SimpleNamespace) or not hasattr(owner.cfg, "__dict__"):  # read-only, or slots
         return None
     owner.cfg.__dict__ = {**vars(owner.cfg), "scale": _value([3.0, 1.0, -2.0], arg)}
     return f"{name}.cfg.__dict__ = a new dict (scale {owner.cfg.scale})"
+
+
+def config_bases(h, target, arg):
+    """A config class's base swapped (``Class.__bases__ = ...``): the class attribute ``unit``
+    read through it changes with no dict written."""
+    name, owner = pick(h.config_owners(), target)
+    cls, mod = type(owner.cfg), h.mod
+    if cls not in (mod.Options, mod.DataOptions, mod.DictOptions):
+        return None
+    now = mod.Twice if mod.Unit in cls.__bases__ else mod.Unit
+    cls.__bases__ = tuple(now if b in (mod.Unit, mod.Twice) else b for b in cls.__bases__)
+    return f"{name}.cfg's class {cls.__name__} now based on {now.__name__}"
 
 
 def global_value(h, target, arg):
@@ -319,7 +331,7 @@ def input_per_call(h, target, arg):
 
 
 CATALOG = {f.__name__: f for f in (
-    forward_hook, pre_hook, global_hook, remove_hook, hook_order, config_attr, config_replaced, config_dict,
+    forward_hook, pre_hook, global_hook, remove_hook, hook_order, config_attr, config_replaced, config_dict, config_bases,
     global_value, builtin_shadowed, list_changed, class_attr, metaclass_attr, method_class, method_instance, helper_defaults,
     helper_kwdefaults, helper_code, closure_cell, class_swapped, forward_replaced, buffer_replaced, param_data,
     param_dtype, to_dtype, channels_last, train_eval, submodule_swapped, input_field, input_new, input_per_call)}

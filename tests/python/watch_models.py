@@ -5,7 +5,8 @@ has its own classes, functions and module globals: a class attribute, a helper's
 global that one example changes ends with it, and Dynamo compiles each example's code afresh.
 
 Every forward reads, besides its modules: a config object (``types.SimpleNamespace``, a small
-class or a dataclass), a plain list of floats (a ``Layer``'s ``taps``), a helper with defaults and kwdefaults, a helper reading a closure cell,
+class, a dataclass, a dict subclass or a class with ``__slots__``, the classes with a base whose
+class attribute is read), a plain list of floats (a ``Layer``'s ``taps``), a helper with defaults and kwdefaults, a helper reading a closure cell,
 a module global, the builtin ``max``, a class attribute and a metaclass attribute. Each module
 casts its input to its weight's dtype, so that ``.half()`` of any submodule runs in eager."""
 
@@ -44,24 +45,59 @@ def _closure():
 shifted, set_bias = _closure()
 
 
-class Options:  # a config class
+class Unit:  # a base of the config classes: its class attribute `unit` is read through them
+    unit = 1.0
+
+
+class Twice:  # what a config class's base is swapped to (`__bases__`: no dict changes)
+    unit = 2.0
+
+
+class SlotUnit:  # the same, for a class with __slots__
+    __slots__ = ()
+    unit = 1.0
+
+
+class Options(Unit):  # a config class
     def __init__(self, k=2, scale=1.0, flag=True, bias=None):
         self.k, self.scale, self.flag, self.bias = k, scale, flag, bias
 
 
 @dataclasses.dataclass
-class DataOptions:  # a config dataclass
+class DataOptions(Unit):  # a config dataclass
     k: int = 2
     scale: float = 1.0
     flag: bool = True
     bias: Optional[float] = None
 
 
-CONFIGS = {"namespace": types.SimpleNamespace, "class": Options, "dataclass": DataOptions}
+class DictOptions(dict, Unit):  # a config that is a dict subclass written in Python, its fields attributes
+    def __init__(self, k=2, scale=1.0, flag=True, bias=None):
+        super().__init__(kind="dict")
+        self.k, self.scale, self.flag, self.bias = k, scale, flag, bias
+
+
+class SlotOptions(SlotUnit):  # a config with __slots__: a kind the watch leaves to torch
+    __slots__ = ("k", "scale", "flag", "bias")
+
+    def __init__(self, k=2, scale=1.0, flag=True, bias=None):
+        self.k, self.scale, self.flag, self.bias = k, scale, flag, bias
+
+
+CONFIGS = {"namespace": types.SimpleNamespace, "class": Options, "dataclass": DataOptions, "dict": DictOptions,
+           "slots": SlotOptions}
+FIELDS = ("k", "scale", "flag", "bias")
 
 
 def config(kind, **values):
-    return CONFIGS[kind](**{"k": 2, "scale": 1.0, "flag": True, "bias": None, **values})
+    base = {"unit": 1.0} if kind == "namespace" else {}  # a namespace holds `unit` itself
+    return CONFIGS[kind](**{"k": 2, "scale": 1.0, "flag": True, "bias": None, **base, **values})
+
+
+def fields(cfg):
+    """A config's fields, whatever holds them (a ``__dict__``, slots)."""
+    names = FIELDS + (("unit",) if isinstance(cfg, types.SimpleNamespace) else ())
+    return {name: getattr(cfg, name) for name in names}
 
 
 @dataclasses.dataclass
@@ -89,7 +125,7 @@ def read(cfg, x):
         x = x - 1.0
     if cfg.bias is not None:
         x = x + cfg.bias
-    return shifted(helper(x)) * GAIN * max(cfg.k, 1)
+    return shifted(helper(x)) * GAIN * max(cfg.k, 1) * cfg.unit
 
 
 class Meta(type):
