@@ -2,7 +2,7 @@
 """Per-call cost when an object passed in is new on every call: a 6-layer MLP (width 32) whose
 forward reads an options dataclass (``Options(x, scale)``) built anew for each call, as
 per-request options are. Under the safe setting the options object's guards have a gate of
-their own (runtime/watch_roots.py): each call evaluates them and reads that object's sources
+their own (runtime/watch/roots.py): each call evaluates them and reads that object's sources
 again in Python, not the model's.
 
 Variants: eager; no filter; torch's recipe the torch way (``skip_guard_on_all_nn_modules_unsafe``,

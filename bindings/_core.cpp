@@ -22,7 +22,7 @@
 #include "py_values.h"
 #include "snapshot_rows.h"
 #include "source_path.h"
-#include "watch_gate.h"
+#include "watch/watch_gate.h"
 
 namespace py = pybind11;
 

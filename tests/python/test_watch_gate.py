@@ -1,4 +1,4 @@
-"""The C gate alone (bindings/watch_gate.h, bindings/watch_state.h), on plain Python objects,
+"""The C gate alone (bindings/watch/watch_gate.h, bindings/watch/watch_state.h), on plain Python objects,
 no torch: its state machine (no verdict -> checking -> armed -> changed), what each kind of
 row sees, states added and pruned while a call runs, and the interleavings issue 40 found
 unsafe (a recheck that installs a state for a tuple of other dicts while the gate compares

@@ -1,5 +1,5 @@
 """Watched only when proven seen (issue 47): the table of object kinds the watch gate sees
-every change of (guardpolicy.runtime.watch_kinds.KINDS), and plain ``torch.compile`` as the
+every change of (guardpolicy.runtime.watch.kinds.KINDS), and plain ``torch.compile`` as the
 oracle. Each change of kinds_models.py is made after warm-up on a model compiled three ways
 (plain ``torch.compile``, ``watch_state`` on the normal path and with direct dispatch, eager
 backend); wherever ``torch.compile`` answers as eager does, guardpolicy must too. Then function
@@ -21,7 +21,7 @@ from torch import nn
 
 import guardpolicy as gp
 import kinds_models
-from guardpolicy.runtime.watch_kinds import KINDS, CannotWatch, kind_of
+from guardpolicy.runtime.watch.kinds import KINDS, CannotWatch, kind_of
 
 PATHS = [None, "direct"]
 

@@ -228,7 +228,7 @@ class WatchState:
     """What one set of roots of a cache entry's watched guards reads (made by
     ``guardpolicy.runtime.watch`` from ``Reads.state_rows()``), keyword arguments only: the
     rows ``roots``, ``dicts``, ``objects``, ``functions``, ``keyed``, ``orders``, ``lists``,
-    ``held`` and ``tensors``, whose meaning bindings/watch_state.h gives, ``tensor_check``
+    ``held`` and ``tensors``, whose meaning bindings/watch/watch_state.h gives, ``tensor_check``
     (torch's check of the tensors' metadata, or None) and ``info``. Armed on the dicts' state
     at construction, with no verdict. Raises TypeError for a missing or extra keyword, a
     malformed row or a watched object that is neither a dict nor a class. ``stale()``: whether
@@ -248,12 +248,12 @@ class WatchState:
     def info(self) -> Any: ...
 
 
-#: The states a WatchGate keeps by default (bindings/watch_gate.h).
+#: The states a WatchGate keeps by default (bindings/watch/watch_gate.h).
 WATCH_STATES_PER_ENTRY: int
 
 class WatchGate:
     """A cache entry's watched guards, checked in C only when what they read changed
-    (bindings/watch_gate.h; made by ``guardpolicy.runtime.watch``). Called by torch with the
+    (bindings/watch/watch_gate.h; made by ``guardpolicy.runtime.watch``). Called by torch with the
     frame locals (an epilogue guard of the entry's kept manager): the verdict of the state of
     the call's roots while it is armed and nothing it holds changed (and its tensor check);
     else ``recheck(f_locals, state or None) -> (verdict, new state, None or False)`` (False

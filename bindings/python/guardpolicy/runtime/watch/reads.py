@@ -1,5 +1,5 @@
 """What the watched sources of one frame read (guardpolicy.runtime.watch): a ``Reads``, filled
-by the walk of ``watch_sources.read`` through ``watch_record``, from which ``watch.GroupPlan``
+by the walk of ``watch.sources.read`` through ``watch.record``, from which ``watch.GroupPlan``
 builds the ``_core.WatchState`` the gate checks on every call, and its signature."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import types
 import weakref
 from typing import Any
 
-from .watch_roots import IMMUTABLE
+from .roots import IMMUTABLE
 
 _MISSING = object()
 
@@ -110,7 +110,7 @@ class Reads:
         does not change while the model runs: one epoch compare, or one version load on 3.11);
         a script's (``__main__``, whose top-level loop writes its globals all the time) is read at
         ``name`` on every call, its value or its absence compared."""
-        from .._core import WATCH_ABSENT
+        from ..._core import WATCH_ABSENT
 
         if globals_.get("__name__") != "__main__":
             self.watch(globals_)
@@ -149,7 +149,7 @@ class Reads:
 
     def state_rows(self) -> dict[str, tuple]:
         """The rows of a ``_core.WatchState`` of these reads, by the keyword it takes each by
-        (their meaning: bindings/watch_state.h, the one place they are described): the roots
+        (their meaning: bindings/watch/watch_state.h, the one place they are described): the roots
         (``(local name, path, object or weak reference, class, __dict__)``), the dicts and
         classes watched, the objects and classes compared on every call, the functions, the
         keyed globals, the orders of the OrderedDicts of two keys or more (hook dicts among
@@ -217,6 +217,6 @@ def attribute_sources(S: Any) -> tuple:  # noqa: N803 - Dynamo's source classes
     """The sources that read an attribute: ``AttrSource`` (``obj.name``) and, where this torch
     has it, ``GenericAttrSource`` (``object.__getattribute__(obj, 'name')``): a property or a
     slot behind either is computed, not read from a dict."""
-    from . import torch_internals
+    from .. import torch_internals
 
     return (S.AttrSource, *torch_internals.generic_attr_sources())

@@ -1,7 +1,7 @@
 """What a watched guard's source reads (guardpolicy.runtime.watch): its chain walked from its
 root with torch's own ``Source.get_value`` (``torch_internals.dynamo_sources``), each step
-allowed by ``watch_kinds.check_step`` and each value recorded in a ``Reads`` by
-``watch_record.watch_value``, or ``CannotWatch`` where one is not a kind the watch sees."""
+allowed by ``watch.kinds.check_step`` and each value recorded in a ``Reads`` by
+``watch.record.watch_value``, or ``CannotWatch`` where one is not a kind the watch sees."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import inspect
 import types
 from typing import Any
 
-from .watch_kinds import CannotWatch, check_step, kind_of
-from .watch_reads import Reads, attribute_sources, deref
-from .watch_record import watch_hooks_of, watch_value
-from .watch_roots import chain_of, is_module, is_object, root_object
+from .kinds import CannotWatch, check_step, kind_of
+from .reads import Reads, attribute_sources, deref
+from .record import watch_hooks_of, watch_value
+from .roots import chain_of, is_module, is_object, root_object
 
 _MISSING = object()
-#: Kinds (watch_kinds.KINDS) whose ``__dict__`` is their own, watched, and compared by identity
+#: Kinds (watch.kinds.KINDS) whose ``__dict__`` is their own, watched, and compared by identity
 #: on every call (a root's by its root row, any other's by its object row).
 _OWN_DICT_KINDS = frozenset({"object", "dict subclass", "OrderedDict subclass", "enum member"})
 #: A watched function's attributes that the gate compares on every call (watch_state.h).
@@ -42,7 +42,7 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
     ``tensor_match``: the guard is a ``TENSOR_MATCH``, whose value may be a parameter or an
     installed free tensor (its metadata then checked on every call: ``out.tensors``). ``walk``: the walk this read is one
     of (the sources of one frame read from one scope), or None for a walk of its own."""
-    from . import torch_internals
+    from .. import torch_internals
 
     S = torch_internals.dynamo_sources()  # noqa: N806 - Dynamo's source classes
     walk = walk if walk is not None else Walk()
@@ -171,7 +171,7 @@ def _held_tensor(value: Any, node: Any, out: Reads) -> bool:
     signature holds too."""
     import torch
 
-    from . import torch_internals
+    from .. import torch_internals
 
     if _is_parameter(value):
         return True

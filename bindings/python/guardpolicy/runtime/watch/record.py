@@ -1,5 +1,5 @@
 """What a value read by a watched source records in a ``Reads`` (guardpolicy.runtime.watch), by
-its kind in the table of ``watch_kinds.KINDS``: a dict watched, a list's items, an object's own
+its kind in the table of ``watch.kinds.KINDS``: a dict watched, a list's items, an object's own
 ``__dict__`` and class, a class's MRO and metaclass, a function's code and defaults, the hook
 dicts of a module the frame calls. A value of no kind there raises ``CannotWatch``."""
 
@@ -8,10 +8,10 @@ from __future__ import annotations
 import types
 from typing import Any
 
-from .watch_kinds import CannotWatch, kind_of
-from .watch_own_dicts import own_dict
-from .watch_reads import Reads
-from .watch_roots import is_module
+from .kinds import CannotWatch, kind_of
+from .own_dicts import own_dict
+from .reads import Reads
+from .roots import is_module
 
 #: nn.Module's per-instance hook dicts that change what a call runs.
 HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
@@ -20,7 +20,7 @@ _HEAPTYPE = 1 << 9  # Py_TPFLAGS_HEAPTYPE: a class whose bases can be reassigned
 
 def watch_value(value: Any, out: Reads, hooks: bool, root: bool = False) -> None:
     """Records what ``value``, read by a watched source, is held in, by its kind
-    (``watch_kinds.KINDS``); raises ``CannotWatch`` for a value of no kind there. ``root``: the
+    (``watch.kinds.KINDS``); raises ``CannotWatch`` for a value of no kind there. ``root``: the
     value is a root, whose class and ``__dict__`` the gate compares with the root itself."""
     import torch
 
@@ -73,7 +73,7 @@ def _nothing(*_: Any) -> None:
 #: Items a watched tuple may hold (each is watched by its kind).
 _MAX_TUPLE_ITEMS = 64
 
-#: What recording a value of each kind of ``watch_kinds.KINDS`` (by name) does.
+#: What recording a value of each kind of ``watch.kinds.KINDS`` (by name) does.
 _RECORD = {
     "constant": _nothing,
     "tuple": _watch_tuple,

@@ -1,4 +1,4 @@
-"""A watched object's own ``__dict__`` on CPython 3.13+ (guardpolicy.runtime.watch_sources):
+"""A watched object's own ``__dict__`` on CPython 3.13+ (guardpolicy.runtime.watch.sources):
 there an instance may keep its attributes in values stored inline in the object, which its
 ``__dict__`` only shares, and a write to such an attribute neither changes the dict's version
 nor notifies a dict watcher (checked on 3.13.x)."""

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "py_type.h"
+#include "../py_type.h"
 #include "watch_index.h"
 #include "watch_state.h"
 

@@ -76,7 +76,7 @@ def is_module(value: Any) -> bool:
 
 
 def own_root(key: tuple | None, reads: Any) -> tuple | None:
-    """``key``, a root ``watch_sources.read`` returned, when the object there (in ``reads.roots``)
+    """``key``, a root ``watch.sources.read`` returned, when the object there (in ``reads.roots``)
     is one of its own (a KV cache, an options object); None for the frame's lasting roots (a
     module, or a global: ``key`` None)."""
     return key if key is not None and not is_module(reads.roots[key]) else None

@@ -5,16 +5,16 @@ checked again only when the state it reads changes.
 * **At compile time** (``plan``, from the ``guard_filter_fn``): each watched guard's source
   is walked from its root (the module bound to ``self``, an object passed in ``*args`` or
   ``**kwargs`` such as a KV cache, or a global) with torch's own ``Source.get_value``, and
-  what it reads on the way is recorded (``watch_reads.Reads``): dicts, classes, objects,
+  what it reads on the way is recorded (``watch.reads.Reads``): dicts, classes, objects,
   functions, globals, the hook dicts of every module the frame calls and torch's global ones.
   A watched guard that cannot be watched stays in torch's manager, as a ``keep``
   (``Unwatched``). The watched guards get a guard manager of their own, built by torch's
   builder, and the compile's ``signature``: the hooks and classes its code inlined.
 * **After the compile** (``Watches.attach``): the cache entry's kept manager gets a guard run
-  last per group of watched guards that share roots (``watch_roots.groups``: the frame's
+  last per group of watched guards that share roots (``watch.roots.groups``: the frame's
   module and globals; each other object passed in, such as a KV cache or an options object):
-  a ``_core.WatchGate`` (bindings/watch_gate.h) holding one ``_core.WatchState`` per set of
-  that group's roots (bindings/watch_state.h), the compile's first, with no verdict yet: the
+  a ``_core.WatchGate`` (bindings/watch/watch_gate.h) holding one ``_core.WatchState`` per set of
+  that group's roots (bindings/watch/watch_state.h), the compile's first, with no verdict yet: the
   first call checks. A new object at one root is read again alone.
 * **Per call**, in C: the state of the call's roots, when armed and unchanged, gives its verdict.
   Otherwise ``_Recheck`` runs: it builds a new state when the roots have none (a second
@@ -31,12 +31,12 @@ import dataclasses
 import weakref
 from typing import Any
 
-from .._core import WATCH_STATES_PER_ENTRY, WatchGate, WatchState
-from ..api.data import schema_list
-from .watch_roots import groups, is_module, own_root
-from .watch_kinds import CannotWatch
-from .watch_reads import Reads, deref, weakly
-from .watch_sources import Walk, read
+from ..._core import WATCH_STATES_PER_ENTRY, WatchGate, WatchState
+from ...api.data import schema_list
+from .roots import groups, is_module, own_root
+from .kinds import CannotWatch
+from .reads import Reads, deref, weakly
+from .sources import Walk, read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +51,7 @@ class Unwatched:
 
 class GroupPlan:
     """What one group of roots of a compiled frame watches (``plan``): ``reads`` (what its
-    watched guards read at compile time, a ``watch_reads.Reads``), ``sources`` (theirs, read
+    watched guards read at compile time, a ``watch.reads.Reads``), ``sources`` (theirs, read
     again for other roots), the watched guards' ``manager``, the compile's ``signature``
     (``Reads.signature``), the ``gate`` once attached, and the frame's watched guards that
     stay checked (``unwatched``, in its first plan). ``reads_ambient``: it also reads what
@@ -99,7 +99,7 @@ class GroupPlan:
     def ambient(self, reads: Reads) -> None:
         """What every call of the frame reads besides its sources: torch's global module hooks
         and the builtins its own code reads."""
-        from . import torch_internals
+        from .. import torch_internals
 
         for name, hooks in torch_internals.global_module_hooks():
             reads.watch_hooks(hooks, (("", ()), "<global>", name))
@@ -110,7 +110,7 @@ class GroupPlan:
     def read(self, f_locals: dict) -> Reads | None:
         """What the watched sources read from ``f_locals``, or None when one of them cannot be
         watched there."""
-        from . import torch_internals
+        from .. import torch_internals
 
         scope = {"L": f_locals, "G": self.globals, "__builtins__": __builtins__}
         closure = torch_internals.closure_vars()
@@ -127,7 +127,7 @@ class GroupPlan:
     def state(self, reads: Reads) -> Any:
         """A ``WatchState`` of ``reads``, armed on the state of its dicts now (so built before
         the guards are evaluated); its roots held weakly from then on."""
-        from . import torch_internals
+        from .. import torch_internals
 
         reads.weaken_roots(self.gate.prune)
         rows = reads.state_rows()
@@ -221,7 +221,7 @@ class Watches:
         """Adds each pending frame's gate to its cache entry's kept manager (torch's compile
         is over: ``CheckFunctionManager.guard_manager`` holds it). A compile that failed
         after the filter has no manager, and is dropped."""
-        from . import torch_internals
+        from .. import torch_internals
 
         pending, self._pending = self._pending, []
         for cfm, frame in pending:
@@ -242,7 +242,7 @@ class Watches:
 
 def _invalidate(manager: Any) -> None:
     """Invalidates the cache entry of the guard manager ``manager`` (a weak reference)."""
-    from . import torch_internals
+    from .. import torch_internals
 
     wrapper = manager()
     entry = getattr(wrapper, "cache_entry", None)
@@ -265,7 +265,7 @@ _OTHER_TENSORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
 #: one per block of a model compiled block by block (regional compilation of 82 layers). The
-#: gate's own default (bindings/watch_gate.h), its one home.
+#: gate's own default (bindings/watch/watch_gate.h), its one home.
 STATES_PER_ENTRY = WATCH_STATES_PER_ENTRY
 #: Guard types whose value may be a tensor: a parameter's metadata is then checked on every call.
 _TENSOR_VALUED = frozenset({"TENSOR_MATCH", "DUPLICATE_INPUT"})
@@ -280,7 +280,7 @@ def forget_tensors(code: Any) -> None:
 def _sources(guard: Any, guard_type: str) -> tuple:
     """What a watched guard reads: its source, and for ``DUPLICATE_INPUT`` (``a is b``) the
     other one too, so that a change on either path is seen."""
-    from . import torch_internals
+    from .. import torch_internals
 
     if guard_type != "DUPLICATE_INPUT":
         return (guard.originating_source,)
@@ -292,13 +292,13 @@ def _sources(guard: Any, guard_type: str) -> tuple:
 
 def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisions: list[bool]) -> list[GroupPlan]:
     """The watching of one frame being compiled: a ``GroupPlan`` per group of watched guards
-    that share roots (``watch_roots.groups``: the frame's module and globals, and each other
+    that share roots (``watch.roots.groups``: the frame's module and globals, and each other
     object passed in, such as a KV cache or an options object), the frame's own reads (global
     hooks, builtins) and the watched guards that stay checked in the first; none for a group
     that could not be watched. ``decisions`` (what the filter returns to torch) is changed
     in place: a watched guard that is watched is taken out (False); so are ``explanations``: a
     watched guard that stays checked gets its reason (``checked``)."""
-    from . import torch_internals
+    from .. import torch_internals
 
     graph = torch_locals["output_graph"]
     traced = torch_internals.traced_code(graph)
@@ -344,7 +344,7 @@ def _group_plan(group: list, graph: Any, torch_locals: dict[str, Any], traced: f
     torch's builder. When they cannot be read together or torch cannot build the manager, its
     guards are kept (their decisions back to True, each explanation saying why) and the plan
     watches nothing."""
-    from . import torch_internals
+    from .. import torch_internals
 
     out = GroupPlan(graph.global_scope, torch_locals.get("f_code"), traced, free, reads_ambient=first)
     out.sources = [pair for _, _, sources, _ in group for pair in sources]

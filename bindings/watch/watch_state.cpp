@@ -2,7 +2,7 @@
 // to 3.13.
 #include "watch_state.h"
 
-#include "py_type.h"
+#include "../py_type.h"
 
 namespace guardpolicy::python {
 namespace {
