@@ -59,3 +59,73 @@ def test_blocks_compiled_one_by_one_keep_a_state_each(policy):
         torch.testing.assert_close(_run(compiled, x), _run(blocks, x), msg=lambda m: f"after blocks[7].scale: {m}")
         blocks[0].lin.register_forward_hook(lambda m, a, out: out * 3)
         torch.testing.assert_close(_run(compiled, x), _run(blocks, x), msg=lambda m: f"after a hook on blocks[0]: {m}")
+
+
+class Stack(nn.Module):
+    """Twelve ``Block``s and a head; ``_repeated_blocks`` names the block class, as diffusers'
+    ``ModelMixin`` subclasses do."""
+
+    _repeated_blocks = ["Block"]
+
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(12))
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _eager(model, x):
+    """``model`` without its blocks' compiled calls."""
+    saved = [b.__dict__.pop("_compiled_call_impl") for b in model.blocks]
+    try:
+        return model(x)
+    finally:
+        for block, compiled in zip(model.blocks, saved):
+            block._compiled_call_impl = compiled
+
+
+def _graphs(compile_blocks, backend):
+    """Graphs compiled for a ``Stack`` whose blocks ``compile_blocks`` compiled, over 10 calls."""
+    torch._dynamo.reset()
+    torch._dynamo.utils.counters.clear()
+    torch.manual_seed(0)
+    model = Stack().eval()
+    compile_blocks(model, backend)
+    with torch.no_grad():
+        for _ in range(10):
+            model(torch.randn(2, 8))
+    return torch._dynamo.utils.counters["stats"]["unique_graphs"], model
+
+
+@pytest.mark.parametrize("backend", ["eager", "inductor"])
+def test_repeated_blocks_compiled_in_place_keep_the_module_tree_and_share_a_graph(backend):
+    """``gp.compile_repeated_blocks``: each block compiled where it is, as ``block.compile()``
+    (state-dict keys unchanged), with the policy on every block (a shared ``options`` dict
+    would carry it to the first only), and as few graphs as ``torch.compile``'s."""
+    plain, _ = _graphs(lambda m, be: [b.compile(backend=be) for b in m.blocks], backend)
+    keys = list(Stack().state_dict())
+    graphs, model = _graphs(lambda m, be: gp.compile_repeated_blocks(m, "watch_state", backend=be), backend)
+    assert graphs <= plain and list(model.state_dict()) == keys
+    assert all(gp.stats(b).policy.name == "watch_state" for b in model.blocks)
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), _eager(model, x))
+        model.blocks[5].scale = -1.0
+        torch.testing.assert_close(model(x), _eager(model, x), msg=lambda m: f"after blocks[5].scale: {m}")
+        handle = model.blocks[3].register_forward_hook(lambda m, a, out: out * 0)
+        torch.testing.assert_close(model(x), _eager(model, x), msg=lambda m: f"after a hook on blocks[3]: {m}")
+        handle.remove()
+        torch.testing.assert_close(model(x), _eager(model, x), msg=lambda m: f"after the hook removed: {m}")
+
+
+def test_compiling_in_place_needs_a_module_and_repeated_blocks():
+    with pytest.raises(TypeError, match="compiles an nn.Module where it is, not a function"):
+        gp.compile(lambda x: x, "watch_state", inplace=True)
+    with pytest.raises(ValueError, match="has no `_repeated_blocks`"):
+        gp.compile_repeated_blocks(Block(), "watch_state")
+    with pytest.raises(ValueError, match="no submodule of Stack is of a class in _repeated_blocks"):
+        gp.compile_repeated_blocks(type("Stack", (Stack,), {"_repeated_blocks": ["Missing"]})(), "watch_state")

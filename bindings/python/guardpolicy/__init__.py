@@ -29,7 +29,8 @@ from .api.registry import (  # noqa: A004 - guardpolicy.filter, as designed
 from .api.loading import DATA_DIR, SAFE_POLICIES, STD_POLICIES, lint, load, load_std, std_policy_path
 from .runtime.verify import FailedGuard, Verdict, Violation
 from .runtime.dry_run import DryRunEvent, DryRunReport, report as dry_run_report
-from .runtime.compiled import CompileStats, compile, explain, stats  # noqa: A004 - guardpolicy.compile, as designed
+from .runtime.compiled import (CompileStats, compile, compile_repeated_blocks,  # noqa: A004 - guardpolicy.compile
+                                explain, stats)
 from .reports import AuditReport, BenchReport, SuggestReport, audit, bench, capture, doctor, suggest
 from . import moved
 
@@ -68,6 +69,7 @@ __all__ = [
     "bench",
     "capture",
     "compile",
+    "compile_repeated_blocks",
     "doctor",
     "dry_run_report",
     "example_plugin_path",

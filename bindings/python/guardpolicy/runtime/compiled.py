@@ -259,7 +259,7 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
             verify: int | None = None, on_violation: str | None = None,
             dry_run: bool | str | os.PathLike = False,
             process_group: Any = None, check_ranks: bool = False, rank_timeout: float = DEFAULT_TIMEOUT_S,
-            **torch_compile_kwargs: Any) -> Any:
+            inplace: bool = False, **torch_compile_kwargs: Any) -> Any:
     """``torch.compile(model_or_fn, ...)`` with ``policy`` as its ``guard_filter_fn`` and the
     policy's ``config`` and ``stance`` lines applied (see the module docstring).
 
@@ -281,6 +281,14 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     (``guardpolicy.dry_run_report(result)``); a path instead of True also writes the
     report's JSON there at exit. See docs/verify.md.
 
+    ``inplace=True`` compiles an ``nn.Module`` where it is, as ``nn.Module.compile()`` does
+    (regional compilation: its module tree, state-dict keys and hooks stay as they were, so
+    LoRA loading and ``load_state_dict`` keep working) and returns the module itself; blocks of
+    one class share the cache entries of one code object, so their tensors are graph inputs
+    (``install_free_tensors`` off: one graph serves every block, as under ``torch.compile``).
+    ``guardpolicy.stats(module)`` then holds the counts. ``compile_repeated_blocks`` does it for
+    each repeated block of a diffusers model.
+
     Many ranks (docs/distributed.md): when ``torch.distributed`` is initialised at the first
     compile, or ``process_group`` is given, the ranks of the group (the default one, or
     ``process_group``) agree on the policy at the first compile; ``check_ranks=True`` also
@@ -297,6 +305,10 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     _require_torch()
     import torch
 
+    if inplace:
+        return _compile_in_place(model_or_fn, policy, mode=mode, options=options, backend=backend, dispatch=dispatch,
+                                 verify=verify, on_violation=on_violation, dry_run=dry_run, process_group=process_group,
+                                 check_ranks=check_ranks, rank_timeout=rank_timeout, **torch_compile_kwargs)
     policy = load_policy(policy)
     dispatch_mode = _dispatch_mode(policy, dispatch)
     every, action = _verify_settings(policy, verify, on_violation)
@@ -340,6 +352,39 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
         wrapped = _function_with_dispatch(wrapped, model_or_fn, stats_)
     setattr(wrapped, ATTR, stats_)
     return wrapped
+
+
+def _compile_in_place(module: Any, policy: Policy | str | os.PathLike, **kwargs: Any) -> Any:
+    """``compile(module, policy, inplace=True, **kwargs)``: the module's ``_call_impl`` compiled
+    as ``nn.Module.compile()`` compiles it, with free tensors off. Raises TypeError for what
+    is not an ``nn.Module``."""
+    import torch
+
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"guardpolicy.compile(inplace=True) compiles an nn.Module where it is, "
+                        f"not a {type(module).__name__}")
+    inner = compile(module._call_impl, policy, **kwargs)
+    stats(inner).config_overrides["install_free_tensors"] = False  # one graph for the blocks of a class
+    module._compiled_call_impl = inner
+    return module
+
+
+def compile_repeated_blocks(model: Any, policy: Policy | str | os.PathLike, **kwargs: Any) -> Any:
+    """diffusers' ``ModelMixin.compile_repeated_blocks`` with a policy: every submodule of
+    ``model`` whose class name is in ``model._repeated_blocks`` compiled in place
+    (``compile(block, policy, inplace=True, **kwargs)``), each with its own ``guard_filter_fn``
+    (torch pops ``guard_filter_fn`` out of the ``options`` dict it is given, so one dict passed
+    to every block would carry the policy to the first only). Returns ``model``. Raises
+    ValueError when the model names no repeated blocks or none is found."""
+    names = set(getattr(model, "_repeated_blocks", None) or ())
+    if not names:
+        raise ValueError(f"{type(model).__name__} has no `_repeated_blocks` naming the classes to compile")
+    blocks = [m for m in model.modules() if type(m).__name__ in names]
+    if not blocks:
+        raise ValueError(f"no submodule of {type(model).__name__} is of a class in _repeated_blocks {sorted(names)}")
+    for block in blocks:
+        compile(block, policy, inplace=True, **kwargs)
+    return model
 
 
 def _call_path(inner: Callable, stats_: CompileStats, **frame: Any) -> CallPath:

@@ -45,7 +45,7 @@ class CompileStats:
                  "dry_run", "violations", "verified_calls", "unverified_calls", "dry_run_events",
                  "on_recompile", "recoveries", "_recovering", "_path_counts", "tool_object",
                  "_active", "call_count", "_warmup", "_last_compile_call", "guards", "_stanced",
-                 "_leave_bound", "_eval_frame", "watches", "eager_fallbacks")
+                 "_leave_bound", "_eval_frame", "watches", "eager_fallbacks", "config_overrides")
 
     #: Not pickled (live torch objects; ``guards`` is the process's ``verify.REGISTRY``).
     _LIVE = ("guards", "_stanced", "_leave_bound", "_eval_frame", "watches")
@@ -65,6 +65,8 @@ class CompileStats:
         self.unverified_calls = 0
         self.dry_run_events: list[Any] = []  # dry_run.DryRunEvent objects
         self.eager_fallbacks: list[EagerFallback] = []
+        #: config knobs in force over the policy's own lines (a module compiled in place: no free tensors)
+        self.config_overrides: dict[str, Any] = {}
         self.guards = REGISTRY
         self.watches = Watches()
         self._active = False
@@ -137,7 +139,7 @@ class CompileStats:
         holds cache entries of it (``torch.compiler.reset()`` starts it afresh)."""
         from . import torch_internals
 
-        config = self.policy.config
+        config = {**self.policy.config, **self.config_overrides} if self.config_overrides else self.policy.config
         if not config.get("install_free_tensors") or code is None:
             return config
         if not torch_internals.cache_entries_of(code):
@@ -220,6 +222,7 @@ class CompileStats:
         self.dispatch = None
         self.tool_object = False  # pickled before the flag existed
         self.eager_fallbacks = []  # pickled before the list existed
+        self.config_overrides = {}  # pickled before overrides existed
         for name, value in state.items():
             setattr(self, name, value)
         self.guards = REGISTRY
@@ -244,8 +247,10 @@ ATTR = "_guardpolicy"
 
 def stats(compiled: Any) -> CompileStats:
     """guardpolicy's state of what ``guardpolicy.compile`` returned (calls, compiles,
-    stance, explanations). Raises TypeError for anything else."""
-    found = getattr(compiled, "__dict__", {}).get(ATTR)
+    stance, explanations), or of a module it compiled in place (``inplace=True``). Raises
+    TypeError for anything else."""
+    own = getattr(compiled, "__dict__", {})
+    found = own.get(ATTR, None) if ATTR in own else getattr(own.get("_compiled_call_impl"), "__dict__", {}).get(ATTR)
     if not isinstance(found, CompileStats):
         raise TypeError(f"guardpolicy.stats() takes what guardpolicy.compile returned, "
                         f"not {type(compiled).__name__}")
