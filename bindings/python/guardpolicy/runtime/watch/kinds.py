@@ -51,28 +51,16 @@ _BUILTIN_CALLABLES = frozenset({types.BuiltinFunctionType, types.MethodDescripto
                                 types.ClassMethodDescriptorType, types.MethodWrapperType})
 
 
-@dataclasses.dataclass(frozen=True)
-class _Torch:
-    """torch's immutable value types, read once torch is imported."""
-
-    constants: frozenset
-
-
+@functools.lru_cache(maxsize=None)
 def _torch_constants() -> frozenset:
+    """torch's immutable value types (read once torch is imported)."""
     import torch
 
     return frozenset({torch.dtype, torch.device, torch.layout, torch.memory_format, torch.Size})
 
 
-_TORCH: list[_Torch] = []
-
-
 def _is_constant(value: Any) -> bool:
-    if type(value) in _CONSTANT_TYPES:
-        return True
-    if not _TORCH:
-        _TORCH.append(_Torch(_torch_constants()))
-    return type(value) in _TORCH[0].constants
+    return type(value) in _CONSTANT_TYPES or type(value) in _torch_constants()
 
 
 def _is_plain_class(cls: type, base: type = object) -> bool:
@@ -166,9 +154,6 @@ KINDS: tuple[Kind, ...] = (
     Kind("builtin callable", lambda v: type(v) in _BUILTIN_CALLABLES,
          "a function or method of C code: nothing in it can change", _TYPE),
 )
-
-_BY_NAME = {k.name: k for k in KINDS}
-
 
 def kind_of(value: Any) -> Kind:
     """The row of ``KINDS`` ``value`` is of; raises ``CannotWatch`` naming its type when none."""
