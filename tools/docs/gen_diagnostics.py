@@ -54,7 +54,10 @@ MEANING = {
     "GP2018": "A `verify every N calls` line with N below 1, an `on_violation` action the schema's `violation_actions` does not list, or `on_violation` in a policy without a `verify` line.",
     "GP2019": "A `dispatch` line names a mode the schema's `dispatch_modes` does not list.",
     "GP2020": "(note) A `GuardType` member that only newer supported torch releases produce (the schema's `since`, e.g. `CURRENT_STREAM_MATCH` since 2.15): the policy is the same on every release, and on an older one no guard has that type. `lint` exits 0; `--werror` ignores notes.",
-    "GP3001": "A policy that can drop a guard is not marked `unsafe`.",
+    "GP3001": ("A policy that can drop a guard is not marked `unsafe`; or it skips guard evaluation after "
+               "warm-up (`stance skip_guard_eval_unsafe`); or it installs free tensors "
+               "(`config install_free_tensors = true`) with no `watch`, whose installed tensors torch guards by "
+               "metadata, not identity."),
     "GP3002": "(warning) A policy marked `unsafe` can never drop a guard (a `watch` is no drop).",
     "GP3003": "(warning) A rule can never fire: earlier rules (or a used policy's rules) decide every entry it matches; the note names the covering rule.",
     "GP3004": "(warning) A condition is always true: every entry that reaches the rule is decided there.",
@@ -102,7 +105,7 @@ FIX = {
     "GP2018": "Write `verify every N calls` with N of at least 1 and `on_violation recompile`, `raise` or `warn` beside it.",
     "GP2019": "Write `dispatch direct`, or leave the line out for torch's own dispatch.",
     "GP2020": "Nothing to fix: the note says which release produces the member (docs/schema.md, \"Between releases\").",
-    "GP3001": "Write `unsafe policy`, or remove the drops.",
+    "GP3001": "Write `unsafe policy`, or remove the drops (for free tensors: add `default watch`).",
     "GP3002": "Remove `unsafe`.",
     "GP3003": "Remove the rule, or move it before the rules that cover it.",
     "GP3004": "Write `default keep|drop` instead, or narrow the condition.",
