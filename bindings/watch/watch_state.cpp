@@ -389,6 +389,20 @@ void BindWatchState(pybind11::module_& m) {
   Py_INCREF(absent);
   m.add_object("WATCH_ABSENT", absent);
   AddType(m, "WatchState", &state_type);
+  m.def(
+      "watch_version",
+      [](pybind11::handle obj) -> pybind11::object {
+        PyObject* dict = PyType_Check(obj.ptr()) ? reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_dict : obj.ptr();
+        if (dict == nullptr || !PyDict_Check(dict)) throw pybind11::type_error("watch_version takes a dict or a class");
+#ifdef GUARDPOLICY_DICT_VERSIONS
+        return pybind11::int_(VersionOf(dict));
+#else
+        return pybind11::none();
+#endif
+      },
+      pybind11::arg("obj"),
+      "watch_version(obj): the version of a dict, or of a class's own dict (ma_version_tag, the "
+      "watcher bits masked), which every change of it moves; None where this Python keeps none (3.14+)");
 }
 
 }  // namespace guardpolicy::python

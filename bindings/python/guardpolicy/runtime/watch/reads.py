@@ -53,6 +53,7 @@ class Reads:
         self.tensors: dict[int, Any] = {}
         self.reached: dict[tuple[int, Any], tuple[dict, Any, Any]] = {}  # (dict, key, object read there)
         self.builtins: dict[tuple[int, str], dict] = {}  # (id(globals), a builtin's name) -> the globals
+        self._signed: tuple | None = None  # (signature key, signature) of the last signature()
 
     def watch(self, obj: Any) -> None:
         self.watched.setdefault(id(obj), obj)
@@ -129,10 +130,33 @@ class Reads:
         root, and the identity of each hook), the contents of the classes read, the state of
         each traced function (code, defaults, keyword defaults, closure cells), whether each
         builtin its code reads is shadowed by a global, and with free tensors each tensor's
-        identity. Two reads with equal signatures run the same code."""
+        identity. Two reads with equal signatures run the same code.
+
+        Computed again only when a dict it reads changed (the hook dicts, the classes', the
+        functions' keyword defaults, the globals a builtin is looked up in: ``_signature_key``);
+        what else it reads (a function's code, defaults or cells, an installed tensor) is
+        compared by the state on every call, which is built anew with new reads when one moves."""
+        key = self._signature_key()
+        if key is not None and self._signed is not None and self._signed[0] == key:
+            return self._signed[1]
+        signed = self._compute_signature()
+        self._signed = (key, signed) if key is not None else None
+        return signed
+
+    def _signature_key(self) -> tuple | None:
+        """The versions of the dicts the signature reads, or None where versions are not kept."""
+        from ..._core import watch_version
+
+        dicts = (*(d for *_, d in self.hook_paths), *(c for c in self.watched.values() if isinstance(c, type)),
+                 *(fn.__kwdefaults__ for fn, *_ in self.functions.values() if isinstance(fn.__kwdefaults__, dict)),
+                 *{id(g): g for g in self.builtins.values()}.values())
+        versions = tuple(watch_version(d) for d in dicts)
+        return None if None in versions else (tuple(map(id, dicts)), versions)
+
+    def _compute_signature(self) -> tuple:
         hooks = tuple(sorted((key[0], key[1], path, name, tuple(id(v) for v in d.values()))
                              for key, path, name, d in self.hook_paths))
-        classes = tuple((c.__qualname__, tuple((k, id(v)) for k, v in vars(c).items()), tuple(map(id, c.__mro__)))
+        classes = tuple((c.__qualname__, _class_contents(c), tuple(map(id, c.__mro__)))
                         for c in self.watched.values() if isinstance(c, type))
         functions = tuple((fn.__qualname__, id(fn.__code__), _token(fn.__defaults__),
                            _token(tuple(sorted((fn.__kwdefaults__ or {}).items()))),
@@ -167,6 +191,29 @@ class Reads:
             "held": tuple(self.reached.values()),
             "tensors": tuple(self.tensors.values()),
         }
+
+
+#: Per class, its dict's version and its contents then (``_class_contents``): a recheck reads
+#: nn.Module's thousand-entry class dict only when that dict changed.
+_CONTENTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _class_contents(cls: type) -> tuple:
+    """``(name, id(value))`` of each entry of ``cls``'s own dict, recomputed only when the
+    dict's version moved (``_core.watch_version``; every time where there is none)."""
+    from ..._core import watch_version
+
+    version = watch_version(cls)
+    known = _CONTENTS.get(cls) if version is not None else None
+    if known is not None and known[0] == version:
+        return known[1]
+    contents = tuple((k, id(v)) for k, v in vars(cls).items())
+    if version is not None:
+        try:
+            _CONTENTS[cls] = (version, contents)
+        except TypeError:  # a class that takes no weak reference: read each time
+            pass
+    return contents
 
 
 def _token(value: Any) -> Any:

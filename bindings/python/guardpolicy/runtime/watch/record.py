@@ -110,12 +110,15 @@ def _watch_class(cls: type, out: Reads) -> None:
 
 
 def watch_hooks_of(module: Any, out: Reads, where: tuple = (("", ()), "")) -> None:
-    """The hook dicts of ``module`` (``where``: its root's key and its path under it), and the
-    hooks in them that the traced code runs."""
+    """The hook dicts of ``module`` (``where``: its root's key and its path under it), each
+    held where it was found (a hook dict replaced whole, ``module._forward_hooks =
+    OrderedDict()``, makes the state be built anew), and the hooks in them that the traced code
+    runs."""
     for name in HOOK_DICTS:
         hooks = vars(module).get(name)
         if isinstance(hooks, dict):
             out.watch_hooks(hooks, (*where, name))
+            out.held(vars(module), name, hooks)
             for hook in hooks.values():
                 if isinstance(hook, types.FunctionType) and hook.__code__ in out.traced:
                     out.watch_function(hook)
