@@ -42,11 +42,16 @@ class Config(dict):
     pass
 
 
-def _dict_subclass_attribute():
-    cfg = Config(scale=2.0)
-    cfg.mode = "double"
-    m = Reads(lambda s: 2.0 if s.cfg.mode == "double" else 3.0, cfg=cfg)
-    return m, lambda: setattr(cfg, "mode", "triple"), lambda: setattr(cfg, "mode", "double")
+def _attribute_of(config_class):
+    """A config of ``config_class`` (a mapping) whose instance attribute ``mode`` the forward reads."""
+
+    def make():
+        cfg = config_class(scale=2.0)
+        cfg.mode = "double"
+        m = Reads(lambda s: 2.0 if s.cfg.mode == "double" else 3.0, cfg=cfg)
+        return m, lambda: setattr(cfg, "mode", "triple"), lambda: setattr(cfg, "mode", "double")
+
+    return make
 
 
 class Scaled(dict):
@@ -74,13 +79,6 @@ def _dict_subclass_class():
 
 class Ordered(collections.OrderedDict):
     pass
-
-
-def _ordered_subclass_attribute():
-    cfg = Ordered(scale=2.0)
-    cfg.mode = "double"
-    m = Reads(lambda s: 2.0 if s.cfg.mode == "double" else 3.0, cfg=cfg)
-    return m, lambda: setattr(cfg, "mode", "triple"), lambda: setattr(cfg, "mode", "double")
 
 
 class Pair(typing.NamedTuple):
@@ -173,10 +171,10 @@ def _function_mode():
 CHANGES: dict[str, typing.Callable] = {
     "a mapping proxy's dict changed": _proxy,
     "a stored dict.keys() view's dict gained a key": _keys_view,
-    "an attribute of a dict subclass set": _dict_subclass_attribute,
+    "an attribute of a dict subclass set": _attribute_of(Config),
     "a dict subclass's __getitem__ reads an attribute set": _dict_subclass_getitem,
     "a dict subclass's __class__ swapped": _dict_subclass_class,
-    "an attribute of an OrderedDict subclass set": _ordered_subclass_attribute,
+    "an attribute of an OrderedDict subclass set": _attribute_of(Ordered),
     "an attribute of a NamedTuple subclass set": _namedtuple_subclass,
     "an attribute of a float subclass set": _float_subclass,
     "a config class's __bases__ replaced": _bases,
