@@ -392,7 +392,14 @@ void BindWatchState(pybind11::module_& m) {
   m.def(
       "watch_version",
       [](pybind11::handle obj) -> pybind11::object {
-        PyObject* dict = PyType_Check(obj.ptr()) ? reinterpret_cast<PyTypeObject*>(obj.ptr())->tp_dict : obj.ptr();
+        PyObject* dict = obj.ptr();
+        if (PyType_Check(dict)) {
+          auto* type = reinterpret_cast<PyTypeObject*>(dict);
+          // a static or immutable class cannot change (on 3.12+ a static builtin type has no tp_dict)
+          if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)
+            return pybind11::int_(0);
+          dict = type->tp_dict;
+        }
         if (dict == nullptr || !PyDict_Check(dict)) throw pybind11::type_error("watch_version takes a dict or a class");
 #ifdef GUARDPOLICY_DICT_VERSIONS
         return pybind11::int_(VersionOf(dict));
@@ -402,7 +409,8 @@ void BindWatchState(pybind11::module_& m) {
       },
       pybind11::arg("obj"),
       "watch_version(obj): the version of a dict, or of a class's own dict (ma_version_tag, the "
-      "watcher bits masked), which every change of it moves; None where this Python keeps none (3.14+)");
+      "watcher bits masked), which every change of it moves; 0 for a static or immutable class, "
+      "which cannot change; None where this Python keeps none (3.14+)");
 }
 
 }  // namespace guardpolicy::python

@@ -11,6 +11,7 @@ from __future__ import annotations
 import gc
 import importlib.util
 import os
+import types
 import weakref
 from collections import OrderedDict
 
@@ -303,3 +304,14 @@ def test_a_recheck_that_returns_false_for_the_state_drops_it():
     assert gate({"self": root}) is False
     assert gate.states == () and recorder.calls == [st]
     assert gate({"self": root}) is False and recorder.calls == [st, None]
+
+
+def test_watch_version_moves_with_each_change_and_is_0_for_a_class_that_cannot_change():
+    d, cls = {"a": 1}, type("Cls", (), {})
+    before, class_before = core.watch_version(d), core.watch_version(cls)
+    d["a"] = 2
+    cls.x = 1
+    assert core.watch_version(d) != before and core.watch_version(cls) != class_before
+    assert core.watch_version(int) == 0 and core.watch_version(types.SimpleNamespace) == 0
+    with pytest.raises(TypeError):
+        core.watch_version([1])

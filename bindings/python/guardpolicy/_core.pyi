@@ -250,8 +250,8 @@ class WatchState:
 
 def watch_version(obj: Any) -> int | None:
     """The version of a dict, or of a class's own dict (``ma_version_tag``, the watcher bits
-    masked), which every change of it moves; None where this Python keeps none (3.14+).
-    TypeError for anything else."""
+    masked), which every change of it moves; 0 for a static or immutable class, which cannot
+    change; None where this Python keeps none (3.14+). TypeError for anything else."""
 
 #: The states a WatchGate keeps by default (bindings/watch/watch_gate.h).
 WATCH_STATES_PER_ENTRY: int
