@@ -339,3 +339,17 @@ def test_a_std_policy_name_given_as_a_path_hints_at_load_std(tmp_path, monkeypat
         "  = help: `skip_guard_on_all_nn_modules` is a standard policy: "
         "gp.load_std('skip_guard_on_all_nn_modules') loads it"]
     assert [d.code for d in info.value.diagnostics] == ["GP0001"]
+
+
+def test_a_misspelt_standard_policy_name_says_which_it_looks_like(tmp_path, monkeypatch):
+    import torch
+
+    monkeypatch.chdir(tmp_path)  # no file of that name here
+    with pytest.raises(gp.PolicyError) as info:
+        gp.compile(torch.nn.Linear(2, 2), "watch_stat", backend="eager")
+    assert str(info.value).splitlines() == [
+        "error[GP0001]: cannot read `watch_stat`: No such file or directory",
+        "  = help: did you mean the standard policy `watch_state`?"]
+    with pytest.raises(gp.PolicyError) as info:
+        gp.load("nothing_like_it")
+    assert "did you mean" not in str(info.value)

@@ -51,8 +51,22 @@ def load(path_or_source: str | os.PathLike, *, policy: str | None = None, **para
         if from_file and path in STD_POLICIES + SAFE_POLICIES and not os.path.exists(path):
             raise PolicyError(f"{str(e).rstrip()}\n  = help: `{path}` is a standard policy: "
                               f"gp.load_std({path!r}) loads it", [dataclasses.asdict(d) for d in e.diagnostics]) from None
+        near = _near_standard(path) if from_file and not os.path.exists(path) else None
+        if near is not None:
+            raise PolicyError(f"{str(e).rstrip()}\n  = help: did you mean the standard policy `{near}`?",
+                              [dataclasses.asdict(d) for d in e.diagnostics]) from None
         raise
     return Policy(compiled, _origin(text, path, from_file, policy or "", params))
+
+
+def _near_standard(path: str) -> str | None:
+    """The standard policy name ``path`` looks like a misspelling of (``watch_stat``), or None."""
+    import difflib
+
+    if os.sep in path or path.endswith((".gpol", ".gpolc")):
+        return None
+    found = difflib.get_close_matches(path, STD_POLICIES + SAFE_POLICIES, n=1, cutoff=0.8)
+    return found[0] if found else None
 
 
 def _origin(text: str, path: str, from_file: bool, policy: str, params: dict[str, Any]) -> PolicyOrigin:
