@@ -328,26 +328,28 @@ def test_evaluate_row_of_the_wrong_type_is_a_plain_type_error(condition, row, me
     assert policy.evaluate([{k: None for k in row}]) == [True]  # absent: false, 0, "", no member
 
 
-def test_a_std_policy_name_given_as_a_path_hints_at_load_std(tmp_path, monkeypatch):
+def _compile_error(name):
+    """The PolicyError of ``gp.compile(Linear, name)`` where no file of that name exists."""
     import torch
 
-    monkeypatch.chdir(tmp_path)  # no file of that name here
     with pytest.raises(gp.PolicyError) as info:
-        gp.compile(torch.nn.Linear(2, 2), "skip_guard_on_all_nn_modules", backend="eager")
-    assert str(info.value).splitlines() == [
+        gp.compile(torch.nn.Linear(2, 2), name, backend="eager")
+    return info.value
+
+
+def test_a_std_policy_name_given_as_a_path_hints_at_load_std(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no file of that name here
+    error = _compile_error("skip_guard_on_all_nn_modules")
+    assert str(error).splitlines() == [
         "error[GP0001]: cannot read `skip_guard_on_all_nn_modules`: No such file or directory",
         "  = help: `skip_guard_on_all_nn_modules` is a standard policy: "
         "gp.load_std('skip_guard_on_all_nn_modules') loads it"]
-    assert [d.code for d in info.value.diagnostics] == ["GP0001"]
+    assert [d.code for d in error.diagnostics] == ["GP0001"]
 
 
 def test_a_misspelt_standard_policy_name_says_which_it_looks_like(tmp_path, monkeypatch):
-    import torch
-
     monkeypatch.chdir(tmp_path)  # no file of that name here
-    with pytest.raises(gp.PolicyError) as info:
-        gp.compile(torch.nn.Linear(2, 2), "watch_stat", backend="eager")
-    assert str(info.value).splitlines() == [
+    assert str(_compile_error("watch_stat")).splitlines() == [
         "error[GP0001]: cannot read `watch_stat`: No such file or directory",
         "  = help: did you mean the standard policy `watch_state`?"]
     with pytest.raises(gp.PolicyError) as info:

@@ -305,10 +305,12 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     _require_torch()
     import torch
 
-    if inplace:
-        return _compile_in_place(model_or_fn, policy, mode=mode, options=options, backend=backend, dispatch=dispatch,
-                                 verify=verify, on_violation=on_violation, dry_run=dry_run, process_group=process_group,
-                                 check_ranks=check_ranks, rank_timeout=rank_timeout, **torch_compile_kwargs)
+    module = model_or_fn
+    if inplace:  # what torch compiles is the module's call, as nn.Module.compile() compiles it
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"guardpolicy.compile(inplace=True) compiles an nn.Module where it is, "
+                            f"not a {type(module).__name__}")
+        model_or_fn = module._call_impl
     policy = load_policy(policy)
     dispatch_mode = _dispatch_mode(policy, dispatch)
     every, action = _verify_settings(policy, verify, on_violation)
@@ -332,6 +334,8 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
         warmup = stats_.warmup if stats_.warmup is not None else direct.DEFAULT_WARMUP
         fn = None if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
         stats_.set_dispatch(direct.DirectDispatch(stats_, warmup, fn))
+    if inplace:  # blocks of one class share the code's cache entries: one graph serves them all
+        stats_.config_overrides["install_free_tensors"] = False
     if dry_run is not False and dry_run is not True:
         report_at_exit(stats_, dry_run)
     opts = _options_with_filter(options, mode, backend, GuardFilter(stats_))
@@ -351,22 +355,10 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     if stats_.dispatch is not None:
         wrapped = _function_with_dispatch(wrapped, model_or_fn, stats_)
     setattr(wrapped, ATTR, stats_)
+    if inplace:
+        module._compiled_call_impl = wrapped
+        return module
     return wrapped
-
-
-def _compile_in_place(module: Any, policy: Policy | str | os.PathLike, **kwargs: Any) -> Any:
-    """``compile(module, policy, inplace=True, **kwargs)``: the module's ``_call_impl`` compiled
-    as ``nn.Module.compile()`` compiles it, with free tensors off. Raises TypeError for what
-    is not an ``nn.Module``."""
-    import torch
-
-    if not isinstance(module, torch.nn.Module):
-        raise TypeError(f"guardpolicy.compile(inplace=True) compiles an nn.Module where it is, "
-                        f"not a {type(module).__name__}")
-    inner = compile(module._call_impl, policy, **kwargs)
-    stats(inner).config_overrides["install_free_tensors"] = False  # one graph for the blocks of a class
-    module._compiled_call_impl = inner
-    return module
 
 
 def compile_repeated_blocks(model: Any, policy: Policy | str | os.PathLike, **kwargs: Any) -> Any:

@@ -48,7 +48,7 @@ class GuardFilter:
             index = DroppedIndex.of(entries, explanations, explanations.frame)
             stats.guards.add(torch_locals["self"], FrameGuards(torch_locals["guard_manager"], index))
         elif stats.dry_run:
-            return self._dry_run(entries, decisions, explanations)
+            decisions = self._dry_run(entries, decisions, explanations)
         torch_internals.forget_export_info([entry.orig_guard for entry in entries])  # torch builds them again
         return decisions
 
@@ -67,7 +67,6 @@ class GuardFilter:
         policy_manager = torch_internals.build_guard_manager(torch_locals["self"], kept, torch_locals, stats.policy)
         index = DroppedIndex.of(entries, explanations, explanations.frame)
         stats.guards.add(torch_locals["self"], FrameGuards(None, index, policy_manager))
-        torch_internals.forget_export_info([entry.orig_guard for entry in entries])  # torch builds them again
         return [True] * len(entries)
 
 

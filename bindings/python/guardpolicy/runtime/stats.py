@@ -250,7 +250,9 @@ def stats(compiled: Any) -> CompileStats:
     stance, explanations), or of a module it compiled in place (``inplace=True``). Raises
     TypeError for anything else."""
     own = getattr(compiled, "__dict__", {})
-    found = own.get(ATTR, None) if ATTR in own else getattr(own.get("_compiled_call_impl"), "__dict__", {}).get(ATTR)
+    if ATTR not in own:  # a module compiled in place: its compiled call holds them
+        own = getattr(own.get("_compiled_call_impl"), "__dict__", {})
+    found = own.get(ATTR)
     if not isinstance(found, CompileStats):
         raise TypeError(f"guardpolicy.stats() takes what guardpolicy.compile returned, "
                         f"not {type(compiled).__name__}")
