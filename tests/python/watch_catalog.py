@@ -8,6 +8,7 @@ Every change leaves a model that eager runs: eager is the oracle after each call
 
 from __future__ import annotations
 
+import collections
 import gc
 import importlib.util
 import itertools
@@ -31,12 +32,18 @@ def fresh_models() -> types.ModuleType:
     return module
 
 
+class Nothing(Exception):
+    """No candidate to change (a parameter-free model has no parameter): the change returns None."""
+
+
 def pick(candidates: list, target):
     """``candidates[target]`` modulo their number; a name picks the ``(name, object)`` of that name
-    (the hand-written sequences name what they change)."""
+    (the hand-written sequences name what they change). Raises ``Nothing`` where there is none."""
     if isinstance(target, str):
         return next(c for c in candidates if c[0] == target)
-    return candidates[target % len(candidates)] if candidates else None
+    if not candidates:
+        raise Nothing
+    return candidates[target % len(candidates)]
 
 
 def _value(values: list, arg: int):
@@ -83,10 +90,7 @@ def remove_hook(h, target, arg):
 
 
 def hook_order(h, target, arg):
-    named = pick([(n, m) for n, m in h.modules() if len(m._forward_hooks) > 1], target)
-    if named is None:
-        return None
-    name, m = named
+    name, m = pick([(n, m) for n, m in h.modules() if len(m._forward_hooks) > 1], target)
     m._forward_hooks.move_to_end(next(iter(m._forward_hooks)))
     return f"forward hooks of {name} reordered (move_to_end)"
 
@@ -179,7 +183,7 @@ TAPS = [("set", 0.0), ("set", -1.0), ("append", 0.5), ("set", 2.0), ("pop", None
 
 
 def list_changed(h, target, arg):
-    name, layer = pick(h.layers(), target)
+    name, layer = pick(h.holders(), target)
     how, value = _value(TAPS, arg)
     taps = layer.taps
     if how == "set":
@@ -200,6 +204,45 @@ def list_changed(h, target, arg):
     return f"{name}.taps = a new list {layer.taps}"
 
 
+HOLDERS = [("backing", "gain", 2.0), ("backing", "off", True), ("backing", "off", None), ("table", None, 0.5),
+           ("chain back", "gain", 3.0), ("chain front", "gain", 0.5), ("chain front", "gain", None), ("chain", None, 1.5),
+           ("pairs inner", 0, 2.0), ("pairs", None, 0.5), ("factor", "extra", 1.0), ("factor", None, 2.0)]
+
+
+def holder_changed(h, target, arg):
+    """A holder of a kind not in the watch's table changed (watch_models.holders): torch's
+    manager checks what the forward read through it; torch.compile itself is stale on a ChainMap's
+    front dict and on a list inside a tuple (the design note lists them)."""
+    name, m = pick(h.holders(), target)
+    what, key, value = _value(HOLDERS, arg)
+    if what == "backing":  # seen through m.table and m.names
+        m.backing.pop(key, None) if value is None else m.backing.__setitem__(key, value)
+        return f"{name}.backing[{key!r}] = {value!r} (read through a mapping proxy and a keys view)"
+    if what == "table":
+        m.backing = {**m.backing, "gain": value}
+        m.table, m.names = types.MappingProxyType(m.backing), m.backing.keys()
+        return f"{name}.table, .names = a proxy and a view over a new dict (gain {value})"
+    if what.startswith("chain "):
+        maps = m.chain.maps[0 if what == "chain front" else 1]
+        maps.pop(key, None) if value is None else maps.__setitem__(key, value)
+        return f"{name}.chain.maps[{0 if what == 'chain front' else 1}][{key!r}] = {value!r}"
+    if what == "chain":
+        m.chain = collections.ChainMap({}, {"gain": value})
+        return f"{name}.chain = a new ChainMap (gain {value})"
+    if what == "pairs inner":
+        m.pairs[key][0] = value
+        return f"{name}.pairs[{key}][0] = {value} (a list inside a tuple, in place)"
+    if what == "pairs":
+        m.pairs = ([value], [0.0])
+        return f"{name}.pairs = a new tuple of lists ({value})"
+    if key is not None:
+        m.factor.extra = value
+        return f"{name}.factor.extra = {value} (a float subclass's instance dict)"
+    m.factor = h.mod.Factor(value)
+    m.factor.extra = 0.0
+    return f"{name}.factor = Factor({value})"
+
+
 # --------------------------------------------------------------------------- functions
 
 
@@ -217,6 +260,23 @@ def helper_code(h, target, arg):
     what, code = _value([("helper_tripled", h.mod.helper_tripled.__code__), ("its original", h.helper_code)], arg)
     h.mod.helper.__code__ = code
     return f"helper.__code__ = {what} __code__"
+
+
+def frame_defaults(h, target, arg):
+    """The compiled frame's own defaults: ``Free.forward`` and ``step`` (watch_models)."""
+    gain = _value([2.0, 1.0, -1.0], arg)
+    h.mod.Free.forward.__defaults__ = h.mod.step.__defaults__ = (gain,)
+    return f"Free.forward.__defaults__ = step.__defaults__ = ({gain},)"
+
+
+def frame_code(h, target, arg):
+    """The compiled frame's own code replaced (what IPython's autoreload does)."""
+    mod = h.mod
+    if arg % 2:
+        mod.Free.forward.__code__, mod.step.__code__ = h.frame_code
+        return "Free.forward.__code__, step.__code__ = their originals"
+    mod.Free.forward.__code__, mod.step.__code__ = mod.free_forward_twice.__code__, mod.step_twice.__code__
+    return "Free.forward.__code__, step.__code__ = their twins' (*2)"
 
 
 def closure_cell(h, target, arg):
@@ -332,6 +392,7 @@ def input_per_call(h, target, arg):
 
 CATALOG = {f.__name__: f for f in (
     forward_hook, pre_hook, global_hook, remove_hook, hook_order, config_attr, config_replaced, config_dict, config_bases,
-    global_value, builtin_shadowed, list_changed, class_attr, metaclass_attr, method_class, method_instance, helper_defaults,
-    helper_kwdefaults, helper_code, closure_cell, class_swapped, forward_replaced, buffer_replaced, param_data,
-    param_dtype, to_dtype, channels_last, train_eval, submodule_swapped, input_field, input_new, input_per_call)}
+    global_value, builtin_shadowed, list_changed, holder_changed, class_attr, metaclass_attr, method_class,
+    method_instance, helper_defaults, helper_kwdefaults, helper_code, frame_defaults, frame_code, closure_cell,
+    class_swapped, forward_replaced, buffer_replaced, param_data, param_dtype, to_dtype, channels_last, train_eval,
+    submodule_swapped, input_field, input_new, input_per_call)}

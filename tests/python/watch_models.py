@@ -7,9 +7,17 @@ global that one example changes ends with it, and Dynamo compiles each example's
 Every forward reads, besides its modules: a config object (``types.SimpleNamespace``, a small
 class, a dataclass, a dict subclass or a class with ``__slots__``, the classes with a base whose
 class attribute is read), a plain list of floats (a ``Layer``'s ``taps``), a helper with defaults and kwdefaults, a helper reading a closure cell,
-a module global, the builtin ``max``, a class attribute and a metaclass attribute. Each module
-casts its input to its weight's dtype, so that ``.half()`` of any submodule runs in eager."""
+a module global, the builtin ``max``, a class attribute and a metaclass attribute; and holders
+of kinds the watch leaves to torch (``holders``: a mapping proxy and a keys view over a dict, a
+ChainMap, a tuple of lists, a float subclass with an instance dict). Each module casts its input
+to its weight's dtype, so that ``.half()`` of any submodule runs in eager.
 
+Besides ``Net``, two roots of other shapes: ``Free``, a parameter-free module (its frame may
+have nothing but functions to watch), and ``step``, a plain function compiled with the model as
+its argument; both have a default that a change replaces, and a twin whose ``__code__`` a
+change gives them."""
+
+import collections
 import dataclasses
 import types
 from typing import Optional
@@ -128,11 +136,54 @@ def read(cfg, x):
     return shifted(helper(x)) * GAIN * max(cfg.k, 1) * cfg.unit
 
 
+class Factor(float):  # a float subclass with an instance dict
+    pass
+
+
+def holders(m):
+    """Gives ``m`` the holders of kinds not in the watch's table (what ``odd`` reads): the dict
+    ``backing`` seen only through a mapping proxy and a keys view, a ChainMap, a tuple of lists
+    and a ``Factor`` with an attribute."""
+    m.backing = {"gain": 1.0}
+    m.table = types.MappingProxyType(m.backing)
+    m.names = m.backing.keys()
+    m.chain = collections.ChainMap({}, {"gain": 1.0})
+    m.pairs = ([1.0], [0.0])
+    m.factor = Factor(1.0)
+    m.factor.extra = 0.0
+
+
+class Holds:
+    """A module with ``holders``: deep-copied with a new proxy and view over its copied dict
+    (neither can be copied itself)."""
+
+    def __getstate__(self):
+        return {k: v for k, v in self.__dict__.items() if k not in ("table", "names")}
+
+    def __setstate__(self, state):
+        super().__setstate__(state)
+        self.table, self.names = types.MappingProxyType(self.backing), self.backing.keys()
+
+
+def odd(m, x):
+    x = x * m.table["gain"] * m.chain["gain"] * m.pairs[0][0] + m.pairs[1][0]
+    if "off" in m.names:
+        x = -x
+    return x * float(m.factor) + m.factor.extra
+
+
+def tapped(taps, x):
+    x = x * taps[0]
+    for t in taps[1:]:
+        x = x + t
+    return x
+
+
 class Meta(type):
     mult = 1.0  # read through the class: type(self).mult and Layer.mult
 
 
-class Layer(nn.Module, metaclass=Meta):
+class Layer(Holds, nn.Module, metaclass=Meta):
     shift = 0.0  # a class attribute
 
     def __init__(self, cfg_kind):
@@ -142,18 +193,16 @@ class Layer(nn.Module, metaclass=Meta):
         self.cfg = config(cfg_kind)
         self.register_buffer("offset", torch.zeros(WIDTH))
         self.taps = [1.0, 0.0]  # a plain list: a scale, then shifts
+        holders(self)
 
     def tapped(self, x):
-        x = x * self.taps[0]
-        for t in self.taps[1:]:
-            x = x + t
-        return x
+        return tapped(self.taps, x)
 
     def act(self, x):
         return torch.relu(x)
 
     def forward(self, x):
-        x = self.tapped(self.act(self.drop(self.lin(x.to(self.lin.weight.dtype))))) + self.offset
+        x = odd(self, self.tapped(self.act(self.drop(self.lin(x.to(self.lin.weight.dtype))))) + self.offset)
         return read(self.cfg, x) + self.shift * type(self).mult + (Layer.mult - 1.0)  # both through the class
 
 
@@ -193,3 +242,29 @@ class NetTwice(Net):  # what the root's __class__ is swapped to
 
 def forward_plus(self, batch):  # bound to a compiled root with types.MethodType
     return type(self).forward(self, batch) + 1.0
+
+
+class Free(Holds, nn.Module):  # a parameter-free root: its state, holders and functions, no tensor of its own
+    def __init__(self, cfg_kind):
+        super().__init__()
+        self.cfg = config(cfg_kind)
+        self.taps = [1.0, 0.0]
+        holders(self)
+
+    def forward(self, batch, gain=1.0):
+        x, scale, mode = unpack(batch)
+        x = odd(self, tapped(self.taps, x)) * gain
+        return read(self.cfg, x * scale if mode == "add" else x - scale)
+
+
+def free_forward_twice(self, batch, gain=1.0):  # its __code__ is given to Free.forward by a change
+    x, scale, mode = unpack(batch)
+    return read(self.cfg, odd(self, tapped(self.taps, x)) * gain * 2.0)
+
+
+def step(model, batch, gain=1.0):  # a plain compiled function: the model is its argument
+    return model(batch) * gain
+
+
+def step_twice(model, batch, gain=1.0):  # its __code__ is given to step by a change
+    return model(batch) * gain * 2.0 - 1.0
