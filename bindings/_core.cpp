@@ -1,28 +1,29 @@
 // _core.cpp: the pybind11 module guardpolicy._core.
 //
-// Exposes loading (source -> CompiledPolicy, py_policy.h), evaluation on GuardFilterEntry
-// lists (the guard_filter_fn contract: a list of exactly `bool`, same length), explain, lint,
-// the filter registry and plugins of a data directory (data_dirs.h, plugins.h), and the rows
-// of a snapshot (entry_rows: snapshot_rows.h, the VM's own entry reader). The command line is
-// guardpolicy._cli (tools/cli/python_module.cpp). Errors in policies raise
-// guardpolicy.errors.PolicyError with every diagnostic (py_values.h).
+// Exposes loading (source -> CompiledPolicy, policy/py_policy.h), evaluation on
+// GuardFilterEntry lists (the guard_filter_fn contract: a list of exactly `bool`, same length),
+// explain, lint, the filter registry and plugins of a data directory (module/data_dirs.h,
+// module/plugins.h), the rows of a snapshot (entry_rows: policy/snapshot_rows.h, the VM's own
+// entry reader) and the per-call types (runtime/). The command line is guardpolicy._cli
+// (tools/cli/python_module.cpp). Errors in policies raise guardpolicy.errors.PolicyError with
+// every diagnostic (policy/py_values.h).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include "call_layer.h"
-#include "data_dirs.h"
-#include "extractor_plan.h"
-#include "files.h"
 #include "guardpolicy/artifact.h"
 #include "guardpolicy/keywords.h"
 #include "guardpolicy/policy.h"
 #include "guardpolicy/registry.h"
-#include "plugins.h"
-#include "py_policy.h"
-#include "py_values.h"
-#include "snapshot_rows.h"
-#include "source_path.h"
-#include "watch/watch_gate.h"
+#include "module/data_dirs.h"
+#include "module/files.h"
+#include "module/plugins.h"
+#include "policy/extractor_plan.h"
+#include "policy/py_policy.h"
+#include "policy/py_values.h"
+#include "policy/snapshot_rows.h"
+#include "policy/source_path.h"
+#include "runtime/call_layer.h"
+#include "runtime/watch/watch_gate.h"
 
 namespace py = pybind11;
 

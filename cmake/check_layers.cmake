@@ -32,6 +32,10 @@ set(rules
   "plugins/ includes no core header|plugins/*.c,plugins/*.h|core/"
   "outside core, no private core header|bindings/*.cpp,bindings/*.h,tools/*.cpp,tools/*.h|core/src/"
   "the bindings include no command line (guardpolicy._cli is tools/cli/python_module.cpp)|bindings/*.cpp,bindings/*.h|tools/cli/"
+  # The bindings' rooms (bindings/CMakeLists.txt), bottom to top: runtime/ (the per-call C
+  # types), policy/ (the glue evaluating a policy), module/ (plumbing), then _core.cpp.
+  "the per-call types include no policy glue and no module plumbing|bindings/runtime/*.cpp,bindings/runtime/*.h|bindings/(policy|module)/"
+  "the policy glue includes no module plumbing|bindings/policy/*.cpp,bindings/policy/*.h|bindings/module/"
 )
 
 set(failures "")

@@ -1,7 +1,7 @@
-"""guardpolicy._core.CallLayer (bindings/call_layer.h), the C part of verify's per-call path:
-what it counts, when it samples, what it passes on, that it settles pending frames also when
-the call raises, and that it keeps nothing alive. (Its use with real torch.compile runs is in
-test_verify.py.)"""
+"""guardpolicy._core.CallLayer (bindings/runtime/call_layer.h), the C part of verify's per-call
+path: what it counts, when it samples, what it passes on, that it settles pending frames also
+when the call raises, and that it keeps nothing alive. (Its use with real torch.compile runs is
+in test_verify.py.)"""
 
 import gc
 import weakref

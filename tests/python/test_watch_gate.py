@@ -1,9 +1,10 @@
-"""The C gate alone (bindings/watch/watch_gate.h, bindings/watch/watch_state.h), on plain Python objects,
-no torch: its state machine (no verdict -> checking -> armed -> changed), what each kind of
-row sees, states added and pruned while a call runs, and the interleavings issue 40 found
-unsafe (a recheck that installs a state for a tuple of other dicts while the gate compares
-the old one). ``make test-asan`` runs this file against an ASan build of the extension with
-``-D_GLIBCXX_SANITIZE_VECTOR`` (``GUARDPOLICY_CORE`` names that build's ``_core``).
+"""The C gate alone (bindings/runtime/watch/watch_gate.h, bindings/runtime/watch/watch_state.h),
+on plain Python objects, no torch: its state machine (no verdict -> checking -> armed ->
+changed), what each kind of row sees, states added and pruned while a call runs, and the
+interleavings issue 40 found unsafe (a recheck that installs a state for a tuple of other dicts
+while the gate compares the old one). ``make test-asan`` runs this file against an ASan build of
+the extension with ``-D_GLIBCXX_SANITIZE_VECTOR`` (``GUARDPOLICY_CORE`` names that build's
+``_core``).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``watch`` at run time (guardpolicy.runtime.watch, bindings/watch/watch_gate.h): under
+"""``watch`` at run time (guardpolicy.runtime.watch, bindings/runtime/watch/watch_gate.h): under
 ``gp.compile`` a watched guard leaves torch's per-call check and is checked again only when
 a dict it reads changes. Every change below is made after warm-up, under the shape of policy
 ``suggest`` writes (inputs and what no watcher sees kept, ``default watch``), on the normal

@@ -1,6 +1,6 @@
 // field_table.cpp: writes the Python binding's field table from the schema, so that
 // policies/schema/guard_entry.yaml is the only list of fields (bindings/CMakeLists.txt runs
-// it at build time; bindings/extractor_plan.h includes the output).
+// it at build time; bindings/policy/extractor_plan.h includes the output).
 //
 // Usage: guardpolicy_gen_field_table SCHEMA.yaml OUT.h
 // The output defines GUARDPOLICY_SCHEMA_FIELDS(X): X(Identifier, "field name") for every

@@ -206,8 +206,8 @@ def keywords() -> list[str]:
     """The language's keywords, from the lexer ANTLR generates from ``grammar/GuardPolicy.g4``."""
 
 class CallLayer:
-    """verify's per-call counting and sampling in C (bindings/call_layer.h); subclassed by
-    ``guardpolicy.calls.CallPath``, which provides ``_sampled(call, *args, **kwargs)`` and
+    """verify's per-call counting and sampling in C (bindings/runtime/call_layer.h); subclassed
+    by ``guardpolicy.calls.CallPath``, which provides ``_sampled(call, *args, **kwargs)`` and
     ``_settle()``. A call counts ``stats._calls``, calls ``_sampled`` on every
     ``stats.verify_every``-th call, then ``inner``, then ``_settle`` while ``pending`` holds
     frames. Raises TypeError when ``pending`` is not a list."""
@@ -226,13 +226,13 @@ global of the same name would shadow)."""
 
 class WatchState:
     """What one set of roots of a cache entry's watched guards reads (made by
-    ``guardpolicy.runtime.watch`` from ``Reads.state_rows()``), keyword arguments only: the
-    rows ``roots``, ``dicts``, ``objects``, ``functions``, ``keyed``, ``orders``, ``lists``,
-    ``held`` and ``tensors``, whose meaning bindings/watch/watch_state.h gives, ``tensor_check``
-    (torch's check of the tensors' metadata, or None) and ``info``. Armed on the dicts' state
-    at construction, with no verdict. Raises TypeError for a missing or extra keyword, a
-    malformed row or a watched object that is neither a dict nor a class. ``stale()``: whether
-    it must be built anew."""
+    ``guardpolicy.runtime.watch`` from ``Reads.state_rows()``), keyword arguments only: the rows
+    ``roots``, ``dicts``, ``objects``, ``functions``, ``keyed``, ``orders``, ``lists``, ``held``
+    and ``tensors``, whose meaning bindings/runtime/watch/watch_state.h gives, ``tensor_check``
+    (torch's check of the tensors' metadata, or None) and ``info``. Armed on the dicts' state at
+    construction, with no verdict. Raises TypeError for a missing or extra keyword, a malformed
+    row or a watched object that is neither a dict nor a class. ``stale()``: whether it must be
+    built anew."""
 
     def __init__(self, *, roots: tuple[tuple[Any, ...], ...], dicts: tuple[Any, ...],
                  objects: tuple[tuple[Any, ...], ...], functions: tuple[tuple[Any, ...], ...],
@@ -253,16 +253,16 @@ def watch_version(obj: Any) -> int | None:
     masked), which every change of it moves; 0 for a static or immutable class, which cannot
     change; None where this Python keeps none (3.14+). TypeError for anything else."""
 
-#: The states a WatchGate keeps by default (bindings/watch/watch_gate.h).
+#: The states a WatchGate keeps by default (bindings/runtime/watch/watch_gate.h).
 WATCH_STATES_PER_ENTRY: int
 
 class WatchGate:
     """A cache entry's watched guards, checked in C only when what they read changed
-    (bindings/watch/watch_gate.h; made by ``guardpolicy.runtime.watch``). Called by torch with the
-    frame locals (an epilogue guard of the entry's kept manager): the verdict of the state of
-    the call's roots while it is armed and nothing it holds changed (and its tensor check);
-    else ``recheck(f_locals, state or None) -> (verdict, new state, None or False)`` (False
-    drops the given state), counted in ``rechecks``. Keeps at most ``capacity`` states
+    (bindings/runtime/watch/watch_gate.h; made by ``guardpolicy.runtime.watch``). Called by
+    torch with the frame locals (an epilogue guard of the entry's kept manager): the verdict of
+    the state of the call's roots while it is armed and nothing it holds changed (and its tensor
+    check); else ``recheck(f_locals, state or None) -> (verdict, new state, None or False)``
+    (False drops the given state), counted in ``rechecks``. Keeps at most ``capacity`` states
     (``WATCH_STATES_PER_ENTRY`` by default; ValueError below 1)."""
 
     def __init__(self, recheck: Any, capacity: int = ...) -> None: ...

@@ -7,7 +7,7 @@ never a clock or a random draw, so processes running the same loop check the sam
 verifies it before it runs, passes the verdict through ``agree`` (identity here; a
 multi-process run replaces it with a collective so that all ranks act alike), acts on it,
 then runs the call (torch's compiled callable). The counting, the sampling and the call
-are the extension's ``CallLayer`` (bindings/call_layer.h): an unsampled call runs no Python
+are the extension's ``CallLayer`` (bindings/runtime/call_layer.h): an unsampled call runs no Python
 code of guardpolicy, only a count, a remainder and a vectorcall in C.
 
 The frame verified is the top-level frame: the module's ``forward`` (or the compiled

@@ -2,7 +2,7 @@
 
 A snapshot is plain data: per compiled frame, one row per ``GuardFilterEntry`` holding
 every schema field (``policies/schema/guard_entry.yaml``) as a JSON value, read exactly as
-the C++ binding reads it for a policy (``_core.entry_rows``, ``bindings/snapshot_rows.h``;
+the C++ binding reads it for a policy (``_core.entry_rows``, ``bindings/policy/snapshot_rows.h``;
 the snapshot itself is ``tools.snapshot.Snapshot``). So for any policy
 ``policy.evaluate(rows) == policy(entries)``, and a snapshot can be saved, diffed, fed to
 benchmarks and replayed without torch, the model or the live entries.

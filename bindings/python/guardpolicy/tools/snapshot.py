@@ -2,7 +2,7 @@
 
 Per compiled frame, one row per ``GuardFilterEntry`` holding every schema field
 (``policies/schema/guard_entry.yaml``) as a JSON value, read by the VM's own entry reader
-(``_core.entry_rows``, ``bindings/snapshot_rows.h``): for any policy over schema fields
+(``_core.entry_rows``, ``bindings/policy/snapshot_rows.h``): for any policy over schema fields
 ``policy.evaluate(rows) == policy(entries)``. Recorded by ``tools.recording.Recording`` (with
 ``rows=True``), made by ``tools.capture``. Importing this module does not import torch.
 """

@@ -13,9 +13,9 @@ checked again only when the state it reads changes.
 * **After the compile** (``Watches.attach``): the cache entry's kept manager gets a guard run
   last per group of watched guards that share roots (``watch.roots.groups``: the frame's
   module and globals; each other object passed in, such as a KV cache or an options object):
-  a ``_core.WatchGate`` (bindings/watch/watch_gate.h) holding one ``_core.WatchState`` per set of
-  that group's roots (bindings/watch/watch_state.h), the compile's first, with no verdict yet: the
-  first call checks. A new object at one root is read again alone.
+  a ``_core.WatchGate`` (bindings/runtime/watch/watch_gate.h) holding one ``_core.WatchState``
+  per set of that group's roots (bindings/runtime/watch/watch_state.h), the compile's first,
+  with no verdict yet: the first call checks. A new object at one root is read again alone.
 * **Per call**, in C: the state of the call's roots, when armed and unchanged, gives its verdict.
   Otherwise ``_Recheck`` runs: it builds a new state when the roots have none (a second
   instance, an adopted KV cache) or when what the state holds moved, and then evaluates the
@@ -265,7 +265,7 @@ _OTHER_TENSORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
 #: one per block of a model compiled block by block (regional compilation of 82 layers). The
-#: gate's own default (bindings/watch/watch_gate.h), its one home.
+#: gate's own default (bindings/runtime/watch/watch_gate.h), its one home.
 STATES_PER_ENTRY = WATCH_STATES_PER_ENTRY
 #: Guard types whose value may be a tensor: a parameter's metadata is then checked on every call.
 _TENSOR_VALUED = frozenset({"TENSOR_MATCH", "DUPLICATE_INPUT"})

@@ -173,9 +173,9 @@ class Reads:
 
     def state_rows(self) -> dict[str, tuple]:
         """The rows of a ``_core.WatchState`` of these reads, by the keyword it takes each by
-        (their meaning: bindings/watch/watch_state.h, the one place they are described): the roots
-        (``(local name, path, object or weak reference, class, __dict__)``), the dicts and
-        classes watched, the objects and classes compared on every call, the functions, the
+        (their meaning: bindings/runtime/watch/watch_state.h, the one place they are described):
+        the roots (``(local name, path, object or weak reference, class, __dict__)``), the dicts
+        and classes watched, the objects and classes compared on every call, the functions, the
         keyed globals, the orders of the OrderedDicts of two keys or more (hook dicts among
         them), the plain lists' items, where each object read was held, the tensors."""
         orders = {id(d): d for d in (*self.hooks.values(), *self.ordered.values()) if len(d) > 1}

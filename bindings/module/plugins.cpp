@@ -9,7 +9,7 @@
 #include "data_dirs.h"
 #include "guardpolicy/plugin.h"
 #include "guardpolicy/plugin_loader.h"
-#include "py_values.h"
+#include "policy/py_values.h"
 
 namespace py = pybind11;
 

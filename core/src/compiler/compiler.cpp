@@ -1,4 +1,4 @@
-// codegen.cpp: checked AST -> predicate bytecode.
+// compiler.cpp: the compile stage (compiler.h's Compile): checked AST -> predicate bytecode.
 #include <fmt/format.h>
 
 #include <algorithm>

@@ -1,0 +1,2 @@
+// The module's plumbing.
+#pragma once
