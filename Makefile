@@ -52,8 +52,8 @@ build: deps
 	  -Ccmake.define.GUARDPOLICY_INSTALL=ON \
 	  -Ccmake.define.pybind11_DIR=$$($(PY) -m pybind11 --cmakedir)
 
-# Per demo model (MLP, GPT-2, a HF Llama decode step), Inductor: no filter, torch's recipe, watch_state and
-# the suggested policy + verify + direct dispatch; build/suggested_MODEL.gpol, build/frontier_MODEL.png.
+# Per demo model (MLP, GPT-2, a HF Llama decode step), Inductor: no filter, torch's recipe, watch_state (the
+# recommendation, starred) and the suggested policy + verify + direct dispatch; build/suggested_MODEL.gpol, build/frontier_MODEL.png.
 demo: build
 	$(PY) -m guardpolicy demo --out $(BUILD_DIR)
 

@@ -2,7 +2,7 @@
 // guards (docs/design-notes/watch.md).
 //
 // A WatchGate is added to a cache entry's kept guard manager as an epilogue lambda guard (one
-// per group of watched guards that share roots: runtime/watch_roots.py), so
+// per group of watched guards that share roots: runtime/watch/roots.py), so
 // torch calls it with the frame locals (a dict) once the entry's kept guards have passed. It
 // holds the entry's watch states (watch_state.h), one per set of roots seen: the instance the
 // entry was compiled for, a second instance of its class, a KV cache adopted for a request.

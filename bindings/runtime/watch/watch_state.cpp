@@ -23,7 +23,7 @@ int OnDictEvent(PyDict_WatchEvent, PyObject*, PyObject*, PyObject*) {
 // (3.12 and 3.13 keep the field, deprecated, with the dict's watcher bits, 8, and on 3.13 its
 // mutation counter bits, 4, below the version: masked off, as watching a dict sets them). On
 // 3.13 an instance's dict that shares its inline values sees neither a version nor an event on
-// `obj.x = v`: the Python side watches only dicts of their own (runtime/watch_own_dicts.py).
+// `obj.x = v`: the Python side watches only dicts of their own (runtime/watch/own_dicts.py).
 #if PY_VERSION_HEX < 0x030E0000
 #define GUARDPOLICY_DICT_VERSIONS 1
 #if PY_VERSION_HEX >= 0x030D0000

@@ -2,7 +2,7 @@
 // watched guards reads (docs/design-notes/watch.md), and how a call tells that none of it
 // changed.
 //
-// A WatchState is made by the Python side (runtime/watch.py) from a walk of the watched
+// A WatchState is made by the Python side (runtime/watch/__init__.py) from a walk of the watched
 // guards' sources, for one set of roots (the module bound to `self`, an object passed in
 // `*args`/`**kwargs`): a second instance of the class, or a KV cache of another request, has
 // a state of its own. What it holds never changes after construction; only its arming does

@@ -4,20 +4,20 @@ HF Llama's greedy decode step on a ``StaticCache`` (``guardpolicy.tools.decode``
 
 Per model, on one backend (``inductor`` by default, what users run):
 
-1. ``gp.suggest`` audits the model with every guard dropped and writes the recommendation:
-   the suggested policy with ``verify every 100 calls`` and ``dispatch direct``
-   (``--out DIR``: saved as ``DIR/suggested_MODEL.gpol``);
+1. ``gp.suggest`` audits the model with every guard dropped and writes its suggested policy,
+   with ``verify every 100 calls`` and ``dispatch direct`` (``--out DIR``: saved as
+   ``DIR/suggested_MODEL.gpol``), the step after the one line: the audit's proof and its drops;
 2. (both audits on ``--audit-backend``, eager by default: they recompile for every change)
    the mutation audit of torch's recipe (``skip_guard_on_all_nn_modules`` + free tensors +
-   the ``skip_guard_eval_unsafe`` stance) and of the recommendation (with verify checking
-   the first call, ``frontier.VERIFY_NOTE``): the state changes each still catches, of those
+   the ``skip_guard_eval_unsafe`` stance), of the safe setting in one line and of the suggested
+   policy (with verify checking the first call, ``frontier.VERIFY_NOTE``): the state changes each still catches, of those
    that go stale with no guard at all, and of the changes ``torch.compile`` itself serves
    stale (``guardpolicy.tools.ignored_changes``: a hook added after warm-up, a patched
    ``forward``), which no filter catches;
 3. one interleaved timing (``guardpolicy.tools.latency``): eager, ``torch.compile`` with no
    filter, torch's recipe the torch way (``latency.torch_way``), the safe setting in one line
-   (``gp.compile(model, "watch_state")``, audited too) and the recommendation through
-   ``gp.compile``; for the Llama, each call is one step of a real decode loop and tokens/s is
+   (``gp.compile(model, "watch_state")``: the recommendation, starred, as in the README) and the
+   suggested policy through ``gp.compile``; for the Llama, each call is one step of a real decode loop and tokens/s is
    shown.
 
 It prints a table per model, ``DIR/frontier_MODEL.png`` with ``--out`` (latency against
@@ -47,7 +47,7 @@ DEMO = ("mlp", "gpt2", "llama")
 
 TORCH_RECIPE = "torch's recipe (nn modules +ift +stance)"
 ONE_LINE = 'guardpolicy: gp.compile(model, "watch_state")'
-RECOMMENDED = "guardpolicy: suggested + verify + direct dispatch"
+SUGGESTED = "guardpolicy: suggested + verify + direct dispatch"
 
 #: Seconds each demo model takes on one backend with the default 200 calls, as measured by
 #: ``make demo`` on the 2-core machine of bench/RESULTS.md (2026-12-03: 360 s in all), most of it
@@ -79,9 +79,9 @@ and compile with it: gp.compile(model, gp.load("my.gpol"))."""
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m guardpolicy demo",
-        description="Per demo model: no filter, torch's recipe and guardpolicy's recommendation for that model "
-                    "(suggest + verify + direct dispatch): per-call latency, tokens/s and the state changes each "
-                    "catches.")
+        description="Per demo model: no filter, torch's recipe, guardpolicy's recommendation (the safe setting in "
+                    "one line, gp.compile(model, \"watch_state\")) and the model's suggested policy (suggest + verify "
+                    "+ direct dispatch): per-call latency, tokens/s and the state changes each catches.")
     parser.add_argument("--calls", default="200", help="timed calls per variant (default 200)")
     parser.add_argument("--block", default="20", help="consecutive calls per variant per round (default 20)")
     parser.add_argument("--models", default=",".join(DEMO),
@@ -91,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="the backend of suggest's and the mutation audits (default eager: they recompile for "
                              "every change, minutes per model on inductor; Dynamo's guards come before the backend)")
     parser.add_argument("--out", metavar="DIR",
-                        help="write DIR/suggested_MODEL.gpol (the recommendation) and DIR/frontier_MODEL.png")
+                        help="write DIR/suggested_MODEL.gpol (the suggested policy) and DIR/frontier_MODEL.png")
     parser.add_argument("--json", metavar="PATH", help="also write the numbers as JSON to PATH")
     args = parser.parse_args(argv)
     models = [m.strip() for m in args.models.split(",") if m.strip()]
@@ -152,7 +152,7 @@ def _run(args: argparse.Namespace, models: list[str], backends: list[str], calls
                 png = os.path.join(args.out, f"frontier_{name}.png" if len(backends) == 1
                                    else f"frontier_{name}_{backend}.png")
                 write_file(png, frontier.plot(f, eager_us))
-                print(f"wrote {gpol} (the recommendation) and {png}\n", flush=True)
+                print(f"wrote {gpol} (the suggested policy) and {png}\n", flush=True)
     if args.json:
         write_file(args.json, frontier.to_json(results) + "\n")
     print(f"Per-call latency: {latency.stamp(calls, block)}; the state changes from the mutation audits on the "
@@ -186,9 +186,9 @@ def table(f: Any, eager_us: float) -> list[str]:
 
 
 def answer(name: str, backend: str, calls: int, block: int, audit_backend: str = "eager") -> tuple[Any, str, float]:
-    """The frontier of ``name`` timed on ``backend`` (no filter, torch's recipe, the
-    recommendation; audited on ``audit_backend``), the recommended policy's text, and eager's
-    median µs."""
+    """The frontier of ``name`` timed on ``backend`` (no filter, torch's recipe, ``watch_state``
+    (recommended), the suggested policy; audited on ``audit_backend``), the suggested policy's
+    text, and eager's median µs."""
     import torch
 
     from . import decode, latency, mutation
@@ -212,7 +212,7 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
     audits = {}
     one_line = loading.load_std("watch_state")
     for what, policy, verify in ((TORCH_RECIPE, loading.load(recipe.policy_source()), None),
-                                 (ONE_LINE, one_line, None), (RECOMMENDED, loading.load(text), 1)):
+                                 (ONE_LINE, one_line, None), (SUGGESTED, loading.load(text), 1)):
         _progress(f"{name}, {backend}: auditing {what}")
         audits[what] = mutation.audit(model, args, kwargs, policy, label=name, backend=audit_backend, verify=verify)
     _progress(f"{name}, {backend}: compiling")
@@ -229,7 +229,7 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
             else:
                 vs = [latency.Variant("eager", latency.own_copy(model)), latency.no_filter(model, args, backend),
                       latency.torch_way(latency.own_class_copy(model), backend, recipe, args)]
-                for what, policy in ((ONE_LINE, one_line), (RECOMMENDED, loading.load(text))):
+                for what, policy in ((ONE_LINE, one_line), (SUGGESTED, loading.load(text))):
                     fn = latency.gp_compile(latency.own_copy(model), policy, backend=backend)
                     fn(*args)
                     vs.append(latency.Variant(what, fn))
@@ -246,11 +246,11 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
     points = [Point(NO_FILTER, base["median_us"], base["p90_us"], 1.0, len(counted), total, 0, kind="torch",
                     missed=list(ignored), tokens_per_s=base.get("tokens_per_s"))]
     for what, row, kind in ((TORCH_RECIPE, torch_row, "torch"), (ONE_LINE, one_line_row, "guardpolicy"),
-                            (RECOMMENDED, ours, "guardpolicy")):
+                            (SUGGESTED, ours, "guardpolicy")):
         missed = missed_changes(counted, audits[what]) + ignored_missed[what]
         points.append(Point(what, row["median_us"], row["p90_us"], row["vs_no_filter"], total - len(missed),
                             total, audits[what].dropped, missed, kind=kind,
-                            tokens_per_s=row.get("tokens_per_s"), recommended=what == RECOMMENDED))
+                            tokens_per_s=row.get("tokens_per_s"), recommended=what == ONE_LINE))
     f = Frontier(label, backend if audit_backend == backend else f"{backend} (audited on {audit_backend})", points,
                  latency.stamp(calls, block))
     f.eager_tokens_per_s = eager_tokens
@@ -275,7 +275,7 @@ def _ignored(name: str, model: Any, args: tuple, recipe: Any, text: str, backend
 
     settings = {NO_FILTER: lambda m: torch.compile(m, backend=backend), TORCH_RECIPE: torch_recipe,
                 ONE_LINE: lambda m: latency.gp_compile(m, loading.load_std("watch_state"), backend=backend),
-                RECOMMENDED: lambda m: latency.gp_compile(m, loading.load(text), backend=backend)}
+                SUGGESTED: lambda m: latency.gp_compile(m, loading.load(text), backend=backend)}
     if name == "llama":
         loops: dict[int, Any] = {}
 
