@@ -1,4 +1,4 @@
-"""tools/docs/docs_test.py (``make docs-test``) holds the docs to their conventions: each
+"""docs/tools/docs_test.py (``make docs-test``) holds the docs to their conventions: each
 kind of wrong example fails with its file:line, and right ones pass."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ FENCE = "```"
 
 @pytest.fixture(scope="module")
 def docs_test():
-    spec = importlib.util.spec_from_file_location("docs_test", ROOT / "tools" / "docs" / "docs_test.py")
+    spec = importlib.util.spec_from_file_location("docs_test", ROOT / "docs" / "tools" / "docs_test.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["docs_test"] = module
     spec.loader.exec_module(module)

@@ -39,7 +39,7 @@ LEXICALLY_BAD = {
 
 
 def _docs_test():
-    spec = importlib.util.spec_from_file_location("docs_test", ROOT / "tools" / "docs" / "docs_test.py")
+    spec = importlib.util.spec_from_file_location("docs_test", ROOT / "docs" / "tools" / "docs_test.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["docs_test"] = module  # dataclasses look their module up
     spec.loader.exec_module(module)

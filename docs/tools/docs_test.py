@@ -39,8 +39,8 @@ Guard names: in gpol blocks (not those annotated ``expect``, which show mistakes
 string a rule compares with ``name``, ``path`` or ``module_path`` and every such value of a
 ``test`` row, and in python blocks every ``"name"``/``"path"``/``"module_path"`` item of a
 dict literal, must match a guard torch 2.13 really produced: one of the snapshots in
-docs/snapshots/ (tools/docs/doc_names.py; the snapshots are captured by
-tools/docs/capture_snapshots.py from the models of tools/docs/doc_models.py, the demo
+docs/snapshots/ (docs/tools/doc_names.py; the snapshots are captured by
+docs/tools/capture_snapshots.py from the models of docs/tools/doc_models.py, the demo
 models, the audit model and the fragment prelude's model).
 
 The page's working directory is a fresh temporary directory holding a copy of the repo's

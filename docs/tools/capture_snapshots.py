@@ -13,8 +13,8 @@ are checked against; another supported build (CI's legs: torch 2.11 on 3.12, tor
 
 One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools.models), the
 audit model (`audit_mlp`: guardpolicy.tools.audit.build_audit_model), the model of the docs'
-Python fragments (`fragment`: tools/docs/docs_test.py PY_FRAGMENT_PRELUDE) and the models of
-tools/docs/doc_models.py (`serving`, `config`, `nested`). Each is compiled once with
+Python fragments (`fragment`: docs/tools/docs_test.py PY_FRAGMENT_PRELUDE) and the models of
+docs/tools/doc_models.py (`serving`, `config`, `nested`). Each is compiled once with
 backend="eager" and a keep-everything recording filter (guardpolicy.tools.capture.capture).
 """
 
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
         snap.to_json(path)
         print(f"{path.relative_to(ROOT)}: {snap.summary()}")
     if stale:
-        print("stale (run tools/docs/capture_snapshots.py):", *[str(p.relative_to(ROOT)) for p in stale], file=sys.stderr)
+        print("stale (run docs/tools/capture_snapshots.py):", *[str(p.relative_to(ROOT)) for p in stale], file=sys.stderr)
         return 1
     return 0
 
