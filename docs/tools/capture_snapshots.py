@@ -13,7 +13,7 @@ are checked against; another supported build (CI's legs: torch 2.11 on 3.12, tor
 
 One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools.models), the
 audit model (`audit_mlp`: guardpolicy.tools.audit.build_audit_model), the model of the docs'
-Python fragments (`fragment`: docs/tools/docs_test.py PY_FRAGMENT_PRELUDE) and the models of
+Python fragments (`fragment`: docs/tools/doc_checks.py PY_FRAGMENT_PRELUDE) and the models of
 docs/tools/doc_models.py (`serving`, `config`, `nested`). Each is compiled once with
 backend="eager" and a keep-everything recording filter (guardpolicy.tools.capture.capture).
 """
@@ -35,7 +35,7 @@ import doc_names  # noqa: E402
 def builders() -> dict:
     """{snapshot name: builder() -> (fn, args)}."""
     import doc_models
-    from docs_test import PY_FRAGMENT_PRELUDE
+    from doc_checks import PY_FRAGMENT_PRELUDE
     from guardpolicy.tools import models as _models
     from guardpolicy.tools import audit
 
