@@ -67,21 +67,21 @@ test-python: build
 test-cmake-consumer: build
 	PATH=$(CURDIR)/$(VENV)/bin:$$PATH tests/cmake_consumer/run.sh $(BUILD_DIR)
 
-# Every fenced code block of README.md and docs/*.md (conventions: tools/docs/docs_test.py).
+# Every fenced code block of README.md and docs/*.md (conventions: docs/tools/docs_test.py).
 docs-test: build
-	$(PY) tools/docs/docs_test.py
+	$(PY) docs/tools/docs_test.py
 
 test: test-cpp test-python test-cmake-consumer docs-test
 
 # ruff on the Python package, clang-tidy on the C++ sources (build/compile_commands.json), and
-# clang-format on the C++ lines changed since the merge base with main (tools/lint/run.sh).
+# clang-format on the C++ lines changed since the merge base with main (.ci/lint.sh).
 lint: build lint-python
-	tools/lint/run.sh $(BUILD_DIR) $(VENV)/bin/ruff
+	.ci/lint.sh $(BUILD_DIR) $(VENV)/bin/ruff
 
 # ruff (pyproject.toml [tool.ruff]) on every Python file of the repository: seconds, so CI runs
 # it (.ci/run); clang-tidy, minutes on this machine, is `make lint`'s alone.
 lint-python: $(DEPS_STAMP)
-	$(VENV)/bin/ruff check bindings/python/guardpolicy tests/python bench tools
+	$(VENV)/bin/ruff check bindings/python/guardpolicy tests/python bench docs/tools
 
 # Portability legs: the Python suite on another interpreter or torch release (all but the
 # `soak` tests, long real-compile runs that `make test` runs once; see pyproject.toml), e.g.

@@ -38,7 +38,7 @@ from results_section import (add_copies, check_blocks, md_head, md_row, met, per
 import guardpolicy as gp
 from guardpolicy.runtime import dispatch, torch_internals
 from guardpolicy.tools import latency
-from guardpolicy.tools.models import build
+from guardpolicy.tools.common.models import build
 
 BEGIN = "<!-- dispatch: begin (bench/bench_dispatch.py writes this section) -->"
 END = "<!-- dispatch: end -->"

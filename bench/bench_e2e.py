@@ -41,8 +41,8 @@ import torch
 
 import guardpolicy as gp
 from guardpolicy.runtime.torch_internals import guard_source_enum
-from guardpolicy.tools.timing import machine_description
-from guardpolicy.tools.models import build_gpt2, build_mlp
+from guardpolicy.tools.common.timing import machine_description
+from guardpolicy.tools.common.models import build_gpt2, build_mlp
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RULES30 = os.path.join(HERE, "policies", "rules30.gpol")

@@ -27,10 +27,10 @@ from pathlib import Path
 import torch
 
 import guardpolicy as gp
-from guardpolicy.tools import model_spec as _model_spec
+from guardpolicy.tools.common import model_spec as _model_spec
 from guardpolicy.tools import latency
 from guardpolicy.tools.decode import cache_keyword
-from guardpolicy.tools.timing import machine_description
+from guardpolicy.tools.common.timing import machine_description
 
 ROOT = Path(__file__).resolve().parents[1]
 

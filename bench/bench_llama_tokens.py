@@ -24,7 +24,7 @@ import time
 import torch
 
 from guardpolicy.tools import decode, latency
-from guardpolicy.tools.timing import machine_description
+from guardpolicy.tools.common.timing import machine_description
 
 
 def main() -> int:

@@ -91,7 +91,7 @@ def call_ratio(model_name: str, backend: str, calls: int, block: int, copies: in
     import guardpolicy as gp
     from bench_verify import paired_block
     from guardpolicy.tools import latency
-    from guardpolicy.tools.models import build
+    from guardpolicy.tools.common.models import build
 
     torch.compiler.reset()
     model, inputs = build(model_name)

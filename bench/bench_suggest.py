@@ -24,7 +24,7 @@ import torch
 from results_section import percall_table, run_parser, split_machine, write_section
 
 from guardpolicy.api import loading
-from guardpolicy.tools import models as _models
+from guardpolicy.tools.common import models as _models
 from guardpolicy.tools import latency
 from guardpolicy.tools.suggest import command as suggest
 

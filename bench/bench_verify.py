@@ -39,7 +39,7 @@ import guardpolicy as gp
 from guardpolicy.runtime import verify as gp_verify
 from guardpolicy.runtime import torch_internals as tp
 from guardpolicy.tools import latency
-from guardpolicy.tools.models import build
+from guardpolicy.tools.common.models import build
 
 BEGIN = "<!-- verify: begin (bench/bench_verify.py writes this section) -->"
 END = "<!-- verify: end -->"

@@ -32,7 +32,7 @@ from results_section import counted_parser, publish, recorded
 import callgrind
 import guardpolicy as gp
 from guardpolicy.tools import latency
-from guardpolicy.tools.models import build
+from guardpolicy.tools.common.models import build
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -82,7 +82,7 @@ def decode_variants(text: str):  # text: the policy, or a file holding it
     def make(_model, _inputs: tuple, backend: str) -> list[latency.Variant]:
         from bench_llama_suggest import rewound
 
-        from guardpolicy.tools import model_spec
+        from guardpolicy.tools.common import model_spec
         from guardpolicy.tools.decode import cache_keyword
 
         b = model_spec.resolve(str(ROOT / "tests/python/models/llama_model.py")).build()
@@ -104,7 +104,7 @@ def decode_variants(text: str):  # text: the policy, or a file holding it
 
 
 def decode_text() -> str:
-    from guardpolicy.tools import model_spec
+    from guardpolicy.tools.common import model_spec
 
     b = model_spec.resolve(str(ROOT / "tests/python/models/llama_model.py")).build()
     return with_direct(gp.suggest(b.fn, *b.args, backend="inductor", **b.kwargs).text)

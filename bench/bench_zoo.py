@@ -45,7 +45,7 @@ END = "<!-- zoo: end -->"
 PLAIN = """
 import sys, torch
 from guardpolicy.runtime import torch_internals
-from guardpolicy.tools import model_spec
+from guardpolicy.tools.common import model_spec
 built = model_spec.resolve(sys.argv[1]).build()
 opt = torch.compile(built.fn, backend=sys.argv[2])
 with torch.no_grad():
@@ -113,7 +113,7 @@ def main() -> None:
     ap.add_argument("--backend", default="inductor")
     ap.add_argument("--results", type=Path, help="write the zoo section of this page (bench/RESULTS.md)")
     args = ap.parse_args()
-    from guardpolicy.tools.timing.machine import machine_description
+    from guardpolicy.tools.common.timing.machine import machine_description
 
     rows = []
     for name in args.models.split(","):

@@ -80,7 +80,7 @@ def _child(spec: dict) -> None:
 
     from guardpolicy.runtime import torch_internals
     from guardpolicy.tools import latency
-    from guardpolicy.tools.models import build
+    from guardpolicy.tools.common.models import build
 
     torch.set_num_threads(1)
     make = getattr(importlib.import_module(spec["bench"]), spec["factory"])(*spec["args"])

@@ -8,7 +8,7 @@ CPU, random weights, nothing downloaded, each compiled once with ``backend="eage
 
 * transformers GPT-2 (``GPT2LMHeadModel``) with n_layer in 1, 2, 4, 6, 8, 12 (width 64);
 * transformers BERT (``BertModel``) from a small ``BertConfig`` with 1, 2, 4 and 6 layers;
-* the demo MLP (``guardpolicy.tools.models.build_mlp``) with depth 2, 4 and 8;
+* the demo MLP (``guardpolicy.tools.common.models.build_mlp``) with depth 2, 4 and 8;
 * a function reading module-level globals (int, float, dict, tensor, nn.Module).
 
 Format: ``{"torch": version, "schema_version": 1, "models": [{"model", "frames",
@@ -31,7 +31,7 @@ import warnings
 
 import torch
 
-from guardpolicy.tools.models import build_mlp
+from guardpolicy.tools.common.models import build_mlp
 from guardpolicy.tools.capture import capture, schema_version
 
 MAX_PLAIN_BYTES = 8 * 1000 * 1000

@@ -43,8 +43,8 @@ import torch
 from results_section import md_head, md_row, met, write_section
 
 import guardpolicy as gp
-from guardpolicy.tools.models import build_gpt2, build_mlp
-from guardpolicy.tools.timing import machine_description
+from guardpolicy.tools.common.models import build_gpt2, build_mlp
+from guardpolicy.tools.common.timing import machine_description
 
 HERE = Path(__file__).resolve().parent
 RULES30 = HERE / "policies" / "rules30.gpol"
@@ -64,7 +64,7 @@ def build_gpt2_12l() -> tuple[Any, tuple]:
     return GPT2LMHeadModel(config).eval(), (torch.randint(0, 256, (1, 16)),)
 
 
-#: The demo models (guardpolicy.tools.models.DEMO_MODELS) and a 12-layer GPT-2.
+#: The demo models (guardpolicy.tools.common.models.DEMO_MODELS) and a 12-layer GPT-2.
 MODELS: dict[str, Callable[[], tuple[Any, tuple]]] = {
     "mlp": build_mlp,
     "gpt2": build_gpt2,

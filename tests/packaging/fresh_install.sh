@@ -5,7 +5,7 @@
 #     std policies installed beside it (<venv>/share/guardpolicy, the same bytes as the
 #     package's data) and never the checkout's; `guardpolicy lint policies/std/*.gpol` exits
 #     0; `guardpolicy capture` points at `python -m guardpolicy`, whose --help works;
-#   - the README's examples run (tools/docs/docs_test.py README.md);
+#   - the README's examples run (docs/tools/docs_test.py README.md);
 #   - the wheel carries the std and example policies, the schema, the example plugins, the
 #     .pyi stubs and the Pygments lexer entry point;
 #   - `python -m guardpolicy demo` runs from a directory that is not the checkout.
@@ -70,5 +70,5 @@ mkdir "$tmp/elsewhere"
 grep -q "suggest --model my.py -o my.gpol" "$tmp/demo.txt" || { cat "$tmp/demo.txt"; exit 1; }
 
 echo "== the README's examples"
-"$venv_py" "$root/tools/docs/docs_test.py" "$root/README.md"
+"$venv_py" "$root/docs/tools/docs_test.py" "$root/README.md"
 echo "fresh install: ok"

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import guardpolicy as gp
-from guardpolicy.tools import model_spec as _model_spec
+from guardpolicy.tools.common import model_spec as _model_spec
 from guardpolicy.tools import suggest as suggest_cli
 from guardpolicy.tools.mutation import calls, trial_size
 from guardpolicy.tools.mutation import run as mutation

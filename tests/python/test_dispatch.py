@@ -14,7 +14,7 @@ import torch
 
 import guardpolicy as gp
 from guardpolicy.runtime import torch_internals, dispatch
-from guardpolicy.tools.models import build, output_tensor
+from guardpolicy.tools.common.models import build, output_tensor
 from guardpolicy.tools.latency import own_class_copy
 
 WARMUP = dispatch.DEFAULT_WARMUP

@@ -1,5 +1,5 @@
 """Guard names in the docs and the shipped policies are ones torch 2.13 produces (and the
-shipped policies' ones every supported build too): the checker of tools/docs/doc_names.py
+shipped policies' ones every supported build too): the checker of docs/tools/doc_names.py
 (used by `make docs-test`) against the committed snapshots of docs/snapshots/ (and
 docs/snapshots/<build>/), and the running build's snapshots against a fresh capture."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "docs"))
+sys.path.insert(0, str(ROOT / "docs" / "tools"))
 import doc_names  # noqa: E402
 
 POLICY_FILES = sorted((ROOT / "policies" / "examples").glob("*.gpol")) + sorted((ROOT / "policies" / "std").glob("*.gpol"))
@@ -78,7 +78,7 @@ def test_python_dict_rows_are_checked():
 
 
 def test_committed_snapshots_are_current():
-    r = subprocess.run([sys.executable, str(ROOT / "tools" / "docs" / "capture_snapshots.py"), "--check"],
+    r = subprocess.run([sys.executable, str(ROOT / "docs" / "tools" / "capture_snapshots.py"), "--check"],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, r.stdout + r.stderr
 

@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_diagnostics_reference_is_up_to_date():
-    r = subprocess.run([sys.executable, str(ROOT / "tools/docs/gen_diagnostics.py"), "--check"],
+    r = subprocess.run([sys.executable, str(ROOT / "docs/tools/gen_diagnostics.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
 
@@ -24,6 +24,6 @@ def test_every_code_is_documented_with_meaning_and_fix():
 
 
 def test_schema_reference_is_up_to_date():
-    r = subprocess.run([sys.executable, str(ROOT / "tools/docs/gen_schema.py"), "--check"],
+    r = subprocess.run([sys.executable, str(ROOT / "docs/tools/gen_schema.py"), "--check"],
                        capture_output=True, text=True)
     assert r.returncode == 0, r.stderr

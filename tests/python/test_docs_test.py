@@ -1,4 +1,4 @@
-"""tools/docs/docs_test.py (``make docs-test``) holds the docs to their conventions: each
+"""docs/tools/docs_test.py (``make docs-test``) holds the docs to their conventions: each
 kind of wrong example fails with its file:line, and right ones pass."""
 
 from __future__ import annotations
@@ -16,11 +16,18 @@ FENCE = "```"
 
 @pytest.fixture(scope="module")
 def docs_test():
-    spec = importlib.util.spec_from_file_location("docs_test", ROOT / "tools" / "docs" / "docs_test.py")
+    spec = importlib.util.spec_from_file_location("docs_test", ROOT / "docs" / "tools" / "docs_test.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules["docs_test"] = module
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture(scope="module")
+def doc_checks(docs_test):
+    import doc_checks  # the per-language checks, beside docs_test.py (on sys.path once it is loaded)
+
+    return doc_checks
 
 
 def run(docs_test, tmp_path, capsys, body: str) -> tuple[int, str]:
@@ -155,8 +162,8 @@ def test_a_broken_example_fails_with_its_line(docs_test, tmp_path, capsys, body,
     assert "page.md:" in out
 
 
-def test_output_wildcard(docs_test):
-    match = docs_test.output_matches
+def test_output_wildcard(doc_checks):
+    match = doc_checks.output_matches
     assert match(["a", "...", "d"], ["a", "b", "c", "d"])
     assert match(["a", "...", "d"], ["a", "d"])
     assert match(["..."], [])
@@ -164,7 +171,7 @@ def test_output_wildcard(docs_test):
     assert not match(["a"], ["a", "b"])
 
 
-def test_fragments_are_wrapped(docs_test):
-    assert docs_test.wrap_fragment("keep when is_global\n").startswith("guardpolicy 1\n\nunsafe policy fragment {")
-    assert docs_test.wrap_fragment("policy q { }\n") == "guardpolicy 1\n\npolicy q { }\n"
-    assert docs_test.wrap_fragment("guardpolicy 1\n") == "guardpolicy 1\n"
+def test_fragments_are_wrapped(doc_checks):
+    assert doc_checks.wrap_fragment("keep when is_global\n").startswith("guardpolicy 1\n\nunsafe policy fragment {")
+    assert doc_checks.wrap_fragment("policy q { }\n") == "guardpolicy 1\n\npolicy q { }\n"
+    assert doc_checks.wrap_fragment("guardpolicy 1\n") == "guardpolicy 1\n"

@@ -1,7 +1,7 @@
 """``python -m guardpolicy doctor`` and ``gp.doctor()``: what works on the installed torch.
 
 Each CI leg checks its own committed answer (docs/doctor/LEG.json, from which
-tools/docs/gen_support.py writes docs/support.md), so the support table says what each
+docs/tools/gen_support.py writes docs/support.md), so the support table says what each
 supported torch and Python really do.
 """
 
@@ -20,7 +20,7 @@ import guardpolicy as gp
 from guardpolicy.runtime import torch_internals
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "tools" / "docs"))
+sys.path.insert(0, str(ROOT / "docs" / "tools"))
 import gen_support  # noqa: E402
 
 FEATURES = ["policies as guard_filter_fn", "config lines", "stance", "verify", "dry-run", "direct dispatch",
@@ -40,7 +40,7 @@ def test_this_legs_committed_answer_is_what_doctor_says_now():
     same_torch = sorted(gen_support.DOCTOR.glob(f"py*-torch{torch.__version__.split('+')[0]}.json"))
     assert committed.exists() or same_torch, (
         f"no docs/doctor/*.json for torch {torch.__version__}: run `python -m guardpolicy doctor --json "
-        f"> docs/doctor/{leg}.json` and tools/docs/gen_support.py")
+        f"> docs/doctor/{leg}.json` and docs/tools/gen_support.py")
     path = committed if committed.exists() else same_torch[0]
     assert json.loads(path.read_text())["features"] == gp.doctor().to_dict()["features"]
 

@@ -258,7 +258,7 @@ def test_a_snapshot_row_is_what_a_policy_reads_of_the_entry(label):
 
 
 def test_snapshot_rows_read_code_and_frames_as_the_extractor_does():
-    from guardpolicy.tools.snapshot import entry_rows
+    from guardpolicy.tools.common.snapshot import entry_rows
 
     rows = {label: entry_rows([e])[0] for label, e in _edge_entries().items()}
     assert rows["plain"]["code"] == "L['x'] == 1\nL['y'] == 2"
@@ -274,7 +274,7 @@ def test_snapshot_rows_read_code_and_frames_as_the_extractor_does():
 
 def test_a_field_the_extractor_cannot_read_fails_the_row_as_it_fails_the_policy():
     entry = _edge_entry({"name": None})
-    from guardpolicy.tools.snapshot import entry_rows
+    from guardpolicy.tools.common.snapshot import entry_rows
 
     with pytest.raises(TypeError):
         entry_rows([entry])

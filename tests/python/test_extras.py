@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from guardpolicy.tools import extras
+from guardpolicy.tools.common import extras
 
 
 def test_a_missing_top_level_package_names_the_extra():
@@ -25,7 +25,7 @@ def test_the_demo_models_without_transformers_say_which_extra(tmp_path):
                        env={"PYTHONPATH": str(tmp_path), "PATH": "/usr/bin:/bin"})
     assert r.returncode == 1
     assert r.stderr.strip().splitlines()[-1] == (
-        "guardpolicy.tools.extras.MissingExtraError: the demo models need transformers: "
+        "guardpolicy.tools.common.extras.MissingExtraError: the demo models need transformers: "
         "pip install 'guardpolicy[tools]'")
 
 

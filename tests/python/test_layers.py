@@ -4,7 +4,8 @@ no module imports itself through a circle of imports (within a layer too), and n
 reads a private attribute that another module of the package defines.
 
     top          guardpolicy/__init__.py, __main__.py, cli.py, moved.py, reports.py
-    tools        guardpolicy/tools/        (capture, audit, suggest, bench, demo, doctor, ...)
+    tools        guardpolicy/tools/        (capture, audit, suggest, bench, demo, doctor, ...;
+                                          common/, what they share, imports none of them)
     runtime      guardpolicy/runtime/      (gp.compile, the per-call path, verify, torch_internals)
     distributed  guardpolicy/distributed/  (the agreement across ranks)
     api          guardpolicy/api/          (load, Policy, registry: no torch)
@@ -199,6 +200,31 @@ def test_every_module_has_a_layer():
 
 def test_no_module_imports_from_a_layer_above_it():
     assert [line for path, src in package_sources().items() for line in upward_imports(path, src)] == []
+
+
+def commands_imported_by_common(path: Path, source: str) -> list[str]:
+    """The imports of ``guardpolicy.tools`` modules outside ``tools.common`` by a module of
+    ``tools/common/``: the tools' shared pieces sit below every command."""
+    module = module_name(path)
+    if not module.startswith("guardpolicy.tools.common"):
+        return []
+    return [f"{path.relative_to(PACKAGE.parent)}:{line}: imports {target}"
+            for line, target in imported_modules(ast.parse(source), module, path.name == "__init__.py")
+            if target.startswith("guardpolicy.tools") and not target.startswith("guardpolicy.tools.common")]
+
+
+def test_the_tools_shared_pieces_import_no_command():
+    sources = package_sources()
+    assert any(module_name(p).startswith("guardpolicy.tools.common.") for p in sources)
+    assert [line for path, src in sources.items() for line in commands_imported_by_common(path, src)] == []
+
+
+def test_a_shared_piece_importing_a_command_fails_the_check():
+    shared = PACKAGE / "tools" / "common" / "compare.py"
+    assert commands_imported_by_common(shared, "def f():\n    from .. import latency\n") == [
+        "guardpolicy/tools/common/compare.py:2: imports guardpolicy.tools.latency"]
+    assert commands_imported_by_common(shared, "from .models import build\nfrom ...api import loading\n") == []
+    assert commands_imported_by_common(PACKAGE / "tools" / "demo.py", "from . import latency\n") == []
 
 
 def test_an_upward_import_fails_the_check():

@@ -21,7 +21,7 @@ import torch
 
 import guardpolicy as gp
 from guardpolicy.runtime.torch_internals import inductor_fallback_random
-from guardpolicy.tools import model_spec as _model_spec
+from guardpolicy.tools.common import model_spec as _model_spec
 
 MODELS = Path(__file__).resolve().parent / "models"
 ZOO = ("resnet_model", "vit_model", "unet_model", "peft_lora_model", "batchnorm_dropout_model")

@@ -19,7 +19,7 @@ import torch
 
 import guardpolicy as gp
 from guardpolicy import _core
-from guardpolicy.tools import models as _models
+from guardpolicy.tools.common import models as _models
 from guardpolicy.tools.capture import entry_row
 
 _TOKEN = re.compile(r"""\.?(?P<attr>[^.\[\]]+)|\[(?P<key>'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|[^\]]*)\]""")

@@ -1,4 +1,4 @@
-"""One home for progress (``guardpolicy.tools.progress``): tqdm bars on a terminal, one line per
+"""One home for progress (``guardpolicy.tools.common.progress``): tqdm bars on a terminal, one line per
 phase (or nothing) elsewhere."""
 
 import os
@@ -8,7 +8,7 @@ import sys
 import threading
 
 SNIPPET = """
-from guardpolicy.tools.progress import Progress, for_terminal
+from guardpolicy.tools.common.progress import Progress, for_terminal
 p = Progress("tool", lines=True)
 for i in range(1, 4):
     p.step("mlp: timing round", i, 3)

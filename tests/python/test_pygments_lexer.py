@@ -7,7 +7,6 @@ import below fails the suite when it is missing rather than skipping it.
 from __future__ import annotations
 
 import importlib.metadata
-import importlib.util
 import re
 import subprocess
 import sys
@@ -38,12 +37,12 @@ LEXICALLY_BAD = {
 }
 
 
-def _docs_test():
-    spec = importlib.util.spec_from_file_location("docs_test", ROOT / "tools" / "docs" / "docs_test.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["docs_test"] = module  # dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+def _doc_pages():
+    """The docs test's page parsing (docs/tools/doc_pages.py)."""
+    sys.path.insert(0, str(ROOT / "docs" / "tools"))
+    import doc_pages
+
+    return doc_pages
 
 
 def _read(path: Path) -> str:
@@ -93,11 +92,11 @@ def test_policy_file_lexes_without_errors(path):
 def test_docs_gpol_blocks_lex_without_errors():
     """Every ```gpol block of README.md and docs/*.md; the reject examples that
     docs/diagnostics.md copies from the lexically bad corpus files are the exceptions."""
-    docs_test = _docs_test()
+    doc_pages = _doc_pages()
     bad_texts = {_read(CORPUS / rel).rstrip("\n") for rel in LEXICALLY_BAD}
     seen = 0
-    for page in docs_test.default_pages():
-        blocks, _ = docs_test.parse_page(page)
+    for page in doc_pages.default_pages():
+        blocks, _ = doc_pages.parse_page(page)
         for block in blocks:
             if block.lang != "gpol":
                 continue

@@ -22,7 +22,7 @@ import pytest
 import torch
 
 import guardpolicy as gp
-from guardpolicy.tools import model_spec as _model_spec
+from guardpolicy.tools.common import model_spec as _model_spec
 from guardpolicy.tools import audit as audit_cli
 from guardpolicy.tools.mutation import run as mutation
 from guardpolicy.tools.decode import cache_keyword

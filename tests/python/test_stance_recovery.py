@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import guardpolicy as gp
-from guardpolicy.tools.compare import compare
+from guardpolicy.tools.common.compare import compare
 
 SERVING = Path(__file__).resolve().parents[2] / "policies" / "examples" / "serving.gpol"
 WARMUP = 8  # serving.gpol's `stance skip_guard_eval_unsafe after 8 calls`

@@ -99,7 +99,7 @@ def test_the_demo_runs_inside_the_scope(monkeypatch):
 def test_the_audit_of_torchs_recipe_in_the_scope_logs_no_recovery(caplog):
     """The demo's case on a real model: the mutation audit of the recipe recovers (its changes
     miss the cache after warm-up) and, in the scope, says nothing; outside it, it did."""
-    from guardpolicy.tools import model_spec
+    from guardpolicy.tools.common import model_spec
     from guardpolicy.tools.mutation import run as mutation
 
     built = model_spec.resolve(str(BLOCKS)).build()

@@ -437,7 +437,7 @@ def test_a_cache_entry_does_not_keep_the_model_alive(policy):
 def test_peft_lora_set_adapter_under_watch(policy, dispatch):
     from pathlib import Path
 
-    from guardpolicy.tools import model_spec
+    from guardpolicy.tools.common import model_spec
 
     built = model_spec.resolve(str(Path(__file__).resolve().parent / "models" / "peft_lora_model.py")).build()
     model, (x,) = built.fn, built.args

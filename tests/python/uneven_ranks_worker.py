@@ -28,7 +28,7 @@ import torch
 import torch.distributed as dist
 
 import guardpolicy as gp
-from guardpolicy.tools.compare import compare
+from guardpolicy.tools.common.compare import compare
 
 RANK = int(os.environ["RANK"])
 WORLD = int(os.environ["WORLD_SIZE"])

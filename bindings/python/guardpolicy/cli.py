@@ -26,7 +26,7 @@ def main(argv: list[str] | None = None) -> int:
     (0 clean, 1 findings, 2 usage or I/O error)."""
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in PYTHON_TOOLS:
-        from .tools.extras import MissingExtraError
+        from .tools.common.extras import MissingExtraError
 
         try:
             module = importlib.import_module(f"guardpolicy.{PYTHON_TOOLS[args[0]]}")

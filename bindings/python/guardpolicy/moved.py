@@ -1,7 +1,8 @@
 """The module paths guardpolicy 0.x had before its layers (``api``, ``distributed``,
 ``runtime``, ``tools``): ``import guardpolicy.policy`` and a pickle that names
-``guardpolicy.ranks.RankAgreement`` still work. Each old path is a small module whose
-attributes are those of the new one (read on use: nothing here imports torch)."""
+``guardpolicy.ranks.RankAgreement`` still work, as do the paths the tools' shared modules had
+before ``guardpolicy.tools.common`` (``guardpolicy.tools.models``). Each old path is a small
+module whose attributes are those of the new one (read on use: nothing here imports torch)."""
 
 from __future__ import annotations
 
@@ -37,9 +38,9 @@ MOVED = {
     "guardpolicy.dryrun": "guardpolicy.runtime.dry_run",
     "guardpolicy._tool_api": "guardpolicy.reports",
     "guardpolicy.pygments_lexer": "guardpolicy.tools.pygments_lexer",
-    "guardpolicy.tools._models": "guardpolicy.tools.models",
-    "guardpolicy.tools._model_spec": "guardpolicy.tools.model_spec",
-    "guardpolicy.tools._interrupt": "guardpolicy.tools.interrupt",
+    "guardpolicy.tools._models": "guardpolicy.tools.common.models",
+    "guardpolicy.tools._model_spec": "guardpolicy.tools.common.model_spec",
+    "guardpolicy.tools._interrupt": "guardpolicy.tools.common.interrupt",
     "guardpolicy.tools.mutation_calls": "guardpolicy.tools.mutation.calls",
     "guardpolicy.tools.mutation_plan": "guardpolicy.tools.mutation.plan",
     "guardpolicy.tools.mutation_record": "guardpolicy.tools.mutation.record",
@@ -48,6 +49,15 @@ MOVED = {
     "guardpolicy.tools.mutation_values": "guardpolicy.tools.mutation.values",
     "guardpolicy.tools.suggest_from_run": "guardpolicy.tools.suggest.from_run",
     "guardpolicy.tools.suggest_render": "guardpolicy.tools.suggest.render",
+    "guardpolicy.tools.compare": "guardpolicy.tools.common.compare",
+    "guardpolicy.tools.extras": "guardpolicy.tools.common.extras",
+    "guardpolicy.tools.interrupt": "guardpolicy.tools.common.interrupt",
+    "guardpolicy.tools.model_spec": "guardpolicy.tools.common.model_spec",
+    "guardpolicy.tools.models": "guardpolicy.tools.common.models",
+    "guardpolicy.tools.progress": "guardpolicy.tools.common.progress",
+    "guardpolicy.tools.recording": "guardpolicy.tools.common.recording",
+    "guardpolicy.tools.snapshot": "guardpolicy.tools.common.snapshot",
+    "guardpolicy.tools.timing": "guardpolicy.tools.common.timing",
 }
 
 

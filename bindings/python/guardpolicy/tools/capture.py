@@ -3,7 +3,7 @@
 A snapshot is plain data: per compiled frame, one row per ``GuardFilterEntry`` holding
 every schema field (``policies/schema/guard_entry.yaml``) as a JSON value, read exactly as
 the C++ binding reads it for a policy (``_core.entry_rows``, ``bindings/policy/snapshot_rows.h``;
-the snapshot itself is ``tools.snapshot.Snapshot``). So for any policy
+the snapshot itself is ``tools.common.snapshot.Snapshot``). So for any policy
 ``policy.evaluate(rows) == policy(entries)``, and a snapshot can be saved, diffed, fed to
 benchmarks and replayed without torch, the model or the live entries.
 
@@ -30,8 +30,8 @@ import sys
 from typing import Any, Callable, Iterator
 
 from .. import _core
-from .recording import Recording
-from .snapshot import Snapshot, entry_rows, schema_version
+from .common.recording import Recording
+from .common.snapshot import Snapshot, entry_rows, schema_version
 
 __all__ = ["FIELDS", "Snapshot", "capture", "entry_row", "entry_rows", "main", "recording", "schema_version"]
 
@@ -42,7 +42,7 @@ FIELDS = tuple(_core.schema_fields())
 
 def entry_row(entry: Any) -> dict[str, Any]:
     """Every schema field of one ``GuardFilterEntry`` as a JSON value, keyed by field name
-    in schema order: ``entry_rows([entry])[0]`` (``tools.snapshot.entry_rows``)."""
+    in schema order: ``entry_rows([entry])[0]`` (``tools.common.snapshot.entry_rows``)."""
     return entry_rows((entry,))[0]
 
 
@@ -160,14 +160,14 @@ def _run_target(target: str, argv: list[str]) -> int:
 
 
 def _model_help() -> str:
-    from .model_spec import MODEL_HELP
+    from .common.model_spec import MODEL_HELP
 
     return MODEL_HELP
 
 
 def _capture_model(parser, spec: str, output: str) -> int:
     """``capture --model SPEC -o OUT``: the model's guards, as ``capture(fn, *args, **kwargs)``."""
-    from . import model_spec as _model_spec
+    from .common import model_spec as _model_spec
     from ..api.files import refuse_bad_outputs
 
     refuse_bad_outputs(parser, [output], [spec])
@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
 
     torch.compiler.reset()
     kept = f"{ns.output} left as it was (nothing written)"
-    from .progress import for_terminal
+    from .common.progress import for_terminal
 
     progress = for_terminal("capture")
     with recording(progress) as recorder:

@@ -31,8 +31,8 @@ from ..api import loading
 from ..api.policy_text import PolicyText
 from ..runtime import torch_internals
 from . import latency
-from .compare import TOLERANCE, compare
-from .extras import require
+from .common.compare import TOLERANCE, compare
+from .common.extras import require
 
 #: The prompt every loop starts from.
 PROMPT = (1, 5, 7)

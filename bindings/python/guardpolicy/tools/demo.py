@@ -39,8 +39,8 @@ import time
 from typing import Any
 
 from ..runtime.logs import tool_objects
-from .interrupt import interrupted
-from .models import MODEL_NAMES
+from .common.interrupt import interrupted
+from .common.models import MODEL_NAMES
 
 #: The models ``make demo`` answers for; ``llama`` is the decode step (``guardpolicy.tools.decode``).
 DEMO = ("mlp", "gpt2", "llama")
@@ -119,10 +119,10 @@ _PROGRESS = None
 
 
 def _progress(msg: str) -> None:
-    """A phase of the demo: a line on stderr (a bar on a terminal, ``tools/progress.py``)."""
+    """A phase of the demo: a line on stderr (a bar on a terminal, ``tools/common/progress.py``)."""
     global _PROGRESS
     if _PROGRESS is None:
-        from .progress import Progress
+        from .common.progress import Progress
 
         _PROGRESS = Progress("demo", lines=True)
     _PROGRESS(msg)
@@ -195,7 +195,7 @@ def answer(name: str, backend: str, calls: int, block: int, audit_backend: str =
     from .frontier import NO_FILTER, Frontier, Point, dangerous_changes, missed_changes
     from ..api import loading
     from .suggest import suggest as suggest_policy
-    from .models import build
+    from .common.models import build
 
     _progress(f"{name}, {backend}: suggest (auditing every guard, {audit_backend} backend)")
     if name == "llama":
@@ -265,9 +265,9 @@ def _ignored(name: str, model: Any, args: tuple, recipe: Any, text: str, backend
 
     from . import decode, ignored_changes, latency
     from ..api import loading
-    from .compare import compare
+    from .common.compare import compare
     from .frontier import NO_FILTER
-    from .models import output_tensor
+    from .common.models import output_tensor
 
     def torch_recipe(m: Any) -> Any:
         fn = torch.compile(m, backend=backend, options={"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})

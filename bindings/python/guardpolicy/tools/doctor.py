@@ -4,7 +4,7 @@ installed torch and Python, and for each that does not, the torch internal it la
 Every answer comes from the torch boundary (``guardpolicy.runtime.torch_internals``), which
 feature-detects torch's private names, and from torch's public API; nothing is compiled.
 ``--json`` prints the same as JSON: docs/support.md is generated from the JSON of each CI leg
-(tools/docs/gen_support.py), and tests/python/test_doctor.py checks, on each leg, that this
+(docs/tools/gen_support.py), and tests/python/test_doctor.py checks, on each leg, that this
 torch still answers as the committed JSON says.
 """
 

@@ -1,5 +1,5 @@
 """Per-call latency of ``guardpolicy.compile`` (``gp.bench``, ``make demo``'s timings and the
-benchmark ``bench/bench_runtime.py``, ``make bench``), interleaved runs on ``tools/timing``.
+benchmark ``bench/bench_runtime.py``, ``make bench``), interleaved runs on ``tools/common/timing``.
 
 * ``pair_variants`` (``measure``): per recipe, ``gp.compile(model, policy)`` (the policy carries
   the recipe's filter, ``config`` and ``stance`` lines) against its twin ``(torch)``:
@@ -8,7 +8,7 @@ benchmark ``bench/bench_runtime.py``, ``make bench``), interleaved runs on ``too
   entered once per block of timed calls; plus ``measure_trivial()``: the fixed cost on a trivial
   compiled function (``x + 1``, eager backend) against ``torch.compile``.
 
-Timing (``guardpolicy.tools.timing``, the engine the bench command uses too): after warm-up,
+Timing (``guardpolicy.tools.common.timing``, the engine the bench command uses too): after warm-up,
 blocks of calls, round-robin over the variants with the first one rotating, ``time.perf_counter_ns`` around each call, the GC off; medians and p90 in µs, and
 ratios of medians within the same run. Each variant gets its own copy of the model's class (a
 new ``forward`` code object), so each has exactly one cache entry, as a user's model does.
@@ -29,13 +29,13 @@ import torch
 
 from ..api import loading
 from ..runtime import torch_internals
-from .models import build, output_tensor
+from .common.models import build, output_tensor
 from ..api.policy import Policy
 from ..api.policy_text import PolicyText
 from ..runtime.compiled import compile as _gp_compile
 from ..runtime.logs import tool_objects
-from .compare import TOLERANCE, compare
-from .timing import WARMUP, Variant, block_mean, machine_description, pooled, spread_line, summarize, time_blocks  # noqa: F401 - re-exported
+from .common.compare import TOLERANCE, compare
+from .common.timing import WARMUP, Variant, block_mean, machine_description, pooled, spread_line, summarize, time_blocks  # noqa: F401 - re-exported
 
 
 def gp_compile(model: Any, policy: Policy | str, **options: Any) -> Any:

@@ -33,7 +33,7 @@ a guard for it (in torch 2.13: hooks added after compiling, ``skip_nnmodule_hook
 A stale cell under a policy that dropped nothing (``keep_all``) whose control is right is a
 bug in guardpolicy: it is printed, and the command exits 1.
 
-The audit models wrap a core (``guardpolicy.tools.models``' MLP, or a tiny transformers GPT-2
+The audit models wrap a core (``guardpolicy.tools.common.models``' MLP, or a tiny transformers GPT-2
 with its dropout probabilities at 0 so that ``train()`` stays deterministic) in
 ``AuditModel``, whose forward reads every piece of state a change touches, so that each
 change shows in the output when nothing guards it.
@@ -51,7 +51,7 @@ soundness findings), ``run`` (every change under every policy: ``audit_policy``,
 without ``--changes`` runs the guard-driven mutation audit, ``guardpolicy.tools.mutation``).
 """
 
-from ..compare import compare
+from ..common.compare import compare
 from .changes import CHANGE_KEYS, CHANGES, Change, Trial
 from .command import main
 from .model import MODEL_NAMES, build_audit_model

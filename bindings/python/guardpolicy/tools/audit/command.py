@@ -15,9 +15,9 @@ from ...api.files import refuse_bad_outputs, write_file
 from ...api.loading import STD_POLICIES
 from ...runtime import torch_internals
 from ...runtime.logs import tool_objects
-from ..model_spec import MODEL_HELP, ModelSpecError
-from ..progress import for_terminal
-from ..timing.machine import peak_rss_mib
+from ..common.model_spec import MODEL_HELP, ModelSpecError
+from ..common.progress import for_terminal
+from ..common.timing.machine import peak_rss_mib
 from .changes import CHANGE_KEYS, CHANGES
 from .model import MODEL_NAMES
 from .results import LEGEND, VERIFY_LEGEND, PolicyAudit, format_matrix, format_policy_table, soundness_findings
@@ -220,7 +220,7 @@ def _main_mutation(parser: argparse.ArgumentParser, args: argparse.Namespace, ar
     """The guard-driven mutation audit of each --policy on each --model
     (``guardpolicy.tools.mutation``): text per policy, JSON with --json. Exit 0 when it ran,
     1 when a compiled model differs from eager before any change, 2 on bad arguments."""
-    from .. import model_spec as _model_spec
+    from ..common import model_spec as _model_spec
     from .. import mutation
 
     try:

@@ -119,7 +119,7 @@ def build_audit_model(name: str, seed: int = 0) -> tuple[Any, tuple]:
 
     cls = _classes()
     if name == "mlp":
-        from ..models import build_mlp
+        from ..common.models import build_mlp
 
         core, (x,) = build_mlp(seed=seed)
         width = 16

@@ -9,8 +9,8 @@ from typing import Any, Callable
 
 from ...runtime import torch_internals
 from ...runtime.compiled import stats
-from ..compare import compare
-from ..recording import Recording
+from ..common.compare import compare
+from ..common.recording import Recording
 from .changes import Change, Trial
 from .model import build_audit_model
 from .results import RECOMPILED_WRONG, Cell

@@ -78,9 +78,9 @@ compares backends in order, so each block starts with one untimed call that brin
 variant's entry to the front; the timed calls then measure what a single compiled model
 pays.
 
-Modules: ``rows`` (``Row``, one per table row, around its ``guardpolicy.tools.timing.Variant``;
+Modules: ``rows`` (``Row``, one per table row, around its ``guardpolicy.tools.common.timing.Variant``;
 ``make_rows``; the tagged backends), ``guards`` (guard trees, guard evaluation), ``run``
-(``run_model``; the calls are timed by ``guardpolicy.tools.timing.time_blocks``), ``output``
+(``run_model``; the calls are timed by ``guardpolicy.tools.common.timing.time_blocks``), ``output``
 (table, legend, JSON rows, plot) and ``command`` (the parser and ``main``).
 """
 

@@ -17,12 +17,12 @@ from ...api.errors import PolicyError
 from ...api.files import refuse_bad_outputs, write_file
 from ...api.loading import SAFE_POLICIES, load, load_policy
 from ...api.policy import Policy
-from ..compare import TOLERANCE
-from ..interrupt import interrupted
-from ..model_spec import MODEL_HELP
-from ..models import DEMO_MODELS
-from ..progress import Progress
-from ..timing import machine_description
+from ..common.compare import TOLERANCE
+from ..common.interrupt import interrupted
+from ..common.model_spec import MODEL_HELP
+from ..common.models import DEMO_MODELS
+from ..common.progress import Progress
+from ..common.timing import machine_description
 from .guards import code_owner, profile_fn, tree_api_available
 from .output import LEGEND, format_table, row_json, write_plot
 from .rows import make_rows
@@ -96,7 +96,7 @@ def _resolve_models(parser: argparse.ArgumentParser, specs: list[str]) -> list[t
     """``(label, builder)`` per ``--model`` spec (``_model_spec``); ``builder()`` returns
     ``(model, positional inputs)``: keyword inputs are bound to positions where the model's
     signature allows it."""
-    from .. import model_spec as _model_spec
+    from ..common import model_spec as _model_spec
 
     out = []
     for spec in specs:

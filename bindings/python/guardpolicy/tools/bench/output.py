@@ -7,7 +7,7 @@ import io
 from typing import Any
 
 from ...api.files import write_file
-from ..compare import TOLERANCE
+from ..common.compare import TOLERANCE
 from .rows import BASELINE, VIA_EAGER, VIA_GP, VIA_TORCH, Row
 
 
@@ -56,7 +56,7 @@ LEGEND = (
     "check after evicting the caches (median); warm µs: root.check back to back (best of 15 ~1 ms samples); median/p90 µs: per call; vs: median "
     "ratios; +ift: install_free_tensors=True; gp.compile rows include its per-call config.patch / "
     "set_stance wrapper, (torch) rows set them once around the timed calls; ok: ✓ when every timed "
-    f"call's output equals eager's within {TOLERANCE} (tools/compare.py)."
+    f"call's output equals eager's within {TOLERANCE} (tools/common/compare.py)."
 )
 
 _REPORTED = (

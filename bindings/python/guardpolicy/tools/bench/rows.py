@@ -14,8 +14,8 @@ from ...api.loading import STD_POLICIES, load, load_std
 from ...api.policy import Policy
 from ...api.policy_text import PolicyText
 from ...runtime import torch_internals
-from ..recording import Recording
-from ..timing import Variant
+from ..common.recording import Recording
+from ..common.timing import Variant
 
 EAGER = "eager"
 BASELINE = "no filter"
@@ -51,7 +51,7 @@ def backend_tag(cache_entry) -> str | None:
 
 @dataclass
 class Row:
-    """One row of the table: the timed ``variant`` (``guardpolicy.tools.timing.Variant``: its
+    """One row of the table: the timed ``variant`` (``guardpolicy.tools.common.timing.Variant``: its
     label is the row's name; ``fn`` the compiled model, ``setup_ctx`` entered around its
     compile and warm-up, ``block_ctx`` around each block of timed calls) and what the bench
     reports of it. Counts are guards (summed over compiled frames); latencies are per call in

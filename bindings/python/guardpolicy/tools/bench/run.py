@@ -1,6 +1,6 @@
 """One model's bench run (``run_model``): compile and warm up every row, count and time its
 guards (``guards.measure_guards``), time the calls in one interleaved run
-(``guardpolicy.tools.timing.time_blocks``), then cross-check; see ``guardpolicy.tools.bench``
+(``guardpolicy.tools.common.timing.time_blocks``), then cross-check; see ``guardpolicy.tools.bench``
 (the module docstring) for how the run goes."""
 
 from __future__ import annotations
@@ -10,10 +10,10 @@ from dataclasses import dataclass
 
 from ...runtime import torch_internals
 from ...runtime.compiled import stats
-from ..compare import compare
-from ..models import output_tensor
-from ..progress import Progress
-from ..timing import median_p90, time_blocks
+from ..common.compare import compare
+from ..common.models import output_tensor
+from ..common.progress import Progress
+from ..common.timing import median_p90, time_blocks
 from .guards import cache_entries, measure_guards, tree_api_available
 from .rows import BASELINE, EAGER, VIA_GP, Row
 

@@ -19,7 +19,7 @@ import random
 import time
 from typing import Any, Callable
 
-from ..compare import compare
+from ..common.compare import compare
 from .state import AuditStateError, Snapshot
 
 #: The seed every audited call runs under.

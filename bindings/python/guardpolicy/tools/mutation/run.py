@@ -39,7 +39,7 @@ from typing import Any, Callable
 
 from ...api.policy import Policy
 from ...api.policy_text import PolicyText
-from ..compare import compare
+from ..common.compare import compare
 from .plan import Mutation, perturb, plan_mutations  # noqa: F401 - perturb: part of the API
 from .calls import AuditStateError, NotRepeatableError, Session  # noqa: F401
 from .trial_size import TrialTooLarge

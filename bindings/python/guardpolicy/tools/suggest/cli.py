@@ -10,9 +10,9 @@ import sys
 from collections import defaultdict
 
 from ...api.files import refuse_bad_outputs, write_file
-from ..model_spec import MODEL_HELP, ModelSpecError
-from ..progress import for_terminal
-from ..timing.machine import peak_rss_mib
+from ..common.model_spec import MODEL_HELP, ModelSpecError
+from ..common.progress import for_terminal
+from ..common.timing.machine import peak_rss_mib
 from . import from_run as _from_run
 from .command import DEFAULT_VERIFY, KEPT_HARMLESS, NothingToAudit, Suggestion, identifier, suggest
 
@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--budget must be a positive number of seconds")
     if args.verify_every < 1:
         parser.error("--verify-every must be at least 1")
-    from .. import model_spec as _model_spec
+    from ..common import model_spec as _model_spec
 
     try:
         spec = _model_spec.resolve(args.model)

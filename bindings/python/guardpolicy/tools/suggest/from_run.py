@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..model_spec import ModelSpecError, import_file
+from ..common.model_spec import ModelSpecError, import_file
 
 
 class FromRunError(Exception):

@@ -5,11 +5,11 @@ The names a policy compares (`name == "..."`, `path startswith "..."`, `name in 
 `guard_type` when it gives one) in gpol text, and the `"name": "..."` / `"path": "..."`
 items of Python dict literals (with their dict's `"guard_type"`), must each match at least
 one guard of the snapshots in docs/snapshots/ (captured from real compiles by
-tools/docs/capture_snapshots.py). A claim is checked by the policy engine itself: a probe
+docs/tools/capture_snapshots.py). A claim is checked by the policy engine itself: a probe
 policy `drop when <field> <op> <literal>` must drop at least one snapshot row. Negations
 (`!=`, `not in`) are checked as `==`: the name they exclude must exist too.
 
-Used by tools/docs/docs_test.py (gpol and python blocks; not blocks annotated `expect`,
+Used by docs/tools/docs_test.py (gpol and python blocks; not blocks annotated `expect`,
 which show mistakes) and by tests/python/test_doc_names.py (the example and std policies).
 """
 
@@ -63,7 +63,7 @@ def snapshot_rows(build: str = DOCS_BUILD) -> tuple[dict, ...]:
     where = snapshot_dir(build)
     paths = sorted(where.glob("*.json.gz"))
     if not paths:
-        raise FileNotFoundError(f"no snapshots in {where} (run tools/docs/capture_snapshots.py)")
+        raise FileNotFoundError(f"no snapshots in {where} (run docs/tools/capture_snapshots.py)")
     return tuple(row for p in paths for row in Snapshot.from_json(p).rows())
 
 
@@ -135,5 +135,5 @@ def unmatched(claims: list[tuple[int, str]], first_line: int = 1, build: str = D
             continue
         if hits == 0:
             bad.append(f"line {line}: `{cond}` matches no guard torch produced "
-                       f"({snapshot_dir(build).relative_to(ROOT)}/; tools/docs/capture_snapshots.py)")
+                       f"({snapshot_dir(build).relative_to(ROOT)}/; docs/tools/capture_snapshots.py)")
     return bad

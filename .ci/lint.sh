@@ -4,10 +4,10 @@
 # lines this branch changes against BASE (default: the merge base with main). The tree predates
 # .clang-format and is not mass-reformatted, so only changed lines are held to it.
 #
-#   tools/lint/run.sh BUILD_DIR [RUFF]      BUILD_DIR holds compile_commands.json
+#   .ci/lint.sh BUILD_DIR [RUFF]      BUILD_DIR holds compile_commands.json
 set -euo pipefail
-cd "$(dirname "$0")/../.."
-build=${1:?usage: tools/lint/run.sh BUILD_DIR [RUFF]}
+cd "$(dirname "$0")/.."
+build=${1:?usage: .ci/lint.sh BUILD_DIR [RUFF]}
 ruff=${2:-ruff}
 status=0
 

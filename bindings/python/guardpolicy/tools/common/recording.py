@@ -4,7 +4,7 @@
 ``inner`` is None) and records; ``recording.policy(p)`` is the ``guardpolicy.Policy`` ``p``
 (for ``guardpolicy.compile``: its ``config`` and ``stance`` lines apply) recording the same way
 (``Policy.observed``). ``Recording(rows=True)`` records instead, per filter call, the rows of
-the entries offered (a snapshot's frames, ``tools.snapshot``; what ``tools.capture`` writes);
+the entries offered (a snapshot's frames, ``tools.common.snapshot``; what ``tools.capture`` writes);
 ``recording.filter(inner)`` is one more ``guard_filter_fn`` recording into the same object.
 torch calls the filter once per compiled frame, at compile time only: recording costs nothing
 per call.
@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..api.policy import Policy
-from ..runtime.frames import compiled_frame
+from ...api.policy import Policy
+from ...runtime.frames import compiled_frame
 from .snapshot import Snapshot, entry_rows, schema_version
 
 
@@ -25,7 +25,7 @@ class Recording:
     guard dropped. ``stop_recording()`` ends that and keeps ``first_frames``, the frames
     compiled until then. With ``rows=True``: ``frame_rows``, one snapshot frame per filter
     call (``{"frame", "code", "compile_id", "entries": rows}``, rows made before ``inner``
-    decides), counted on ``progress`` (a ``tools.progress.Progress``) when given; the
+    decides), counted on ``progress`` (a ``tools.common.progress.Progress``) when given; the
     decisions are ``inner``'s, returned as it gave them, and not counted. Keeps no reference
     to any entry."""
 

@@ -2,7 +2,7 @@
 
 A model spec is one of
 
-* a built-in name (``mlp``, ``gpt2``, ... : ``guardpolicy.tools.models.MODEL_NAMES``);
+* a built-in name (``mlp``, ``gpt2``, ... : ``guardpolicy.tools.common.models.MODEL_NAMES``);
 * ``FILE.py`` or ``FILE.py:FUNC``: the Python file is imported as a fresh module (its
   directory first on ``sys.path`` while importing) and ``FUNC`` (default ``build``) called;
 * ``package.module:FUNC``: the module is imported (the working directory first on

@@ -3,7 +3,7 @@
 Per compiled frame, one row per ``GuardFilterEntry`` holding every schema field
 (``policies/schema/guard_entry.yaml``) as a JSON value, read by the VM's own entry reader
 (``_core.entry_rows``, ``bindings/policy/snapshot_rows.h``): for any policy over schema fields
-``policy.evaluate(rows) == policy(entries)``. Recorded by ``tools.recording.Recording`` (with
+``policy.evaluate(rows) == policy(entries)``. Recorded by ``tools.common.recording.Recording`` (with
 ``rows=True``), made by ``tools.capture``. Importing this module does not import torch.
 """
 
@@ -16,8 +16,8 @@ import os
 import re
 from typing import Any
 
-from .. import _core
-from ..api.data import DATA_DIR
+from ... import _core
+from ...api.data import DATA_DIR
 
 
 def schema_version() -> int:
@@ -73,7 +73,7 @@ class Snapshot:
         """The snapshot as JSON text when ``path`` is None; else writes it to ``path``
         (gzip-compressed when it ends in ``.gz``), atomically, refusing (``OSError``) a FIFO,
         a device, a read-only file or one of ``inputs`` and leaving it as it was."""
-        from ..api.files import write_file
+        from ...api.files import write_file
 
         text = json.dumps(self.to_dict(), separators=(",", ":")) + "\n"
         if path is None:

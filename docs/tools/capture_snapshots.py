@@ -11,10 +11,10 @@ are checked against; another supported build (CI's legs: torch 2.11 on 3.12, tor
 3.11, torch 2.15 on 3.13; the local leg of torch 2.12 on 3.12) writes docs/snapshots/<build>/
 (e.g. torch2.11-py3.12), so that each build's check compares like with like.
 
-One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools.models), the
+One snapshot per model: the demo models (`mlp`, `gpt2`: guardpolicy.tools.common.models), the
 audit model (`audit_mlp`: guardpolicy.tools.audit.build_audit_model), the model of the docs'
-Python fragments (`fragment`: tools/docs/docs_test.py PY_FRAGMENT_PRELUDE) and the models of
-tools/docs/doc_models.py (`serving`, `config`, `nested`). Each is compiled once with
+Python fragments (`fragment`: docs/tools/doc_checks.py PY_FRAGMENT_PRELUDE) and the models of
+docs/tools/doc_models.py (`serving`, `config`, `nested`). Each is compiled once with
 backend="eager" and a keep-everything recording filter (guardpolicy.tools.capture.capture).
 """
 
@@ -35,8 +35,8 @@ import doc_names  # noqa: E402
 def builders() -> dict:
     """{snapshot name: builder() -> (fn, args)}."""
     import doc_models
-    from docs_test import PY_FRAGMENT_PRELUDE
-    from guardpolicy.tools import models as _models
+    from doc_checks import PY_FRAGMENT_PRELUDE
+    from guardpolicy.tools.common import models as _models
     from guardpolicy.tools import audit
 
     def fragment():
@@ -92,7 +92,7 @@ def main(argv: list[str]) -> int:
         snap.to_json(path)
         print(f"{path.relative_to(ROOT)}: {snap.summary()}")
     if stale:
-        print("stale (run tools/docs/capture_snapshots.py):", *[str(p.relative_to(ROOT)) for p in stale], file=sys.stderr)
+        print("stale (run docs/tools/capture_snapshots.py):", *[str(p.relative_to(ROOT)) for p in stale], file=sys.stderr)
         return 1
     return 0
 

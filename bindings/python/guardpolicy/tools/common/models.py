@@ -4,7 +4,7 @@
 ``model(*example_inputs)`` runs it. Nothing is downloaded: GPT-2, BERT and Llama are built
 from small configs with random weights. transformers is imported only when one of those is
 built.
-(A user's model: ``--model FILE.py[:FUNC]``, guardpolicy.tools.model_spec.)
+(A user's model: ``--model FILE.py[:FUNC]``, guardpolicy.tools.common.model_spec.)
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """The small models whose guards the docs and the example policies name.
 
 Every guard name (and `path`) the docs show must be one torch really produces: these models
-are compiled by tools/docs/capture_snapshots.py, which writes their snapshots to
-docs/snapshots/, and the docs test (tools/docs/docs_test.py) checks every name a policy in
+are compiled by docs/tools/capture_snapshots.py, which writes their snapshots to
+docs/snapshots/, and the docs test (docs/tools/docs_test.py) checks every name a policy in
 the docs compares against those snapshots. The module-level names below are the globals the
 docs name (`G['FLAGS'].fast`, `G['CONFIG_TOP_K']`, ...): rename one and the docs must follow.
 
