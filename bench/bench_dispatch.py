@@ -36,7 +36,8 @@ from results_section import (add_copies, check_blocks, md_head, md_row, met, per
                              run_parser, spread_note, write_section)
 
 import guardpolicy as gp
-from guardpolicy.runtime import dispatch, torch_internals
+from guardpolicy.runtime import torch_internals
+from guardpolicy.runtime.call import dispatch
 from guardpolicy.tools import latency
 from guardpolicy.tools.models import build
 

@@ -21,7 +21,7 @@ knobs and its stance, at no cost on calls that do not compile.
   warm-up restarts the count; ``stats(compiled).reset_stance()`` goes back to warm-up.
   A call after warm-up that no cache entry accepts (torch raises for it under the stance)
   runs again with every guard, compiles, and the warm-up count starts again
-  (``guardpolicy.runtime.recovery``; the policy's ``on_recompile`` line: ``recompile``, ``warn`` or
+  (``guardpolicy.runtime.call.recovery``; the policy's ``on_recompile`` line: ``recompile``, ``warn`` or
   ``raise``); ``stats(compiled).recoveries`` counts those calls. The flag is process-wide while the call runs, as ``torch.compiler.set_stance`` is: a
   compiled function of another thread called at that moment also skips guard evaluation.
 
@@ -40,7 +40,7 @@ import os
 from typing import Any, Callable
 
 from . import logs
-from .call_path import CallPath
+from .call.call_path import CallPath
 from .dry_run import report_at_exit
 from .frames import FrameExplanations
 from .guard_filter import GuardFilter, ScopedConfigCallback
@@ -94,7 +94,7 @@ def _module_class(direct: bool = False) -> type:
 
 
 def _dispatch() -> Any:
-    from . import dispatch
+    from .call import dispatch
 
     return dispatch
 
@@ -126,7 +126,7 @@ def _make_module_class(base: type) -> type:
 
 def _make_direct_module_class(base: type, normal_call: Callable) -> type:
     class GuardPolicyModule(base):  # type: ignore[misc, valid-type]
-        """A ``GuardPolicyModule`` with direct dispatch (``guardpolicy.runtime.dispatch``)."""
+        """A ``GuardPolicyModule`` with direct dispatch (``guardpolicy.runtime.call.dispatch``)."""
 
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
             return self._guardpolicy.dispatch.call_module(self, normal_call, args, kwargs)
@@ -267,7 +267,7 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     anything ``guardpolicy.load`` accepts. ``options`` is copied,
     never changed. ``mode`` becomes the Inductor options it stands for (torch refuses both).
     ``dispatch="direct"`` (or the policy's ``dispatch direct`` line): after warm-up, calls
-    check the kept guards and run the compiled code directly (``guardpolicy.runtime.dispatch``).
+    check the kept guards and run the compiled code directly (``guardpolicy.runtime.call.dispatch``).
     Returns a ``GuardPolicyModule`` (an ``OptimizedModule``) for an ``nn.Module``, else
     ``torch.compile``'s function (with direct dispatch or verify, a function of guardpolicy's
     that calls it); ``guardpolicy.stats(result)`` holds the counts.

@@ -28,7 +28,7 @@ class CompileStats:
     stance); ``quiet_calls``, calls since the last one that compiled; ``stance_active``, calls
     now run with ``skip_guard_eval_unsafe``; ``on_recompile``, the policy's action for a call
     after warm-up that no cache entry accepts, and ``recoveries``, such calls that compiled
-    with every guard (``guardpolicy.runtime.recovery``). Without one, guardpolicy adds nothing to a
+    with every guard (``guardpolicy.runtime.call.recovery``). Without one, guardpolicy adds nothing to a
     call and ``calls`` and ``quiet_calls`` are None. Counts are plain ints updated without a lock:
     calls from several threads at once may be under-counted. Picklable; copied with the
     compiled object. ``ranks``: the agreement across ``torch.distributed`` ranks (a
@@ -71,7 +71,7 @@ class CompileStats:
         self.watches = Watches()
         self._active = False
         self._warmup = policy.stance_warmup
-        #: what a call after warm-up that no cache entry accepts does (``guardpolicy.runtime.recovery``)
+        #: what a call after warm-up that no cache entry accepts does (``guardpolicy.runtime.call.recovery``)
         self.on_recompile = (getattr(policy, "on_recompile", None) or "recompile") if self._warmup else None
         self.recoveries = 0  # such calls recovered from: compiled with every guard, warm-up again
         self._recovering = False
@@ -183,7 +183,7 @@ class CompileStats:
         self._stanced = None
 
     def begin_recovery(self) -> None:
-        """A call after warm-up matched no cache entry (``guardpolicy.runtime.recovery``): full guard
+        """A call after warm-up matched no cache entry (``guardpolicy.runtime.call.recovery``): full guard
         evaluation from this call on, and the warm-up count starts again."""
         self.recoveries += 1
         self._active = False

@@ -24,11 +24,11 @@ import warnings
 from typing import Any, Callable
 
 from . import recovery as _recovery
-from . import verify as _verify
-from .._core import CallLayer
-from ..api.errors import StaleGuardError, StaleGuardWarning
+from .. import verify as _verify
+from ..._core import CallLayer
+from ...api.errors import StaleGuardError, StaleGuardWarning
 from .frame_locals import frame_locals_binder
-from .logs import log  # violations are logged here, at WARNING (TORCH_LOGS=guardpolicy)
+from ..logs import log  # violations are logged here, at WARNING (TORCH_LOGS=guardpolicy)
 
 
 def agree_locally(verdict: _verify.Verdict) -> _verify.Verdict:
@@ -64,7 +64,7 @@ class CallPath(CallLayer):
 
     def _failed(self, exc: BaseException, *args: Any, **kwargs: Any) -> Any:
         """What ``CallLayer`` calls when ``inner`` raised a RuntimeError: the stance's recovery
-        (``guardpolicy.runtime.recovery``), which re-raises what it does not recover from."""
+        (``guardpolicy.runtime.call.recovery``), which re-raises what it does not recover from."""
         return _recovery.recover(self.stats, self.inner, exc, args, kwargs)
 
     def _settle(self) -> None:
@@ -153,6 +153,6 @@ def _caller_stacklevel() -> int:
 
 
 def _tp() -> Any:
-    from . import torch_internals
+    from .. import torch_internals
 
     return torch_internals

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import torch
 
-from . import torch_internals as _tp
+from .. import torch_internals as _tp
 from .frame_locals import frame_locals_binder
 
 #: Quiet calls before the first capture, for a policy without a ``stance ... after N calls`` line.
