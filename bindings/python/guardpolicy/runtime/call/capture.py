@@ -63,7 +63,7 @@ class Target:
     original module's ``forward`` at the capture, its instance ``forward`` or else its class."""
 
     __slots__ = ("entries", "bind", "lead", "module", "module_dict", "forward_owner", "generation",
-                 "global_state", "check_function_modes", "check_saved_hooks", "path", "verify_every",
+                 "global_state", "check_function_modes", "check_saved_hooks", "path", "verify_every", "stance",
                  "fn", "code", "defaults", "kwdefaults")
 
     def __init__(self, entries: list[Entry], bind: Callable, lead: Any,
@@ -73,6 +73,7 @@ class Target:
         self.forward_owner: Any = None
         self.path: Any = None  # verify's per-call path (call_path.CallPath), whose verify() runs
         self.verify_every = 0  # on every verify_every-th call
+        self.stance: Any = None  # the object's ``stance.Stance``, whose call count a direct call counts
         self.fn: Any = None  # the frame's function, and its state the entries run with (captured)
         self.code = self.defaults = self.kwdefaults = None
         self.entries = entries

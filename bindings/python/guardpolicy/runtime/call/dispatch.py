@@ -193,8 +193,8 @@ class DirectDispatch:
             return _MISS
         if entry is not entries[0]:  # a new list, bound at once: safe against a concurrent call
             target.entries = [entry, *(e for e in entries if e is not entry)]
-        stats = self._stats
-        call = stats.call_count = stats.call_count + 1
+        stance = target.stance
+        call = stance.call_count = stance.call_count + 1
         every = target.verify_every
         if every and call % every == 0 and self._verify_caught(target, call, args, kwargs, (cache_entry, f_locals)):
             return _MISS
@@ -216,8 +216,8 @@ class DirectDispatch:
         ``warn`` lets the call go on."""
         verdict = target.path.verify(call, args, kwargs, served)
         if verdict.stale and self._stats.on_violation == "recompile":
-            self._stats.call_count = call - 1
-            self._stats.verified_calls -= 1  # one call, verified once: the normal path counts it
+            target.stance.call_count = call - 1
+            self._stats.counts.verified_calls -= 1  # one call, verified once: the normal path counts it
             self.reset()
             self.fallbacks[VERIFY_CAUGHT] += 1
             return True
@@ -227,7 +227,7 @@ class DirectDispatch:
 
     def _maybe_capture(self, wrapper: Any) -> None:
         if (self._target is None and self._tried != GENERATION[0]
-                and self._stats.quiet_calls >= self.warmup):
+                and self._stats.stance.quiet_calls >= self.warmup):
             self._capture(wrapper)
 
     def _capture(self, wrapper: Any) -> None:
@@ -235,8 +235,9 @@ class DirectDispatch:
         self._tried = GENERATION[0]
         fn, lead = self._frame_function(wrapper)
         try:
-            target = build(fn, lead, None if wrapper is None else wrapper._orig_mod, self._ctx, self._stats,
-                           self._stats.explanations)
+            target = build(fn, lead, None if wrapper is None else wrapper._orig_mod, self._ctx, self._stats.stance,
+                           self._stats.registries.explanations)
+            target.stance = self._stats.stance
             target.path = self._verify_path(wrapper)
             target.verify_every = getattr(self._stats, "verify_every", 0) if target.path is not None else 0
             self._target = target
