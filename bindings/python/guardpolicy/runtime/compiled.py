@@ -112,6 +112,8 @@ def _make_module_class(base: type) -> type:
         def __init__(self, mod: Any, dynamo_ctx: Any, stats: CompileStats):
             super().__init__(mod, dynamo_ctx)
             self._guardpolicy = stats
+            if stats.dispatch is not None:  # what a direct module's __call__ calls: one read per call
+                self._guardpolicy_dispatch = stats.dispatch.call_module
             if stats.needs_call_path:  # torch's compiled forward, called through the path
                 self.forward = _call_path(self.forward, stats, module=mod)
 
@@ -131,7 +133,7 @@ def _make_direct_module_class(base: type, normal_call: Callable) -> type:
         """A ``GuardPolicyModule`` with direct dispatch (``guardpolicy.runtime.call.dispatch``)."""
 
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return self._guardpolicy.dispatch.call_module(self, normal_call, args, kwargs)
+            return self._guardpolicy_dispatch(self, normal_call, args, kwargs)
 
     GuardPolicyModule.__module__ = __name__
     GuardPolicyModule.__qualname__ = "GuardPolicyModule"
