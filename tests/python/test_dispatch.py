@@ -76,6 +76,16 @@ class Breaks(torch.nn.Module):
         return torch.relu(x) * 2
 
 
+def test_the_direct_module_keeps_its_state_off_the_original_module():
+    """What a direct module's ``__call__`` reads is the wrapper's own (torch's
+    ``OptimizedModule.__setattr__`` would set it on the original module, and every call would
+    then find it through ``__getattr__``)."""
+    model = torch.nn.Linear(4, 4)
+    fast = direct(model)
+    assert "_guardpolicy_dispatch" in fast.__dict__
+    assert not [name for name in vars(model) if name.startswith("_guardpolicy")]
+
+
 def test_a_graph_break_is_refused_with_its_reason_and_outputs_stay_equal():
     torch.manual_seed(0)
     model = Breaks().eval()

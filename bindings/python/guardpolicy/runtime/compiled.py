@@ -107,7 +107,9 @@ def _make_module_class(base: type) -> type:
         does (``isinstance(m, nn.Module)``, ``.eval()`` returns it, ``state_dict()``,
         ``dir()``, deepcopy, pickle), plus ``guardpolicy.stats(m)``."""
 
-        _guardpolicy: CompileStats | None = None  # a class attribute: set on the instance
+        # class attributes, so that OptimizedModule.__setattr__ sets them on the instance (not _orig_mod)
+        _guardpolicy: CompileStats | None = None
+        _guardpolicy_dispatch: Callable | None = None
 
         def __init__(self, mod: Any, dynamo_ctx: Any, stats: CompileStats):
             super().__init__(mod, dynamo_ctx)
