@@ -36,7 +36,8 @@ from results_section import (add_copies, check_blocks, md_head, md_row, met, per
                              run_parser, spread_note, write_section)
 
 import guardpolicy as gp
-from guardpolicy.runtime import dispatch, torch_internals
+from guardpolicy.runtime import torch_internals
+from guardpolicy.runtime.call import capture, dispatch
 from guardpolicy.tools import latency
 from guardpolicy.tools.common.models import build
 
@@ -79,7 +80,7 @@ def _floor(model, inputs: tuple, backend: str) -> latency.Variant:
     compiled(*inputs)
     forward = type(mod).forward
     entry = torch_internals.cache_entries_of(forward)[0]
-    code = dispatch._entry_function(entry.code, forward)
+    code = capture.entry_function(entry.code, forward)
     return latency.Variant("unchecked floor: the entry's code called by hand", functools.partial(code, mod),
                            twin=TORCH_WAY)
 

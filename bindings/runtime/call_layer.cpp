@@ -16,7 +16,7 @@ struct CallLayer {
   PyObject_HEAD
   vectorcallfunc vectorcall;
   PyObject* inner;    // torch's compiled callable
-  PyObject* stats;    // the runtime.CompileStats that counts the calls
+  PyObject* stats;    // the runtime.call.stance.Stance that counts the calls
   PyObject* pending;  // a list: frames compiled and not yet filed (verify.Guards.pending)
 };
 
@@ -174,7 +174,7 @@ PyMemberDef members[] = {
     {const_cast<char*>("inner"), T_OBJECT_EX, offsetof(CallLayer, inner), 0,
      const_cast<char*>("torch's compiled callable, which every call runs")},
     {const_cast<char*>("stats"), T_OBJECT_EX, offsetof(CallLayer, stats), READONLY,
-     const_cast<char*>("the CompileStats whose call_count counts the calls and whose verify_every samples them")},
+     const_cast<char*>("the Stance whose call_count counts the calls and whose verify_every samples them")},
     {nullptr, 0, 0, 0, nullptr},
 };
 

@@ -13,7 +13,8 @@ import pytest
 import torch
 
 import guardpolicy as gp
-from guardpolicy.runtime import torch_internals, dispatch
+from guardpolicy.runtime import torch_internals
+from guardpolicy.runtime.call import dispatch, frame_locals
 from guardpolicy.tools.common.models import build, output_tensor
 from guardpolicy.tools.latency import own_class_copy
 
@@ -73,6 +74,16 @@ class Breaks(torch.nn.Module):
         x = self.fc(x)
         torch._dynamo.graph_break()
         return torch.relu(x) * 2
+
+
+def test_the_direct_module_keeps_its_state_off_the_original_module():
+    """What a direct module's ``__call__`` reads is the wrapper's own (torch's
+    ``OptimizedModule.__setattr__`` would set it on the original module, and every call would
+    then find it through ``__getattr__``)."""
+    model = torch.nn.Linear(4, 4)
+    fast = direct(model)
+    assert "_guardpolicy_dispatch" in fast.__dict__
+    assert not [name for name in vars(model) if name.startswith("_guardpolicy")]
 
 
 def test_a_graph_break_is_refused_with_its_reason_and_outputs_stay_equal():
@@ -288,7 +299,7 @@ def test_frame_locals_are_bound_as_the_frame_holds_them():
     def f(a, b=2, /, c=3, *rest, d, e=5, **extra):
         return a * k + b + c + len(rest) + d + e + len(extra)
 
-    bind = dispatch.frame_locals_binder(f)
+    bind = frame_locals.frame_locals_binder(f)
     assert bind(1, d=4) == {"a": 1, "b": 2, "c": 3, "d": 4, "e": 5, "rest": (), "extra": {}, "k": 1.5}
     assert bind(1, 7, 8, 9, d=4, z=0) == {"a": 1, "b": 7, "c": 8, "d": 4, "e": 5, "rest": (9,),
                                           "extra": {"z": 0}, "k": 1.5}
@@ -309,7 +320,7 @@ def test_the_binder_reads_free_variables_from_the_cells_at_each_call_and_leaves_
         def g(x):
             return x * factor + offset
 
-        bind = dispatch.frame_locals_binder(g)
+        bind = frame_locals.frame_locals_binder(g)
         before = bind(1)  # neither cell has a value yet: the frame would hold neither
         factor = 2.0
         middle = bind(1)
@@ -321,7 +332,7 @@ def test_the_binder_reads_free_variables_from_the_cells_at_each_call_and_leaves_
     assert middle == {"x": 1, "factor": 2.0}
     assert after == {"x": 1, "factor": 2.0, "offset": 3.0}
     g.__closure__[0].cell_contents = 4.0  # the cells themselves, not values copied at capture
-    assert dispatch.frame_locals_binder(g)(5) == {"x": 5, "factor": 4.0, "offset": 3.0}
+    assert frame_locals.frame_locals_binder(g)(5) == {"x": 5, "factor": 4.0, "offset": 3.0}
 
 
 def test_a_closure_variable_is_part_of_the_frame_locals():

@@ -1,12 +1,16 @@
 """The Python package's layers (docs/design.md, "The Python layers"), checked like the C++
 stages (``check_layers``): a module imports only from its own layer or the layers below it,
-no module imports itself through a circle of imports (within a layer too), and no module
-reads a private attribute that another module of the package defines.
+no module imports itself through a circle of imports (within a layer too), no module
+reads a private attribute that another module of the package defines, and no module of the
+runtime's per-call rooms imports the runtime's compile-time glue or the tools.
 
     top          guardpolicy/__init__.py, __main__.py, cli.py, moved.py, reports.py
     tools        guardpolicy/tools/        (capture, audit, suggest, bench, demo, doctor, ...;
                                           common/, what they share, imports none of them)
-    runtime      guardpolicy/runtime/      (gp.compile, the per-call path, verify, torch_internals)
+    runtime      guardpolicy/runtime/      (gp.compile, verify, torch_internals, and two rooms:)
+      per call   runtime/call/, runtime/watch/  (call_path, dispatch, capture, frame_locals,
+                                                 stance, recovery; watching)
+      glue       runtime/compiled.py, stats.py, records.py, guard_filter.py, dry_run.py
     distributed  guardpolicy/distributed/  (the agreement across ranks)
     api          guardpolicy/api/          (load, Policy, registry: no torch)
     _core        the C++ extension
@@ -32,6 +36,13 @@ LAYERS = ("_core", "api", "distributed", "runtime", "tools", "top")
 #: the per-call hot paths read through the module ``torch_internals.eval_frame`` hands out,
 #: where a function call per call would cost what the path saves).
 TORCH_MIRRORED = {"_torchdynamo_orig_backend", "_stance"}
+
+#: The runtime's rooms of what runs on the calls of a compiled object (a package each).
+PER_CALL = ("guardpolicy.runtime.call", "guardpolicy.runtime.watch")
+#: The runtime's compile-time glue: the entry point, the compiled object's state and what it
+#: gives torch to compile with. A per-call module imports none of it, nor the tools (or the top).
+COMPILE_TIME = ("guardpolicy.runtime.compiled", "guardpolicy.runtime.stats", "guardpolicy.runtime.records",
+                "guardpolicy.runtime.guard_filter", "guardpolicy.runtime.dry_run")
 
 
 def module_name(path: Path) -> str:
@@ -84,6 +95,21 @@ def upward_imports(path: Path, source: str) -> list[str]:
         if LAYERS.index(there) > here:
             out.append(f"{path.relative_to(PACKAGE.parent)}:{line}: {layer_of(module)} imports {target} ({there})")
     return out
+
+
+def in_room(module: str, rooms: tuple[str, ...]) -> bool:
+    return any(module == room or module.startswith(room + ".") for room in rooms)
+
+
+def per_call_imports(path: Path, source: str) -> list[str]:
+    """The imports of compile-time glue (``COMPILE_TIME``), tools or the top by a module of a
+    per-call room (``PER_CALL``), functions included."""
+    module = module_name(path)
+    if not in_room(module, PER_CALL):
+        return []
+    return [f"{path.relative_to(PACKAGE.parent)}:{line}: per-call {module} imports {target}"
+            for line, target in imported_modules(ast.parse(source), module, path.name == "__init__.py")
+            if in_room(target, COMPILE_TIME) or layer_of(target) in ("tools", "top")]
 
 
 def import_graph(sources: dict[Path, str]) -> dict[str, dict[str, str]]:
@@ -236,6 +262,29 @@ def test_an_upward_import_fails_the_check():
         assert len(found) == 1 and target in found[0], (source, found)
     assert upward_imports(PACKAGE / "runtime" / "verify.py", "from ..api.policy import RuleRef\n") == []
     assert upward_imports(PACKAGE / "runtime" / "__init__.py", "from .compiled import compile\n") == []
+
+
+def test_no_per_call_module_imports_compile_time_glue_or_tools():
+    assert all(is_module(name) for name in PER_CALL + COMPILE_TIME)
+    assert [line for path, src in package_sources().items() for line in per_call_imports(path, src)] == []
+
+
+def test_a_per_call_import_of_glue_fails_the_check():
+    call_module = PACKAGE / "runtime" / "call" / "call_path.py"
+    watch_module = PACKAGE / "runtime" / "watch" / "reads.py"
+    for path, source, target in (
+            (call_module, "from ..guard_filter import GuardFilter\n", "guardpolicy.runtime.guard_filter"),
+            (call_module, "def f():\n    from ..stats import stats\n", "guardpolicy.runtime.stats"),
+            (call_module, "from ... import tools\n", "guardpolicy.tools"),
+            (call_module, "import guardpolicy\n", "guardpolicy"),
+            (watch_module, "from .. import compiled\n", "guardpolicy.runtime.compiled"),
+            (watch_module, "from ...tools.capture import capture\n", "guardpolicy.tools.capture")):
+        found = per_call_imports(path, source)
+        assert len(found) == 1 and found[0].endswith(f"imports {target}"), (source, found)
+    assert per_call_imports(call_module, "from .. import torch_internals, verify\nfrom ..frames import CompiledFrame\n"
+                                         "from ..watch import Watches\nfrom .stance import Stance\n") == []
+    # compile-time glue may import the per-call rooms
+    assert per_call_imports(PACKAGE / "runtime" / "compiled.py", "from .call.call_path import CallPath\n") == []
 
 
 def test_no_import_circle():

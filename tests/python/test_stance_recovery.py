@@ -1,4 +1,4 @@
-"""The stance that recovers (guardpolicy.runtime.recovery): after warm-up, ``policies/examples/serving.gpol``
+"""The stance that recovers (guardpolicy.runtime.call.recovery): after warm-up, ``policies/examples/serving.gpol``
 meets what warm-up did not show -- a new batch size, grad mode, ``.double()``, another dtype --
 and each call compiles with every guard, equals eager, raises nothing, and the stance is back
 on after the quiet calls. ``on_recompile raise`` and ``warn`` do what they say."""

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 import guardpolicy as gp
-from guardpolicy.runtime import call_path as calls
+from guardpolicy.runtime.call import call_path as calls
 from guardpolicy.tools import audit
 
 NN = gp.load_std("skip_guard_on_all_nn_modules")
@@ -111,7 +111,7 @@ def test_warn_warns_once_per_failed_guard_logs_and_runs_the_stale_code(caplog):
 def test_warn_on_the_direct_path_warns_once_per_guard_and_the_direct_call_goes_on():
     """dispatch="direct" (issue 19): a violation found on the direct path is handled as on
     the normal one; under warn the stale code runs, still directly."""
-    from guardpolicy.runtime import dispatch
+    from guardpolicy.runtime.call import dispatch
 
     model, inputs, opt = _compiled(verify=1, on_violation="warn", dispatch="direct")
     _warm(opt, inputs, dispatch.DEFAULT_WARMUP + 2)  # warm-up, the capturing call, one direct call

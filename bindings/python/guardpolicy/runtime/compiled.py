@@ -21,7 +21,7 @@ knobs and its stance, at no cost on calls that do not compile.
   warm-up restarts the count; ``stats(compiled).reset_stance()`` goes back to warm-up.
   A call after warm-up that no cache entry accepts (torch raises for it under the stance)
   runs again with every guard, compiles, and the warm-up count starts again
-  (``guardpolicy.runtime.recovery``; the policy's ``on_recompile`` line: ``recompile``, ``warn`` or
+  (``guardpolicy.runtime.call.recovery``; the policy's ``on_recompile`` line: ``recompile``, ``warn`` or
   ``raise``); ``stats(compiled).recoveries`` counts those calls. The flag is process-wide while the call runs, as ``torch.compiler.set_stance`` is: a
   compiled function of another thread called at that moment also skips guard evaluation.
 
@@ -40,7 +40,7 @@ import os
 from typing import Any, Callable
 
 from . import logs
-from .call_path import CallPath
+from .call.call_path import CallPath
 from .dry_run import report_at_exit
 from .frames import FrameExplanations
 from .guard_filter import GuardFilter, ScopedConfigCallback
@@ -61,8 +61,10 @@ def _install(ctx: Any, stats: CompileStats) -> None:
     callback to wrap."""
     if stats.needs_call_hook:
         hooks = _tp.hooks_of(ctx)
-        if not any(getattr(h, "__self__", None) is stats for h in hooks):
-            hooks.append(stats.enter)
+        # a context pickled before the stance was a part of its own holds ``stats.enter``
+        hooks[:] = [stats.stance.enter if getattr(h, "__self__", None) is stats else h for h in hooks]
+        if not any(getattr(h, "__self__", None) is stats.stance for h in hooks):
+            hooks.append(stats.stance.enter)
     if callable(ctx.callback) and not isinstance(ctx.callback, ScopedConfigCallback):
         ctx.callback = ScopedConfigCallback(ctx.callback, stats)
     if stats.dispatch is not None:
@@ -94,7 +96,7 @@ def _module_class(direct: bool = False) -> type:
 
 
 def _dispatch() -> Any:
-    from . import dispatch
+    from .call import dispatch
 
     return dispatch
 
@@ -105,11 +107,15 @@ def _make_module_class(base: type) -> type:
         does (``isinstance(m, nn.Module)``, ``.eval()`` returns it, ``state_dict()``,
         ``dir()``, deepcopy, pickle), plus ``guardpolicy.stats(m)``."""
 
-        _guardpolicy: CompileStats | None = None  # a class attribute: set on the instance
+        # class attributes, so that OptimizedModule.__setattr__ sets them on the instance (not _orig_mod)
+        _guardpolicy: CompileStats | None = None
+        _guardpolicy_dispatch: Callable | None = None
 
         def __init__(self, mod: Any, dynamo_ctx: Any, stats: CompileStats):
             super().__init__(mod, dynamo_ctx)
             self._guardpolicy = stats
+            if stats.dispatch is not None:  # what a direct module's __call__ calls: one read per call
+                self._guardpolicy_dispatch = stats.dispatch.call_module
             if stats.needs_call_path:  # torch's compiled forward, called through the path
                 self.forward = _call_path(self.forward, stats, module=mod)
 
@@ -126,10 +132,10 @@ def _make_module_class(base: type) -> type:
 
 def _make_direct_module_class(base: type, normal_call: Callable) -> type:
     class GuardPolicyModule(base):  # type: ignore[misc, valid-type]
-        """A ``GuardPolicyModule`` with direct dispatch (``guardpolicy.runtime.dispatch``)."""
+        """A ``GuardPolicyModule`` with direct dispatch (``guardpolicy.runtime.call.dispatch``)."""
 
         def __call__(self, *args: Any, **kwargs: Any) -> Any:
-            return self._guardpolicy.dispatch.call_module(self, normal_call, args, kwargs)
+            return self._guardpolicy_dispatch(self, normal_call, args, kwargs)
 
     GuardPolicyModule.__module__ = __name__
     GuardPolicyModule.__qualname__ = "GuardPolicyModule"
@@ -254,6 +260,47 @@ def _rank_agreement(process_group: Any, check_ranks: Any, rank_timeout: Any,
     return RankAgreement(process_group, check_ranks, float(rank_timeout), {"check_ranks": check_ranks, **settings})
 
 
+def _new_stats(model_or_fn: Any, policy: Policy, dispatch: str | None, verify: int | None,
+               on_violation: str | None, dry_run: Any, ranks: tuple) -> CompileStats:
+    """The ``CompileStats`` of a ``compile(model_or_fn, policy, ...)`` with these keywords, checked
+    (``compile`` says what raises), with its direct dispatch. ``ranks``: ``(process_group,
+    check_ranks, rank_timeout)``."""
+    import torch
+
+    dispatch_mode = _dispatch_mode(policy, dispatch)
+    every, action = _verify_settings(policy, verify, on_violation)
+    if every and dry_run is not False:
+        raise ValueError("guardpolicy.compile: dry_run keeps every guard, so verify has nothing to check; "
+                         "use one or the other")
+    if dry_run is not False and not (dry_run is True or isinstance(dry_run, (str, os.PathLike))):
+        raise ValueError(f"dry_run must be True, False or a report path, not {dry_run!r}")
+    if every:
+        _require_verify(model_or_fn)
+    elif dry_run is not False and (absent := _tp.missing_for_verify()):
+        raise RuntimeError(f"guardpolicy.compile(dry_run=...) needs {', '.join(absent)}, which torch "
+                           f"{torch.__version__} lacks{_tp.DOCTOR_HINT}")
+    stats_ = CompileStats(policy, every, action, dry_run is not False,
+                          _rank_agreement(*ranks, {"verify": every, "on_violation": action if every else None,
+                                                   "dry_run": dry_run is not False}))
+    if dispatch_mode == "direct":
+        direct = _dispatch()
+        direct.require()
+        warmup = stats_.warmup if stats_.warmup is not None else direct.DEFAULT_WARMUP
+        fn = None if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
+        stats_.set_dispatch(direct.DirectDispatch(stats_, warmup, fn))
+    return stats_
+
+
+def _policy_module(compiled: Any, ctx: Any, stats_: CompileStats) -> Any:
+    """The ``GuardPolicyModule`` standing for ``compiled`` (torch's ``OptimizedModule``)."""
+    module = _module_class(direct=stats_.dispatch is not None)(compiled._orig_mod, ctx, stats_)
+    # What torch's OptimizeContext.__call__ sets on the module it returns.
+    module._torchdynamo_orig_callable = compiled._torchdynamo_orig_callable
+    module._torchdynamo_wrapper_id = id(module)
+    module.get_compiler_config = compiled.get_compiler_config
+    return module
+
+
 def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: str | None = None,  # noqa: A001
             options: dict | None = None, backend: Any = _INDUCTOR, dispatch: str | None = None,
             verify: int | None = None, on_violation: str | None = None,
@@ -267,7 +314,7 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     anything ``guardpolicy.load`` accepts. ``options`` is copied,
     never changed. ``mode`` becomes the Inductor options it stands for (torch refuses both).
     ``dispatch="direct"`` (or the policy's ``dispatch direct`` line): after warm-up, calls
-    check the kept guards and run the compiled code directly (``guardpolicy.runtime.dispatch``).
+    check the kept guards and run the compiled code directly (``guardpolicy.runtime.call.dispatch``).
     Returns a ``GuardPolicyModule`` (an ``OptimizedModule``) for an ``nn.Module``, else
     ``torch.compile``'s function (with direct dispatch or verify, a function of guardpolicy's
     that calls it); ``guardpolicy.stats(result)`` holds the counts.
@@ -311,29 +358,8 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
             raise TypeError(f"guardpolicy.compile(inplace=True) compiles an nn.Module where it is, "
                             f"not a {type(module).__name__}")
         model_or_fn = module._call_impl
-    policy = load_policy(policy)
-    dispatch_mode = _dispatch_mode(policy, dispatch)
-    every, action = _verify_settings(policy, verify, on_violation)
-    if every and dry_run is not False:
-        raise ValueError("guardpolicy.compile: dry_run keeps every guard, so verify has nothing to check; "
-                         "use one or the other")
-    if dry_run is not False and not (dry_run is True or isinstance(dry_run, (str, os.PathLike))):
-        raise ValueError(f"dry_run must be True, False or a report path, not {dry_run!r}")
-    if every:
-        _require_verify(model_or_fn)
-    elif dry_run is not False and (absent := _tp.missing_for_verify()):
-        raise RuntimeError(f"guardpolicy.compile(dry_run=...) needs {', '.join(absent)}, which torch "
-                           f"{torch.__version__} lacks{_tp.DOCTOR_HINT}")
-    stats_ = CompileStats(policy, every, action, dry_run is not False,
-                          _rank_agreement(process_group, check_ranks, rank_timeout,
-                                          {"verify": every, "on_violation": action if every else None,
-                                           "dry_run": dry_run is not False}))
-    if dispatch_mode == "direct":
-        direct = _dispatch()
-        direct.require()
-        warmup = stats_.warmup if stats_.warmup is not None else direct.DEFAULT_WARMUP
-        fn = None if isinstance(model_or_fn, torch.nn.Module) else model_or_fn
-        stats_.set_dispatch(direct.DirectDispatch(stats_, warmup, fn))
+    stats_ = _new_stats(model_or_fn, load_policy(policy), dispatch, verify, on_violation, dry_run,
+                        (process_group, check_ranks, rank_timeout))
     if inplace:  # blocks of one class share the code's cache entries: one graph serves them all
         stats_.config_overrides["install_free_tensors"] = False
     if dry_run is not False and dry_run is not True:
@@ -343,12 +369,7 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     ctx = _tp.dynamo_context(compiled)
     _install(ctx, stats_)
     if isinstance(compiled, _tp.OptimizedModule):
-        module = _module_class(direct=stats_.dispatch is not None)(compiled._orig_mod, ctx, stats_)
-        # What torch's OptimizeContext.__call__ sets on the module it returns.
-        module._torchdynamo_orig_callable = compiled._torchdynamo_orig_callable
-        module._torchdynamo_wrapper_id = id(module)
-        module.get_compiler_config = compiled.get_compiler_config
-        return module
+        return _policy_module(compiled, ctx, stats_)
     wrapped = ctx(model_or_fn)  # a new compile_wrapper: it captures the scoped callback
     if stats_.needs_call_path:
         wrapped = _through_path(wrapped, _call_path(wrapped, stats_, function=model_or_fn))

@@ -1,5 +1,7 @@
 """``CompileStats``: guardpolicy's state of one compiled object (``guardpolicy.stats(compiled)``,
-``stats``), and the per-call hook that sets the stance after warm-up (``CompileStats.enter``)."""
+``stats``): what it was compiled with, and its parts: the stance machine and the call count
+(``call.stance.Stance``), the counters (``records.Counts``) and the registries
+(``records.Registries``), whose fields it shows under their own names."""
 
 from __future__ import annotations
 
@@ -7,126 +9,128 @@ from typing import Any, Callable
 
 from ..api.policy import Policy
 from ..distributed.agreement import RankAgreement
+from .call.stance import Stance
 from .frames import EagerFallback, FrameExplanations
 from .logs import log as _log, making_tool_objects
-from .verify import REGISTRY, Violation
-from .watch import MOVED_TENSORS, Watches, forget_tensors
+from .records import Counts, Registries
+from .watch import MOVED_TENSORS, forget_tensors
 
 
-def _nothing() -> None:
-    """What the per-call hook returns when it changed nothing."""
+class _Shown:
+    """A field of one of ``CompileStats``' parts, read and written under its own name on
+    ``CompileStats`` (``gp.stats(c).compiles`` is ``gp.stats(c).counts.compiles``)."""
+
+    def __init__(self, part: str, doc: str = ""):
+        self.part = part
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: Any, owner: type | None = None) -> Any:
+        return self if obj is None else getattr(getattr(obj, self.part), self.name)
+
+    def __set__(self, obj: Any, value: Any) -> None:
+        setattr(getattr(obj, self.part), self.name, value)
 
 
 class CompileStats:
     """guardpolicy's state of one compiled object: ``guardpolicy.stats(compiled)``.
 
-    ``compiles``: frames compiled, one per ``guard_filter_fn`` call (graph-break resume
-    frames count); ``explanations``: per compiled frame, the decision and deciding rule of
-    every guard, and ``frame``, which frame (a ``FrameExplanations``; strings only: no
-    reference to live objects). With a ``stance`` line:
-    ``calls``, the calls of the compiled object (counted by the per-call hook that sets the
-    stance); ``quiet_calls``, calls since the last one that compiled; ``stance_active``, calls
-    now run with ``skip_guard_eval_unsafe``; ``on_recompile``, the policy's action for a call
-    after warm-up that no cache entry accepts, and ``recoveries``, such calls that compiled
-    with every guard (``guardpolicy.runtime.recovery``). Without one, guardpolicy adds nothing to a
-    call and ``calls`` and ``quiet_calls`` are None. Counts are plain ints updated without a lock:
-    calls from several threads at once may be under-counted. Picklable; copied with the
-    compiled object. ``ranks``: the agreement across ``torch.distributed`` ranks (a
-    ``RankAgreement``, see guardpolicy.distributed.agreement). ``tool_object``: made by one of
+    What it was compiled with: ``policy``; ``verify_every``, ``on_violation`` and
+    ``dry_run``; ``ranks``, the agreement across ``torch.distributed`` ranks (a
+    ``RankAgreement``, see guardpolicy.distributed.agreement); ``tool_object``: made by one of
     guardpolicy's tools for itself (inside ``logs.tool_objects()``): its stance recoveries are
-    neither logged nor warned about. ``watches``: the guards it watches rather than checks on
-    every call (a ``watch.Watches``; not pickled: a copy watches what it compiles itself).
-    ``eager_fallbacks``: each frame torch stopped compiling at a recompile limit (an
-    ``EagerFallback``), logged at WARNING when it happens: a call that none of that frame's
-    cache entries accepts runs it eagerly from then on.
+    neither logged nor warned about; ``config_overrides``: config knobs in force over the
+    policy's own lines (a module compiled in place: no free tensors).
+
+    Its parts, each field also shown here under its own name: ``stance`` (a ``Stance``:
+    ``call_count``, ``warmup``, ``on_recompile``, ``stance_active``), ``counts`` (a ``Counts``:
+    ``compiles``, ``verified_calls``, ``unverified_calls``, ``recoveries``) and ``registries``
+    (a ``Registries``: ``explanations``, per compiled frame the decision and deciding rule of
+    every guard, and ``frame``, which frame; ``violations``; ``dry_run_events``; ``watches``;
+    ``eager_fallbacks``, each frame torch stopped compiling at a recompile limit, logged at
+    WARNING when it happens: a call that none of that frame's cache entries accepts runs it
+    eagerly from then on; ``dispatch``; ``guards``).
+
+    With a ``stance`` line: ``calls``, the calls of the compiled object (counted by the
+    per-call hook that sets the stance); ``quiet_calls``, calls since the last one that
+    compiled; ``stance_active``, calls now run with ``skip_guard_eval_unsafe``;
+    ``on_recompile``, the policy's action for a call after warm-up that no cache entry
+    accepts, and ``recoveries``, such calls that compiled with every guard
+    (``guardpolicy.runtime.call.recovery``). Without one, guardpolicy adds nothing to a call
+    and ``calls`` and ``quiet_calls`` are None. Picklable; copied with the compiled object.
     """
 
-    __slots__ = ("policy", "compiles", "explanations", "dispatch", "ranks", "verify_every", "on_violation",
-                 "dry_run", "violations", "verified_calls", "unverified_calls", "dry_run_events",
-                 "on_recompile", "recoveries", "_recovering", "_path_counts", "tool_object",
-                 "_active", "call_count", "_warmup", "_last_compile_call", "guards", "_stanced",
-                 "_leave_bound", "_eval_frame", "watches", "eager_fallbacks", "config_overrides")
+    __slots__ = ("policy", "ranks", "on_violation", "dry_run", "tool_object", "config_overrides",
+                 "stance", "counts", "registries")
 
-    #: Not pickled (live torch objects; ``guards`` is the process's ``verify.REGISTRY``).
-    _LIVE = ("guards", "_stanced", "_leave_bound", "_eval_frame", "watches")
+    call_count = _Shown("stance")
+    verify_every = _Shown("stance")
+    on_recompile = _Shown("stance")
+    warmup = _Shown("stance", "The quiet calls before the stance (the ``stance`` line's N), or None.")
+    compiles = _Shown("counts")
+    verified_calls = _Shown("counts")
+    unverified_calls = _Shown("counts")
+    recoveries = _Shown("counts")
+    explanations = _Shown("registries")
+    violations = _Shown("registries")
+    dry_run_events = _Shown("registries")
+    eager_fallbacks = _Shown("registries")
+    dispatch = _Shown("registries")
+    guards = _Shown("registries")
+    watches = _Shown("registries")
 
     def __init__(self, policy: Policy, verify_every: int = 0, on_violation: str = "recompile",
                  dry_run: bool = False, ranks: RankAgreement | None = None):
         self.policy = policy
         self.ranks = ranks if ranks is not None else RankAgreement()
-        self.compiles = 0
-        self.explanations: list[FrameExplanations] = []
-        self.dispatch: Any = None  # a dispatch.DirectDispatch with dispatch="direct"
-        self.verify_every = verify_every
         self.on_violation = on_violation
         self.dry_run = dry_run
-        self.violations: list[Violation] = []
-        self.verified_calls = 0
-        self.unverified_calls = 0
-        self.dry_run_events: list[Any] = []  # dry_run.DryRunEvent objects
-        self.eager_fallbacks: list[EagerFallback] = []
-        #: config knobs in force over the policy's own lines (a module compiled in place: no free tensors)
-        self.config_overrides: dict[str, Any] = {}
-        self.guards = REGISTRY
-        self.watches = Watches()
-        self._active = False
-        self._warmup = policy.stance_warmup
-        #: what a call after warm-up that no cache entry accepts does (``guardpolicy.runtime.recovery``)
-        self.on_recompile = (getattr(policy, "on_recompile", None) or "recompile") if self._warmup else None
-        self.recoveries = 0  # such calls recovered from: compiled with every guard, warm-up again
-        self._recovering = False
         self.tool_object = making_tool_objects()
-        self._path_counts = False  # whether the per-call path counts the calls (else ``enter``)
-        self.call_count = 0
-        self._last_compile_call = 0
-        self._stanced: Any = None  # the DynamoStance the running call set the flag on
-        self._leave_bound = self._leave
-        self._path_counts = self.needs_call_path
-        from . import torch_internals  # imported with torch: gp.compile checked it is there
-
-        self._eval_frame = torch_internals.eval_frame
+        self.config_overrides: dict[str, Any] = {}
+        warmup = policy.stance_warmup
+        on_recompile = (getattr(policy, "on_recompile", None) or "recompile") if warmup is not None else None
+        self.stance = Stance(warmup, on_recompile, verify_every)
+        self.counts = Counts()
+        self.registries = Registries()
+        self.stance.path_counts = self.needs_call_path
 
     def set_dispatch(self, dispatch: Any) -> None:
         """Direct dispatch (a ``dispatch.DirectDispatch``) for this object's calls; then no
         call goes through the per-call path that recovers."""
-        self.dispatch = dispatch
-        self._path_counts = self.needs_call_path
+        self.registries.dispatch = dispatch
+        self.stance.path_counts = self.needs_call_path
 
     @property
     def needs_call_hook(self) -> bool:
         """Whether calls need guardpolicy's per-call hook (a stance line, or direct dispatch,
         which counts quiet calls)."""
-        return self._warmup is not None or self.dispatch is not None
+        return self.stance.warmup is not None or self.registries.dispatch is not None
 
     @property
     def needs_call_path(self) -> bool:
         """Whether calls go through guardpolicy's per-call path (``call_path.CallPath``): verify, or
         a stance that recovers (``on_recompile`` recompile or warn; not with direct dispatch)."""
-        return bool(self.verify_every) or self.recovers
+        return bool(self.stance.verify_every) or self.recovers
 
     @property
     def recovers(self) -> bool:
         """Whether a call after warm-up that no cache entry accepts compiles (``recovery``)."""
-        return self.on_recompile in ("recompile", "warn") and self.dispatch is None
-
-    @property
-    def warmup(self) -> int | None:
-        """The quiet calls before the stance (the ``stance`` line's N), or None."""
-        return self._warmup
+        return self.stance.on_recompile in ("recompile", "warn") and self.registries.dispatch is None
 
     @property
     def calls(self) -> int | None:
-        return self.call_count if self.needs_call_hook or self.needs_call_path else None
+        return self.stance.call_count if self.needs_call_hook or self.needs_call_path else None
 
     @property
     def quiet_calls(self) -> int | None:
-        counted = self.needs_call_hook or self.needs_call_path
-        return self.call_count - self._last_compile_call if counted else None
+        return self.stance.quiet_calls if self.needs_call_hook or self.needs_call_path else None
 
     @property
     def stance_active(self) -> bool:
         """Whether the next call runs with ``skip_guard_eval_unsafe``."""
-        return self._active or (self._warmup is not None and self.quiet_calls >= self._warmup)
+        return self.stance.stance_active
 
     @property
     def config(self) -> dict[str, Any]:
@@ -151,61 +155,39 @@ class CompileStats:
     def reset_stance(self) -> None:
         """Back to full guard evaluation; the warm-up count starts again (and direct dispatch
         drops its capture until the warm-up ends)."""
-        self._active = False
-        self._last_compile_call = self.call_count
-        if self.dispatch is not None:
-            self.dispatch.reset()
-
-    # -- called by torch ------------------------------------------------------------------
+        self.stance.reset()
+        if self.registries.dispatch is not None:
+            self.registries.dispatch.reset()
 
     def enter(self) -> Callable[[], None]:
-        """The per-call hook (``OptimizeContext.enter_exit_hooks``): counts the call and,
-        once warm-up is over, sets ``skip_guard_eval_unsafe`` on torch's current stance for
-        this call. Returns what torch calls when the call ends. (With verify, the per-call
-        path has counted the call already.)"""
-        if not self._path_counts:
-            self.call_count += 1
-        if self._warmup is None:  # direct dispatch without a stance line: only the count
-            return _nothing
-        if not self._active:
-            if self.call_count - 1 - self._last_compile_call < self._warmup:
-                return _nothing
-            self._active = True
-        stance = self._eval_frame._stance  # torch.compiler.set_stance replaces it: read it per call
-        if stance.skip_guard_eval_unsafe:  # already set: by torch's set_stance or an outer call
-            return _nothing
-        stance.skip_guard_eval_unsafe = True
-        self._stanced = stance
-        return self._leave_bound
-
-    def _leave(self) -> None:
-        self._stanced.skip_guard_eval_unsafe = False
-        self._stanced = None
+        """The per-call hook of an object pickled before the stance was a part of its own
+        (its context holds this bound method; ``compiled._install`` binds it to ``stance``)."""
+        return self.stance.enter()
 
     def begin_recovery(self) -> None:
-        """A call after warm-up matched no cache entry (``guardpolicy.runtime.recovery``): full guard
-        evaluation from this call on, and the warm-up count starts again."""
-        self.recoveries += 1
-        self._active = False
-        self._last_compile_call = self.call_count
-        self._recovering = True
+        """A call after warm-up matched no cache entry (``guardpolicy.runtime.call.recovery``):
+        full guard evaluation from this call on, and the warm-up count starts again."""
+        self.counts.recoveries += 1
+        self.stance.begin_recovery()
 
     def end_recovery(self) -> None:
-        self._recovering = False
+        self.stance.end_recovery()
 
     def record_compile(self, explanations: FrameExplanations) -> None:
-        if self._recovering and not self.tool_object:  # once per new cache entry
+        stance = self.stance
+        if stance.recovering and not self.tool_object:  # once per new cache entry
             _log.warning("guardpolicy: call %d of %r after warm-up matched no cache entry of %s; compiled a new "
                          "one with every guard evaluated (recovery %d); the stance returns after %d quiet calls",
-                         self.call_count, self.policy.name, explanations.frame, self.recoveries, self._warmup)
-        self.compiles += 1
-        self._last_compile_call = self.call_count
-        self.explanations.append(explanations)
+                         stance.call_count, self.policy.name, explanations.frame, self.counts.recoveries,
+                         stance.warmup)
+        self.counts.compiles += 1
+        stance.compiled()
+        self.registries.explanations.append(explanations)
 
     def record_eager_fallback(self, fallback: EagerFallback) -> None:
         """torch stopped compiling a frame of this object at a recompile limit (seen by the
         scoped callback, once per frame, at compile time): recorded and logged."""
-        self.eager_fallbacks.append(fallback)
+        self.registries.eager_fallbacks.append(fallback)
         _log.warning("guardpolicy: %s of policy %r falls back to eager: torch._dynamo hit config.%s (%s), last "
                      "reason: %s; from now on a call that none of its cache entries accepts runs it uncompiled "
                      "(gp.stats(compiled).eager_fallbacks; raise torch._dynamo.config.%s, or make the input that "
@@ -214,30 +196,39 @@ class CompileStats:
                      fallback.last_reason or "not recorded", fallback.limit)
 
     def __getstate__(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.__slots__ if name not in self._LIVE}
+        return {name: getattr(self, name) for name in self.__slots__}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        if "_calls" in state:  # pickled before the count was public
-            state["call_count"] = state.pop("_calls")
-        self.dispatch = None
         self.tool_object = False  # pickled before the flag existed
-        self.eager_fallbacks = []  # pickled before the list existed
         self.config_overrides = {}  # pickled before overrides existed
+        if "stance" not in state:  # pickled before the stance, counts and registries were parts
+            state = _parts_of(state)
         for name, value in state.items():
             setattr(self, name, value)
-        self.guards = REGISTRY
-        self.watches = Watches()
-        self._stanced = None
-        self._recovering = False
-        self._leave_bound = self._leave
-        from . import torch_internals
-
-        self._eval_frame = torch_internals.eval_frame
 
     def __repr__(self) -> str:
-        calls = f"{self.call_count} calls, " if self.needs_call_hook else ""
-        return (f"<guardpolicy.CompileStats {self.policy.name!r}: {calls}{self.compiles} compiles, "
+        calls = f"{self.stance.call_count} calls, " if self.needs_call_hook else ""
+        return (f"<guardpolicy.CompileStats {self.policy.name!r}: {calls}{self.counts.compiles} compiles, "
                 f"stance {'on' if self.stance_active else 'off'}>")
+
+
+def _parts_of(flat: dict[str, Any]) -> dict[str, Any]:
+    """The state of a ``CompileStats`` pickled with every field its own (before its parts):
+    the same state, its fields moved to ``stance``, ``counts`` and ``registries``."""
+    stance = Stance.__new__(Stance)
+    stance.__setstate__({"call_count": flat.pop("call_count", flat.pop("_calls", 0)),
+                         "verify_every": flat.pop("verify_every", 0), "warmup": flat.pop("_warmup", None),
+                         "on_recompile": flat.pop("on_recompile", None), "active": flat.pop("_active", False),
+                         "last_compile_call": flat.pop("_last_compile_call", 0), "recovering": False,
+                         "path_counts": flat.pop("_path_counts", False)})
+    counts = Counts(*(flat.pop(name, 0) for name in ("compiles", "verified_calls", "unverified_calls", "recoveries")))
+    registries = Registries()
+    for name in ("explanations", "violations", "dry_run_events", "eager_fallbacks", "dispatch"):
+        if name in flat:
+            setattr(registries, name, flat.pop(name))
+    known = set(CompileStats.__slots__)
+    return {**{k: v for k, v in flat.items() if k in known}, "stance": stance, "counts": counts,
+            "registries": registries}
 
 
 #: Where a compiled object keeps its ``CompileStats`` (an attribute of a ``GuardPolicyModule``

@@ -1,4 +1,4 @@
-"""Per-call latency after the stance recovered (``guardpolicy.runtime.recovery``) against before, for
+"""Per-call latency after the stance recovered (``guardpolicy.runtime.call.recovery``) against before, for
 ``bench/bench_runtime.py --recovery``: one interleaved run (``latency.measure``) of the
 recommended recipe (nn-module guards dropped, free tensors, the stance) four ways:
 

@@ -16,7 +16,7 @@ guardpolicy reads them from here (``torch_internals.X``):
   and torch's refusal under it (``guardpolicy.runtime.compiled``, ``stats``, ``recovery``),
   and a frame torch stopped compiling at a recompile limit (``guard_filter``);
 * ``call_state``: what direct dispatch reads of the state a call runs in (cache entries of a
-  region, the eval-frame callback, global state, tracing; ``guardpolicy.runtime.dispatch``);
+  region, the eval-frame callback, global state, tracing; ``guardpolicy.runtime.call.dispatch``);
 * ``guards``: guards and cache entries (``torch._dynamo.guards``): the frame being compiled
   and its full guard manager, what verify and the dry run build, invalidate and explain with,
   the guard-manager trees the tools walk;

@@ -1,4 +1,4 @@
-"""What direct dispatch (``guardpolicy.runtime.dispatch``) reads of the state a call runs in:
+"""What direct dispatch (``guardpolicy.runtime.call.dispatch``) reads of the state a call runs in:
 a code object's cache entries in a Dynamo context's region and the backend each records, the
 eval-frame callback, torch's global-state guard, the torch-function and functorch stacks,
 tracing (jit, fx, Dynamo/AOT) and saved-tensor hooks, global ``nn.Module`` hooks, and

@@ -83,7 +83,7 @@ def compile_lock() -> Any:
     return _convert_frame.compile_lock
 
 
-# -- the stance that recovers (guardpolicy.runtime.recovery) ---------------------------------------
+# -- the stance that recovers (guardpolicy.runtime.call.recovery) ---------------------------------------
 #
 # Under ``skip_guard_eval_unsafe`` torch's C lookup (torch/csrc/dynamo/eval_frame_cpp.cpp)
 # runs each cache entry's differentiating guards only; when none matches it raises a

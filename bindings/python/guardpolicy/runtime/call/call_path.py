@@ -24,11 +24,11 @@ import warnings
 from typing import Any, Callable
 
 from . import recovery as _recovery
-from . import verify as _verify
-from .._core import CallLayer
-from ..api.errors import StaleGuardError, StaleGuardWarning
+from .. import verify as _verify
+from ..._core import CallLayer
+from ...api.errors import StaleGuardError, StaleGuardWarning
 from .frame_locals import frame_locals_binder
-from .logs import log  # violations are logged here, at WARNING (TORCH_LOGS=guardpolicy)
+from ..logs import log  # violations are logged here, at WARNING (TORCH_LOGS=guardpolicy)
 
 
 def agree_locally(verdict: _verify.Verdict) -> _verify.Verdict:
@@ -39,15 +39,20 @@ def agree_locally(verdict: _verify.Verdict) -> _verify.Verdict:
 class CallPath(CallLayer):
     """Calls of one compiled object, when they need guardpolicy (see the module docstring).
 
-    ``inner``: torch's compiled callable (the ``compile_wrapper``); ``stats``: the object's
-    ``CompileStats``; ``module``: the ``nn.Module`` whose ``forward`` is the top-level frame,
-    or None for a function (``function``). ``agree`` is the seam: replace it on the
-    instance. A call (``CallLayer``, in C) counts ``stats.call_count``, calls ``_sampled`` on every
+    ``inner``: torch's compiled callable (the ``compile_wrapper``); ``compile_stats``: the
+    object's ``CompileStats``, and of its parts ``stats`` (the ``Stance``, which holds the call
+    count: what ``CallLayer`` counts on), ``counts`` and ``guards`` (verify's registry);
+    ``module``: the ``nn.Module`` whose ``forward`` is the top-level frame, or None for a
+    function (``function``). ``agree`` is the seam: replace it on the instance. A call
+    (``CallLayer``, in C) counts ``stats.call_count``, calls ``_sampled`` on every
     ``stats.verify_every``-th call, then ``inner``, then ``_settle`` when frames compiled
     during the call are pending."""
 
     def __init__(self, inner: Callable, stats: Any, *, module: Any = None, function: Any = None):
-        super().__init__(inner, stats, stats.guards.pending)  # the pending frames (Guards.settle)
+        super().__init__(inner, stats.stance, stats.guards.pending)  # the pending frames (Guards.settle)
+        self.compile_stats = stats
+        self.counts = stats.counts
+        self.guards = stats.guards
         wrapped = getattr(inner, "__wrapped__", None)
         if module is not None and wrapped is not None and getattr(wrapped, "__self__", None) is not module:
             # torch compiles a wrapper frame of its own for this module (a torch.nn module
@@ -64,12 +69,12 @@ class CallPath(CallLayer):
 
     def _failed(self, exc: BaseException, *args: Any, **kwargs: Any) -> Any:
         """What ``CallLayer`` calls when ``inner`` raised a RuntimeError: the stance's recovery
-        (``guardpolicy.runtime.recovery``), which re-raises what it does not recover from."""
-        return _recovery.recover(self.stats, self.inner, exc, args, kwargs)
+        (``guardpolicy.runtime.call.recovery``), which re-raises what it does not recover from."""
+        return _recovery.recover(self.compile_stats, self.inner, exc, args, kwargs)
 
     def _settle(self) -> None:
         """What ``CallLayer`` calls after a call while compiled frames are pending."""
-        self.stats.guards.settle()
+        self.guards.settle()
 
     # -- verify ---------------------------------------------------------------------------
 
@@ -78,18 +83,19 @@ class CallPath(CallLayer):
         ``StaleGuardError`` under ``on_violation raise``. ``served``: ``(cache entry, frame
         locals)`` when the caller has bound the frame locals and found the entry whose kept
         guards pass (direct dispatch), so that neither is done again."""
-        stats = self.stats
+        stats, guards = self.compile_stats, self.guards
         if served is not None:
-            verdict, entry = _verify.check_entry(stats.guards, *served, call, stats.on_violation, _tp())
+            verdict, entry = _verify.check_entry(guards, *served, call, stats.on_violation, _tp())
         elif (located := self.frame_locals(args, kwargs)) is None:  # it does not bind: it raises itself
             verdict, entry = _verify.Verdict(call), None
         else:
             code, f_locals = located
-            verdict, entry = _verify.check(stats.guards, code, f_locals, call, stats.on_violation, _tp())
+            verdict, entry = _verify.check(guards, code, f_locals, call, stats.on_violation, _tp())
         verdict = self.agree(verdict)
-        stats.verified_calls += 1
+        counts = self.counts
+        counts.verified_calls += 1
         if verdict.unverified:
-            stats.unverified_calls += 1
+            counts.unverified_calls += 1
         if verdict.stale:
             self.act(verdict, entry)
         return verdict
@@ -98,14 +104,14 @@ class CallPath(CallLayer):
         """Records and logs the violations, then: ``recompile``, the entry torch would serve
         is invalidated (and the stance, if any, goes back to full guards) so that this call
         compiles anew; ``raise``, ``StaleGuardError``; ``warn``, one warning per guard."""
-        stats = self.stats
-        stats.violations.extend(verdict.violations)
+        stats = self.compile_stats
+        stats.registries.violations.extend(verdict.violations)
         for violation in verdict.violations:
             log.warning("%s", violation)
         action = stats.on_violation
         if action == "recompile":
             if entry is not None:
-                frame = stats.guards.forget(entry)
+                frame = self.guards.forget(entry)
                 owner = frame.owner() if frame is not None and frame.owner is not None else None
                 _tp().invalidate(entry, owner, f"guardpolicy verify: {verdict.violations[0].reason}")
             stats.reset_stance()
@@ -153,6 +159,6 @@ def _caller_stacklevel() -> int:
 
 
 def _tp() -> Any:
-    from . import torch_internals
+    from .. import torch_internals
 
     return torch_internals

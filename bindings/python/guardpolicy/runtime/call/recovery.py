@@ -24,7 +24,7 @@ import logging
 import warnings
 from typing import Any, Callable
 
-from ..api.errors import StanceRecompileWarning
+from ...api.errors import StanceRecompileWarning
 
 _log = logging.getLogger("guardpolicy")  # calls.log: the logger violations go to
 
@@ -32,7 +32,7 @@ _log = logging.getLogger("guardpolicy")  # calls.log: the logger violations go t
 def before_user_code(exc: BaseException) -> bool:
     """Whether every frame ``exc`` passed through is torch's: the lookup of the call's first
     frame failed, before any of the user's code ran, so running the call again is safe."""
-    from .torch_internals import TORCH_DIR
+    from ..torch_internals import TORCH_DIR
 
     tb = exc.__traceback__
     while tb is not None:
@@ -46,7 +46,7 @@ def recover(stats: Any, inner: Callable, exc: BaseException, args: tuple, kwargs
     """What the per-call path does when ``inner`` (torch's compiled callable) raised ``exc``:
     re-raises it unless it is a stance miss this object may recover from; else runs the call
     again with every guard (``stats.begin_recovery``) and returns its result."""
-    from .torch_internals import is_stance_miss
+    from ..torch_internals import is_stance_miss
 
     if stats.on_recompile not in ("recompile", "warn") or not is_stance_miss(exc):
         raise exc

@@ -3,7 +3,7 @@ the compiled object checks the kept guards of its frame's cache entries with tor
 manager and calls the chosen entry's compiled code itself, without Dynamo's per-call machinery
 (``compile_wrapper``, the eval-frame callback, the cache lookup).
 
-* **Capture.** Once ``warmup`` consecutive calls compiled nothing, the next call that takes the
+* **Capture** (``capture``). Once ``warmup`` consecutive calls compiled nothing, the next call that takes the
   normal path captures, per cache entry of the frame (torch's lookup order), its guard manager
   (``root.check(f_locals)`` is torch's evaluation of the kept guards) and a function built
   from its transformed code with the original function's globals, defaults and closure.
@@ -24,16 +24,14 @@ manager and calls the chosen entry's compiled code itself, without Dynamo's per-
 
 from __future__ import annotations
 
-import dataclasses
-import inspect
 import types
 from collections import Counter
 from typing import Any, Callable
 
 import torch
 
-from . import torch_internals as _tp
-from .frame_locals import frame_locals_binder
+from .. import torch_internals as _tp
+from .capture import GENERATION, Refusal, Refused, Target, build, bump, where
 
 #: Quiet calls before the first capture, for a policy without a ``stance ... after N calls`` line.
 DEFAULT_WARMUP = 8
@@ -57,91 +55,13 @@ FALLBACK_REASONS = (KEPT_GUARD_FAILED, ENTRY_GONE, NEW_COMPILE, DYNAMO_ACTIVE, S
 
 #: torch stances under which a cache hit runs the compiled code, as direct dispatch does.
 _HIT_STANCES = frozenset({"default", "fail_on_recompile", "eager_on_recompile"})
-_FRAME_FLAGS_REFUSED = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
-                        | inspect.CO_ITERABLE_COROUTINE)
-_RESUME_PREFIX = "__resume_at_"  # Dynamo's name for the continuation after a graph break
 _MISS = object()
-
-_generation = [0]  # bumped when any Dynamo compile starts or ends
-
-
-def _bump(_args: Any = None) -> None:
-    _generation[0] += 1
-
 
 def require() -> None:
     """Raises RuntimeError naming what this torch lacks for direct dispatch."""
     if absent := _tp.dispatch_missing():
         raise RuntimeError(f"guardpolicy.compile(dispatch='direct') needs {', '.join(absent)}, "
                            f"which torch {torch.__version__} lacks{_tp.DOCTOR_HINT}")
-
-
-@dataclasses.dataclass(frozen=True)
-class Refusal:
-    """Why a frame is not dispatched directly: ``reason`` and ``frame`` (``name at file:line``)."""
-
-    reason: str
-    frame: str
-
-    def __str__(self) -> str:
-        return f"{self.frame}: {self.reason}"
-
-
-class _Refused(Exception):
-    pass
-
-
-class _Entry:
-    """One captured cache entry: its guard manager and a function running its code."""
-
-    __slots__ = ("manager", "root", "fn")
-
-    def __init__(self, manager: Any, fn: Callable):
-        self.manager = manager
-        self.root = manager.root
-        self.fn = fn
-
-
-class _Target:
-    """What a capture found for one frame: its entries in lookup order and how to build its
-    locals. ``lead`` is the first argument the frame takes before the call's own (the
-    original module for an ``nn.Module``), or None. ``forward_owner``: what held the
-    original module's ``forward`` at the capture, its instance ``forward`` or else its class."""
-
-    __slots__ = ("entries", "bind", "lead", "module", "module_dict", "forward_owner", "generation",
-                 "global_state", "check_function_modes", "check_saved_hooks", "path", "verify_every",
-                 "fn", "code", "defaults", "kwdefaults")
-
-    def __init__(self, entries: list[_Entry], bind: Callable, lead: Any,
-                 global_state: Any, check_function_modes: bool, check_saved_hooks: bool):
-        self.module: Any = None  # the original module, for a module
-        self.module_dict: Any = None  # its __dict__ (its hooks, its instance forward)
-        self.forward_owner: Any = None
-        self.path: Any = None  # verify's per-call path (call_path.CallPath), whose verify() runs
-        self.verify_every = 0  # on every verify_every-th call
-        self.fn: Any = None  # the frame's function, and its state the entries run with (captured)
-        self.code = self.defaults = self.kwdefaults = None
-        self.entries = entries
-        self.bind = bind
-        self.lead = lead
-        self.generation = _generation[0]
-        self.global_state = global_state
-        self.check_function_modes = check_function_modes
-        self.check_saved_hooks = check_saved_hooks
-
-
-def _entry_function(code: types.CodeType, fn: types.FunctionType) -> types.FunctionType:
-    """A function running ``code`` (an entry's transformed code) as ``fn`` would run."""
-    out = types.FunctionType(code, fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
-    out.__kwdefaults__ = fn.__kwdefaults__
-    return out
-
-
-def _where(fn: Any) -> str:
-    code = getattr(fn, "__code__", None)
-    if code is None:
-        return type(fn).__name__
-    return f"{code.co_name} at {code.co_filename}:{code.co_firstlineno}"
 
 
 class DirectDispatch:
@@ -166,14 +86,14 @@ class DirectDispatch:
         self._fn = fn  # the compiled function (None for a module: it comes with each call)
         self._normal: Any = None  # what a function's calls go to when not direct
         self._ctx: Any = None
-        self._target: _Target | None = None
+        self._target: Target | None = None
         self._tried = -1  # the compile generation of the last capture attempt
 
     @property
     def state(self) -> str:
-        if self._target is not None and self._target.generation == _generation[0]:
+        if self._target is not None and self._target.generation == GENERATION[0]:
             return "direct"  # (a capture older than the last compile is dropped at the next call)
-        return "refused" if self._tried == _generation[0] and self.refusals else "warm-up"
+        return "refused" if self._tried == GENERATION[0] and self.refusals else "warm-up"
 
     def bind_context(self, ctx: Any) -> None:
         """The ``OptimizeContext`` whose frames this dispatches."""
@@ -220,7 +140,7 @@ class DirectDispatch:
         self._maybe_capture(wrapper)
         return out
 
-    def _direct(self, target: _Target, args: tuple, kwargs: dict, wrapper_dict: Any = None) -> Any:
+    def _direct(self, target: Target, args: tuple, kwargs: dict, wrapper_dict: Any = None) -> Any:
         """The call made directly, or ``_MISS`` (the reason counted in ``fallbacks``).
         ``wrapper_dict``: the ``__dict__`` of a compiled module (whose hooks, and its original
         module's, send the call to the normal path)."""
@@ -236,7 +156,7 @@ class DirectDispatch:
         elif wrapper_dict is not None and (_hooked(wrapper_dict) or _hooked(target.module_dict)
                                          or _tp.has_global_module_hooks()):
             why = MODULE_HOOKS
-        elif target.generation != _generation[0]:
+        elif target.generation != GENERATION[0]:
             self._target = None  # the next quiet call captures again
             why = NEW_COMPILE
         elif _tp.get_eval_frame_callback() is not None:
@@ -273,8 +193,8 @@ class DirectDispatch:
             return _MISS
         if entry is not entries[0]:  # a new list, bound at once: safe against a concurrent call
             target.entries = [entry, *(e for e in entries if e is not entry)]
-        stats = self._stats
-        call = stats.call_count = stats.call_count + 1
+        stance = target.stance
+        call = stance.call_count = stance.call_count + 1
         every = target.verify_every
         if every and call % every == 0 and self._verify_caught(target, call, args, kwargs, (cache_entry, f_locals)):
             return _MISS
@@ -287,7 +207,7 @@ class DirectDispatch:
                 _tp.functorch_pop_to(0)
             raise
 
-    def _verify_caught(self, target: _Target, call: int, args: tuple, kwargs: dict, served: tuple) -> bool:
+    def _verify_caught(self, target: Target, call: int, args: tuple, kwargs: dict, served: tuple) -> bool:
         """verify's sampled check of a direct call, before it runs (issue 14's path: it
         records, logs and acts), on ``served``: the cache entry whose kept guards just passed
         and the frame locals they passed on. True when the call must take the normal path
@@ -296,8 +216,8 @@ class DirectDispatch:
         ``warn`` lets the call go on."""
         verdict = target.path.verify(call, args, kwargs, served)
         if verdict.stale and self._stats.on_violation == "recompile":
-            self._stats.call_count = call - 1
-            self._stats.verified_calls -= 1  # one call, verified once: the normal path counts it
+            target.stance.call_count = call - 1
+            self._stats.counts.verified_calls -= 1  # one call, verified once: the normal path counts it
             self.reset()
             self.fallbacks[VERIFY_CAUGHT] += 1
             return True
@@ -306,22 +226,24 @@ class DirectDispatch:
     # -- capture ----------------------------------------------------------------------------
 
     def _maybe_capture(self, wrapper: Any) -> None:
-        if (self._target is None and self._tried != _generation[0]
-                and self._stats.quiet_calls >= self.warmup):
+        if (self._target is None and self._tried != GENERATION[0]
+                and self._stats.stance.quiet_calls >= self.warmup):
             self._capture(wrapper)
 
     def _capture(self, wrapper: Any) -> None:
-        _tp.on_every_compile(_bump)  # again: torch.compiler.reset() unregisters it
-        self._tried = _generation[0]
+        _tp.on_every_compile(bump)  # again: torch.compiler.reset() unregisters it
+        self._tried = GENERATION[0]
         fn, lead = self._frame_function(wrapper)
         try:
-            target = self._build(fn, lead, None if wrapper is None else wrapper._orig_mod)
+            target = build(fn, lead, None if wrapper is None else wrapper._orig_mod, self._ctx, self._stats.stance,
+                           self._stats.registries.explanations)
+            target.stance = self._stats.stance
             target.path = self._verify_path(wrapper)
             target.verify_every = getattr(self._stats, "verify_every", 0) if target.path is not None else 0
             self._target = target
             self.captures += 1
-        except _Refused as refused:
-            self._refuse(str(refused), _where(fn))
+        except Refused as refused:
+            self._refuse(str(refused), where(fn))
 
     def _refuse(self, reason: str, frame: str) -> None:
         refusal = Refusal(reason, frame)
@@ -353,106 +275,10 @@ class DirectDispatch:
             return forward.__func__, mod
         return forward, None
 
-    def _build(self, fn: Any, lead: Any, module: Any) -> _Target:
-        if not isinstance(fn, types.FunctionType):
-            raise _Refused(f"the compiled callable is a {type(fn).__name__}, not a Python function")
-        code = fn.__code__
-        if code.co_flags & _FRAME_FLAGS_REFUSED:
-            raise _Refused("the frame is a generator or coroutine")
-        if module is not None:
-            _check_module(module)
-        self._check_context_hooks()
-        entries, dropped = self._entries(code, fn)
-        target = _Target(entries, frame_locals_binder(fn), lead,
-                         _tp.GlobalStateGuard() if "GLOBAL_STATE" in dropped else None,
-                         bool(dropped & {"TORCH_FUNCTION_STATE", "DEFAULT_DEVICE"}),
-                         "AUTOGRAD_SAVED_TENSORS_HOOKS" in dropped)
-        target.fn, target.code, target.defaults, target.kwdefaults = fn, code, fn.__defaults__, fn.__kwdefaults__
-        if module is not None:  # the forward the normal path finds: the instance's, else the class's
-            target.module, target.module_dict = module, module.__dict__
-            target.forward_owner = module.__dict__.get("forward", type(module))
-        return target
-
-    def _check_context_hooks(self) -> None:
-        """Refuses a Dynamo context with per-call hooks that do more than compile settings
-        (a backend context, compiled autograd, an ``on_enter``)."""
-        for hook in _tp.hooks_of(self._ctx):
-            if getattr(hook, "__self__", None) is self._stats:
-                continue
-            name = getattr(hook, "__qualname__", type(hook).__name__)
-            if "make_set_enable_dynamic" in name or "_make_closure_patcher" in name:
-                continue  # config patched for compiles only
-            if name.endswith("call_on_enter") and _runs_only(hook, _COMPILE_ONLY_ON_ENTER):
-                continue
-            raise _Refused(f"the Dynamo context runs a per-call hook ({name}) that direct dispatch would skip")
-
-    def _entries(self, code: types.CodeType, fn: types.FunctionType) -> tuple[list[_Entry], set[str]]:
-        """The captured entries of ``code`` in lookup order, and the ambient guard types
-        (GLOBAL_STATE, ...) that at least one of them dropped."""
-        backend = _tp.backend_of(self._ctx.callback)
-        ours = {frame.frame.compile_id: frame for frame in self._stats.explanations}
-        entries, dropped = [], set()
-        for raw in _tp.cache_entries(code, getattr(self._ctx, "_isolate_recompiles_id", -1)):
-            entry_code, manager = raw.code, raw.guard_manager
-            if not isinstance(entry_code, types.CodeType) or manager.cache_entry is None:
-                continue  # invalidated: torch never picks it
-            compile_id = str(raw.compile_id)
-            if not (raw.backend is backend or raw.backend == backend):
-                raise _Refused(f"cache entry {compile_id} belongs to another backend")
-            explanations = ours.get(compile_id)
-            if explanations is None:
-                raise _Refused(f"cache entry {compile_id} was not compiled by this object "
-                               "(another torch.compile of the same code)")
-            resume = [n for n in entry_code.co_names if n.startswith(_RESUME_PREFIX)]
-            if resume:
-                raise _Refused(f"graph break: the code of cache entry {compile_id} continues in {resume[0]}")
-            if entry_code.co_freevars != code.co_freevars:
-                raise _Refused(f"cache entry {compile_id} has other free variables than the frame")
-            kept = {e.guard_type for e in explanations if e.keep}
-            dropped |= {"GLOBAL_STATE", "TORCH_FUNCTION_STATE", "DEFAULT_DEVICE",
-                        "AUTOGRAD_SAVED_TENSORS_HOOKS"} - kept
-            entries.append(_Entry(manager, _entry_function(entry_code, fn)))
-        if not entries:
-            raise _Refused("the frame has no cache entry (Dynamo compiled another frame or skipped it)")
-        return entries, dropped
-
-
-#: ``OptimizeContext``'s ``on_enter``: ``install_generation_tagging_init``, which patches
-#: ``nn.Module.__init__`` once (on the first call, which took the normal path).
-_COMPILE_ONLY_ON_ENTER = "OptimizeContext.__init__.<locals>.on_enter"
-
-
-def _runs_only(hook: Any, qualname: str) -> bool:
-    """Whether ``hook`` (torch's ``call_on_enter`` closure) calls the function ``qualname``."""
-    cells = getattr(hook, "__closure__", None) or ()
-    return len(cells) == 1 and getattr(cells[0].cell_contents, "__qualname__", None) == qualname
-
-
 def _hooked(module_dict: dict) -> bool:
     """Whether the module whose ``__dict__`` this is has forward or backward hooks (read
     from the instance dict: an ``nn.Module``'s ``__getattr__`` makes each attribute read
     slower than a dict lookup, per call)."""
     return bool(module_dict["_forward_hooks"] or module_dict["_forward_pre_hooks"]
                 or module_dict["_backward_hooks"] or module_dict["_backward_pre_hooks"])
-
-
-def _check_module(mod: Any) -> None:
-    """Refuses modules whose calls need more than their ``forward``: lazy modules,
-    FSDP-wrapped modules and modules with DTensor parameters."""
-    if hasattr(mod, "_initialize_hook"):
-        raise _Refused("a lazy module (its pre-hooks initialize it)")
-    if not torch.distributed.is_available():
-        return
-    from torch.distributed import fsdp
-    from torch.distributed.tensor import DTensor
-
-    fsdp_classes = tuple(c for c in (getattr(fsdp, "FullyShardedDataParallel", None),
-                                     getattr(fsdp, "FSDPModule", None)) if c is not None)
-    for sub in mod.modules():
-        if isinstance(sub, fsdp_classes):
-            raise _Refused(f"an FSDP module ({type(sub).__name__})")
-    for param in mod.parameters():
-        if isinstance(param, DTensor):
-            raise _Refused("a module with DTensor parameters")
-
 
