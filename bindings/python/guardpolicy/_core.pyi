@@ -253,6 +253,11 @@ def watch_version(obj: Any) -> int | None:
     masked), which every change of it moves; 0 for a static or immutable class, which cannot
     change; None where this Python keeps none (3.14+). TypeError for anything else."""
 
+def watch_versions(objs: tuple) -> tuple[int, ...] | None:
+    """``watch_version`` of each of a tuple of dicts and classes, in one call (the watch's
+    signature key, read on every recheck); None where this Python keeps none. TypeError for
+    anything else in it."""
+
 #: The states a WatchGate keeps by default (bindings/runtime/watch/watch_gate.h).
 WATCH_STATES_PER_ENTRY: int
 
@@ -269,6 +274,9 @@ class WatchGate:
     def __call__(self, f_locals: dict[str, Any]) -> bool: ...
     @property
     def rechecks(self) -> int: ...
+    @property
+    def calls(self) -> int:
+        """Every call the gate checked (the recheck tells rechecks in a row by it)."""
     @property
     def states(self) -> tuple[WatchState, ...]: ...
     def install(self, state: WatchState) -> None: ...

@@ -18,6 +18,7 @@ struct WatchGate {
   std::shared_ptr<const StateIndex>* index;  // of `states`, replaced with it
   Py_ssize_t capacity;
   long long rechecks;
+  long long calls;  // every call of the gate: the recheck tells rechecks in a row by it
 };
 
 // Replaces the gate's states (a new reference, stolen) and their index; the old tuple is freed
@@ -122,6 +123,7 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
     PyErr_SetString(PyExc_TypeError, "WatchGate.__init__(recheck[, capacity]) was not called");
     return nullptr;
   }
+  ++self->calls;
   if (PyVectorcall_NARGS(nargsf) != 1 || (kwnames != nullptr && PyTuple_GET_SIZE(kwnames) != 0)) {
     PyErr_SetString(PyExc_TypeError, "WatchGate takes the frame locals, one positional argument");
     return nullptr;
@@ -225,6 +227,10 @@ PyObject* GetRechecks(PyObject* self_, void*) {
   return PyLong_FromLongLong(reinterpret_cast<WatchGate*>(self_)->rechecks);
 }
 
+PyObject* GetCalls(PyObject* self_, void*) {
+  return PyLong_FromLongLong(reinterpret_cast<WatchGate*>(self_)->calls);
+}
+
 PyObject* GetStates(PyObject* self_, void*) {
   PyObject* states = reinterpret_cast<WatchGate*>(self_)->states;
   Py_INCREF(states);
@@ -234,6 +240,8 @@ PyObject* GetStates(PyObject* self_, void*) {
 PyGetSetDef getset[] = {
     {const_cast<char*>("rechecks"), GetRechecks, nullptr,
      const_cast<char*>("how many calls ran the recheck (a change, a first call, roots with no state)"), nullptr},
+    {const_cast<char*>("calls"), GetCalls, nullptr,
+     const_cast<char*>("how many calls the gate checked (rechecks in a row: the watch's hot groups)"), nullptr},
     {const_cast<char*>("states"), GetStates, nullptr,
      const_cast<char*>("the WatchStates kept, the most recently installed first"), nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},

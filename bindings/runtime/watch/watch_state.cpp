@@ -375,6 +375,27 @@ void ReleaseSnapshot(WatchSnapshot* snap) {
   snap->versions = nullptr;
 }
 
+namespace {
+
+// watch_version(obj): see its docstring below. Raises pybind11::type_error for another object.
+pybind11::object WatchVersion(pybind11::handle obj) {
+  PyObject* dict = obj.ptr();
+  if (PyType_Check(dict)) {
+    auto* type = reinterpret_cast<PyTypeObject*>(dict);
+    // a static or immutable class cannot change (on 3.12+ a static builtin type has no tp_dict)
+    if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE) return pybind11::int_(0);
+    dict = type->tp_dict;
+  }
+  if (dict == nullptr || !PyDict_Check(dict)) throw pybind11::type_error("watch_version takes a dict or a class");
+#ifdef GUARDPOLICY_DICT_VERSIONS
+  return pybind11::int_(VersionOf(dict));
+#else
+  return pybind11::none();
+#endif
+}
+
+}  // namespace
+
 void BindWatchState(pybind11::module_& m) {
 #if PY_VERSION_HEX >= 0x030C0000
   if (watcher_id < 0) {
@@ -389,28 +410,24 @@ void BindWatchState(pybind11::module_& m) {
   Py_INCREF(absent);
   m.add_object("WATCH_ABSENT", absent);
   AddType(m, "WatchState", &state_type);
+  m.def("watch_version", &WatchVersion, pybind11::arg("obj"),
+        "watch_version(obj): the version of a dict, or of a class's own dict (ma_version_tag, the "
+        "watcher bits masked), which every change of it moves; 0 for a static or immutable class, "
+        "which cannot change; None where this Python keeps none (3.14+)");
   m.def(
-      "watch_version",
-      [](pybind11::handle obj) -> pybind11::object {
-        PyObject* dict = obj.ptr();
-        if (PyType_Check(dict)) {
-          auto* type = reinterpret_cast<PyTypeObject*>(dict);
-          // a static or immutable class cannot change (on 3.12+ a static builtin type has no tp_dict)
-          if (!(type->tp_flags & Py_TPFLAGS_HEAPTYPE) || type->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)
-            return pybind11::int_(0);
-          dict = type->tp_dict;
+      "watch_versions",
+      [](const pybind11::tuple& objs) -> pybind11::object {
+        pybind11::tuple out(objs.size());
+        for (size_t i = 0; i < objs.size(); ++i) {
+          pybind11::object version = WatchVersion(objs[i]);
+          if (version.is_none()) return version;
+          out[i] = std::move(version);
         }
-        if (dict == nullptr || !PyDict_Check(dict)) throw pybind11::type_error("watch_version takes a dict or a class");
-#ifdef GUARDPOLICY_DICT_VERSIONS
-        return pybind11::int_(VersionOf(dict));
-#else
-        return pybind11::none();
-#endif
+        return std::move(out);
       },
-      pybind11::arg("obj"),
-      "watch_version(obj): the version of a dict, or of a class's own dict (ma_version_tag, the "
-      "watcher bits masked), which every change of it moves; 0 for a static or immutable class, "
-      "which cannot change; None where this Python keeps none (3.14+)");
+      pybind11::arg("objs"),
+      "watch_versions(objs): watch_version of each of a tuple of dicts and classes, as a tuple, in one "
+      "call (the watch's signature key, read on every recheck); None where this Python keeps none");
 }
 
 }  // namespace guardpolicy::python

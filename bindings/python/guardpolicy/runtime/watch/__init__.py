@@ -34,6 +34,8 @@ from typing import Any
 from ..._core import WATCH_STATES_PER_ENTRY, WatchGate, WatchState
 from ...api.data import schema_list
 from .roots import groups, is_module, own_root
+from ..logs import log
+from .hot import HOT_AFTER, Hot
 from .kinds import CannotWatch
 from .reads import Reads, deref, weakly
 from .sources import Walk, read
@@ -70,7 +72,16 @@ class GroupPlan:
         self.manager: Any = None
         self.signature: tuple = ()
         self.gate: Any = None
+        self.hot = Hot()  # its walks in a row (watch.hot)
+        self.label = ""  # its frame and roots, named once attached (Watches.hot, the log)
         self.reads_ambient = reads_ambient  # what every call reads (global hooks, builtins): in one plan of a frame
+
+    @property
+    def may_go_hot(self) -> bool:
+        """Whether torch's manager of the watched guards checks all ``torch.compile`` would:
+        the compile installed no tensor of this group as a free tensor (the signature's last
+        part, their identities, is empty)."""
+        return bool(self.signature) and not self.signature[-1]
 
     def note_tensors(self, reads: Reads, signature: tuple) -> None:
         """Notes in ``MOVED_TENSORS`` that the code's installed tensors moved, when the
@@ -161,6 +172,12 @@ class _Recheck:
             reads = state.info if state is not None else None
             if reads is not None and not state.stale():
                 return bool(frame.manager.check(f_locals)) and self._holds(frame, reads), None
+            if frame.may_go_hot and frame.hot.skip_walk(frame.gate.calls):  # read anew call after call
+                if frame.hot.calls == 1:
+                    log.info("guardpolicy watch: %s read anew on %d calls in a row: torch's manager checks its "
+                             "%d watched guards on every call until it holds still", frame.label, HOT_AFTER,
+                             frame.guards)
+                return bool(frame.manager.check(f_locals)), (False if reads is not None else None)
             if not frame.manager.check(f_locals):
                 # nothing to arm: no walk (torch asks every entry again for its recompile reasons);
                 # a state whose objects moved is dropped, not kept failing with the old ones in it
@@ -211,6 +228,12 @@ class Watches:
         return sum(f.gate.rechecks for f in self.frames if f.gate is not None)
 
     @property
+    def hot(self) -> dict[str, int]:
+        """The groups read anew call after call (``watch.hot``) and how many calls each had
+        answered by torch's manager of its guards alone, by the gate's label."""
+        return {f.label: f.hot.calls for f in self.frames if f.hot.calls}
+
+    @property
     def unwatched(self) -> list[Unwatched]:
         return [u for f in self.frames for u in f.unwatched]
 
@@ -229,6 +252,7 @@ class Watches:
             if manager is None or torch_internals.is_deleted(manager) or frame.guards == 0:
                 continue
             frame.gate = WatchGate(_Recheck(frame))
+            frame.label = _label(frame)
             frame.gate.install(frame.state(frame.reads))
             frame.reads = weakref.ref(frame.reads)  # the state holds it, until its roots die
             torch_internals.add_last_guard(manager, frame.gate,
@@ -238,6 +262,13 @@ class Watches:
             # it toward recompile_limit (a model rebuilt and compiled anew ten times)
             weakref.finalize(frame, _invalidate, weakref.ref(manager))
             self.frames.append(frame)
+
+
+def _label(frame: GroupPlan) -> str:
+    """``frame``'s compiled code and the names of its roots: ``Net.forward (self)``."""
+    code = getattr(frame.code, "co_qualname", getattr(frame.code, "co_name", "?"))
+    roots = sorted({str(name) for name, _ in frame.reads.roots}) if frame.reads is not None else []
+    return f"{code} ({', '.join(roots)})"
 
 
 def _invalidate(manager: Any) -> None:

@@ -11,6 +11,7 @@ import types
 import weakref
 from typing import Any
 
+from ..._core import watch_versions
 from .roots import IMMUTABLE
 
 _MISSING = object()
@@ -54,6 +55,7 @@ class Reads:
         self.reached: dict[tuple[int, Any], tuple[dict, Any, Any]] = {}  # (dict, key, object read there)
         self.builtins: dict[tuple[int, str], dict] = {}  # (id(globals), a builtin's name) -> the globals
         self._signed: tuple | None = None  # (signature key, signature) of the last signature()
+        self._read_dicts: tuple | None = None  # (sizes, held dicts and classes, functions) of _signature_key
 
     def watch(self, obj: Any) -> None:
         self.watched.setdefault(id(obj), obj)
@@ -144,14 +146,19 @@ class Reads:
         return signed
 
     def _signature_key(self) -> tuple | None:
-        """The versions of the dicts the signature reads, or None where versions are not kept."""
-        from ..._core import watch_version
-
-        dicts = (*(d for *_, d in self.hook_paths), *(c for c in self.watched.values() if isinstance(c, type)),
-                 *(fn.__kwdefaults__ for fn, *_ in self.functions.values() if isinstance(fn.__kwdefaults__, dict)),
-                 *{id(g): g for g in self.builtins.values()}.values())
-        versions = tuple(watch_version(d) for d in dicts)
-        return None if None in versions else (tuple(map(id, dicts)), versions)
+        """The versions of the dicts the signature reads, or None where versions are not kept.
+        The hook dicts, classes and globals are the objects the walk read (gathered once, again
+        if the walk added some); the functions' keyword defaults are read from each function."""
+        size = (len(self.hook_paths), len(self.watched), len(self.functions), len(self.builtins))
+        if self._read_dicts is None or self._read_dicts[0] != size:
+            held = (*(d for *_, d in self.hook_paths), *(c for c in self.watched.values() if isinstance(c, type)),
+                    *{id(g): g for g in self.builtins.values()}.values())
+            functions = tuple(fn for fn, *_ in self.functions.values() if fn.__kwdefaults__ is not None)
+            self._read_dicts = (size, held, functions)
+        _, held, functions = self._read_dicts
+        kwdefaults = tuple(d for d in (fn.__kwdefaults__ for fn in functions) if isinstance(d, dict)) if functions else ()
+        versions = watch_versions(held + kwdefaults if kwdefaults else held)
+        return None if versions is None else (tuple(map(id, kwdefaults)), versions)
 
     def _compute_signature(self) -> tuple:
         hooks = tuple(sorted((key[0], key[1], path, name, tuple(id(v) for v in d.values()))
