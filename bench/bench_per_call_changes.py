@@ -1,0 +1,174 @@
+#!/usr/bin/env python3
+"""Per-call cost when the model's state changes on every call, the way library users make it
+(issue 48): a 6-layer MLP (width 32) under ``torch.nn.utils.prune`` (a forward pre-hook assigns
+``weight`` on every call), ``spectral_norm`` (the same, by power iteration), ``functional_call``
+with the model's own parameters, a PEFT LoRA adapter disabled around each call
+(``disable_adapter()``), accelerate's ``cpu_offload`` (hooks that load each weight on every
+call) and diffusers' layerwise casting (bfloat16 storage, float32 compute: hooks that cast the
+weights on every call), each applied after warm-up.
+
+Variants, each compiled from its own copy with the change applied to it: eager, no filter
+(plain ``torch.compile``) and ``gp.compile(model, "watch_state")``. Wall clock per call in one
+interleaved run (``guardpolicy.tools.latency``), one thread, each compared with eager's output;
+the compiles each made (a counting backend around ``eager``/``inductor``), and the calls
+``watch_state`` answered hot (runtime/watch/hot.py). Needs peft, accelerate and diffusers
+(``pip install peft accelerate diffusers``); a change whose library is missing is left out,
+and said so. Prints markdown; ``--results bench/DETAILS.md`` writes its section there.
+
+Usage: bench_per_call_changes.py [--changes prune,...] [--backends eager,inductor] [--calls 300]
+                                 [--block 20] [--results bench/DETAILS.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import datetime
+import sys
+from pathlib import Path
+
+import torch
+import torch.nn.utils.prune
+from results_section import publish
+from torch import nn
+
+import guardpolicy as gp
+from guardpolicy.tools import latency
+
+BEGIN = "<!-- per-call-changes: begin (bench/bench_per_call_changes.py writes this section) -->"
+END = "<!-- per-call-changes: end -->"
+WIDTH = 32
+
+
+class MLP(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.Sequential(*[nn.Linear(WIDTH, WIDTH) for _ in range(6)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.layers(x)
+
+
+def _prune(m):
+    torch.nn.utils.prune.l1_unstructured(m.layers[0], "weight", amount=0.3)
+    return m, m
+
+
+def _spectral(m):
+    torch.nn.utils.spectral_norm(m.layers[1])
+    return m, m
+
+
+def _functional(m):
+    params = dict(m.named_parameters())
+    return m, lambda compiled: (lambda x: torch.func.functional_call(compiled, params, (x,)))
+
+
+def _peft(m):
+    import peft
+
+    model = peft.get_peft_model(m, peft.LoraConfig(r=4, target_modules=["layers.0", "layers.3"]))
+
+    def call(compiled):
+        def run(x):
+            with model.disable_adapter():
+                return compiled(x)
+        return run
+    return model, call
+
+
+def _offload(m):
+    import accelerate
+
+    return accelerate.cpu_offload(m, execution_device=torch.device("cpu")), m
+
+
+def _casting(m):
+    from diffusers.hooks import apply_layerwise_casting
+
+    apply_layerwise_casting(m, storage_dtype=torch.bfloat16, compute_dtype=torch.float32)
+    return m, m
+
+
+#: name -> apply(model) -> (the model the change made, what calls it: itself, or a wrapper of the compiled object)
+CHANGES = {"prune": _prune, "spectral_norm": _spectral, "functional_call": _functional, "peft disable_adapter": _peft,
+           "accelerate cpu_offload": _offload, "diffusers layerwise casting": _casting}
+
+
+class Counting:
+    """A backend that counts its compiles, then hands the graph to ``backend``."""
+
+    def __init__(self, backend: str) -> None:
+        self.backend, self.compiles = backend, 0
+
+    def __call__(self, gm, example_inputs):
+        self.compiles += 1
+        if self.backend == "eager":
+            return gm.forward
+        from torch._inductor.compile_fx import compile_fx
+        return compile_fx(gm, example_inputs)
+
+
+def build(change: str, backend: str, x: torch.Tensor) -> tuple[list[latency.Variant], dict]:
+    """The three variants after ``change``, each warmed up before it, and their counters."""
+    torch.manual_seed(0)
+    base = MLP().eval()
+    variants, counters = [], {}
+    for label in ("eager", "no filter", "watch_state"):
+        model = copy.deepcopy(base)
+        counting = Counting(backend)
+        if label == "eager":
+            compiled = model
+        elif label == "no filter":
+            compiled = torch.compile(model, backend=counting)
+        else:
+            compiled = gp.compile(model, "watch_state", backend=counting)
+        for _ in range(10):  # warm-up, before the change
+            compiled(x)
+        torch.manual_seed(1)  # what the change draws (spectral_norm's vectors) is the same in each copy
+        changed, caller = CHANGES[change](model)
+        fn = caller(compiled) if callable(caller) and not isinstance(caller, nn.Module) else compiled
+        if label == "eager":
+            fn = caller(changed) if callable(caller) and not isinstance(caller, nn.Module) else changed
+        variants.append(latency.Variant(label, fn))
+        counters[label] = (counting, compiled)
+    return variants, counters
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--changes", default=",".join(CHANGES))
+    ap.add_argument("--backends", default="eager,inductor")
+    ap.add_argument("--calls", type=int, default=300)
+    ap.add_argument("--block", type=int, default=20)
+    ap.add_argument("--results", type=Path)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    torch.set_grad_enabled(False)
+    x = torch.randn(4, WIDTH)
+    lines = [f"Recorded {datetime.date.today().isoformat()} on {latency.machine()}, a 6-layer MLP (width 32); "
+             f"{args.calls} timed calls per variant, interleaved in blocks of {args.block}.", "",
+             "| backend | change | no filter µs | watch_state µs | watch_state / no filter | compiles (no filter, "
+             "watch_state) | calls answered hot |", "|---|---|---:|---:|---:|---:|---:|"]
+    for backend in args.backends.split(","):
+        for change in args.changes.split(","):
+            torch._dynamo.reset()
+            try:
+                vs, counters = build(change, backend, x)
+            except ImportError as error:
+                lines.append(f"| {backend} | {change} | left out: {error} | | | | |")
+                continue
+            latency.check_outputs(vs, (x,))
+            latency.run(vs, (x,), args.calls, args.block)
+            rows = {r["variant"]: r["median_us"] for r in latency.summarize(vs)}
+            nf, ws = rows["no filter"], rows["watch_state"]
+            hot = sum(gp.stats(counters["watch_state"][1]).watches.hot.values())
+            lines.append(f"| {backend} | {change} | {nf:.1f} | {ws:.1f} | {ws / nf:.2f} | "
+                         f"{counters['no filter'][0].compiles}, {counters['watch_state'][0].compiles} | {hot} |")
+    publish("\n".join(lines), args.results, BEGIN, END,
+            "State changed on every call (`bench/bench_per_call_changes.py`)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
