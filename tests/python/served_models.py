@@ -2,7 +2,14 @@
 test_sound_audit_suggest.py use them: their names (``NAMES``; ``AUDITED``, with the Llama's
 whole-audit runs as ``soak``), ``_built`` (one built afresh from its file), and an independent
 record of state (``_record``, ``_assert_same``): what the audit and suggest must leave as they
-found it."""
+found it.
+
+Models: ``decoder_model`` (token and position ``nn.Embedding``, LoRA ``lora_scale`` floats,
+KV caches as inputs, a module-level config dict), ``llama_model`` (transformers
+``LlamaForCausalLM`` from a small config, ``StaticCache``, one greedy decode step),
+``dropout_model`` (``train()`` mode, ``nn.Dropout`` and ``torch.rand_like``),
+``gated_model`` (``self.layers[: self.n_active]``, ``if self.temperature > 0``) and
+``lora_model`` (an adapter swapped for one of another rank)."""
 
 from __future__ import annotations
 

@@ -4,13 +4,8 @@ too), it needs repeatable calls (one line where they are not; ``train()`` dropou
 seed), the CLI's exit codes, a second audit of the same Llama agreeing with the first, and
 -0.0 tried where this torch's value guards notice it.
 
-Models: ``decoder_model`` (token and position ``nn.Embedding``, LoRA ``lora_scale`` floats,
-KV caches as inputs, a module-level config dict), ``llama_model`` (transformers
-``LlamaForCausalLM`` from a small config, ``StaticCache``, one greedy decode step),
-``dropout_model`` (``train()`` mode, ``nn.Dropout`` and ``torch.rand_like``),
-``gated_model`` (``self.layers[: self.n_active]``, ``if self.temperature > 0``) and
-``lora_model`` (an adapter swapped for one of another rank). Everything runs on the eager
-backend. Suggest on the same models is test_sound_audit_suggest.py.
+Everything runs on the eager backend; the models are described in served_models.py.
+Suggest on the same models is test_sound_audit_suggest.py.
 """
 
 from __future__ import annotations

@@ -5,14 +5,8 @@ is caught by ``verify`` within its window); the suggest CLI's ``verify`` default
 ``--from-run`` (a workload script, a dry-run report); an adapter of another rank under
 Inductor; a model that cannot be timed.
 
-Models: ``decoder_model`` (token and position ``nn.Embedding``, LoRA ``lora_scale`` floats,
-KV caches as inputs, a module-level config dict), ``llama_model`` (transformers
-``LlamaForCausalLM`` from a small config, ``StaticCache``, one greedy decode step),
-``dropout_model`` (``train()`` mode, ``nn.Dropout`` and ``torch.rand_like``),
-``gated_model`` (``self.layers[: self.n_active]``, ``if self.temperature > 0``) and
-``lora_model`` (an adapter swapped for one of another rank). Everything runs on the eager
-backend but where a test names Inductor; one suggestion per model is shared (module fixture
-``suggested``).
+Everything runs on the eager backend but where a test names Inductor; one suggestion per model
+is shared (module fixture ``suggested``); the models are described in served_models.py.
 """
 
 from __future__ import annotations
