@@ -101,7 +101,7 @@ def test_lint_examples_clean():
     examples = sorted((Path(__file__).resolve().parents[2] / "policies" / "examples").glob("*.gpol"))
     assert examples
     plugins = [arg for name in gp.EXAMPLE_PLUGINS for arg in ("--plugin", gp.example_plugin_path(name))]
-    # The files first: `--plugin` takes every path after it (test_plugins.py, CLI section).
+    # The files first: `--plugin` takes every path after it (test_plugins_cli.py).
     proc = run("lint", *examples, *plugins)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""

@@ -2,8 +2,8 @@
 hold, and they behave as documented under torch.compile.
 
 Some examples read fields of the example plugins (module_kinds.gpol: modinfo,
-shallow_guards.gpol: names), so every test here runs with both loaded; test_plugins.py
-runs those two on real models."""
+shallow_guards.gpol: names), so every test here runs with both loaded; test_plugins_modinfo.py
+and test_plugins_names.py run those two on real models."""
 
 from __future__ import annotations
 

@@ -119,7 +119,7 @@ def test_generated_change_sequences_inductor():
 
 
 #: Hand-written sequences: each kind of change the issue found stale, and the zoo of
-#: test_watch_runtime.py in the grammar's models; (id, spec, steps), a step being
+#: test_watch_runtime_changes.py in the grammar's models; (id, spec, steps), a step being
 #: ``Harness.change``'s arguments (a module named, or an index as the machine draws it).
 REGRESSIONS = [
     ("a new input object per call, a field changed", Spec(inputs="dataclass"),
