@@ -21,7 +21,7 @@ TORCH ?= 2.13.0
 # (`config.per_layer_config`) in GPT-2's forward, so a torch 2.11 or 2.12 leg keeps the
 # transformers of the GPU image (5.17.0).
 TRANSFORMERS := $(if $(filter 2.11.% 2.12.%,$(TORCH)),transformers==5.17.0,transformers)
-PIP_TOOLS := pybind11 scikit-build-core pytest hypothesis tqdm tlparse $(TRANSFORMERS) peft matplotlib cmake ninja pygments ruff
+PIP_TOOLS := pybind11 scikit-build-core pytest hypothesis tqdm tlparse $(TRANSFORMERS) peft diffusers matplotlib cmake ninja pygments ruff
 PIP_PACKAGES := torch==$(TORCH) $(PIP_TOOLS)
 DEPS_STAMP := $(VENV)/.deps-installed
 
