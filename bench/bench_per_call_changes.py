@@ -33,6 +33,7 @@ from results_section import publish
 from torch import nn
 
 import guardpolicy as gp
+from guardpolicy.runtime import torch_internals
 from guardpolicy.tools import latency
 
 BEGIN = "<!-- per-call-changes: begin (bench/bench_per_call_changes.py writes this section) -->"
@@ -99,14 +100,11 @@ class Counting:
     """A backend that counts its compiles, then hands the graph to ``backend``."""
 
     def __init__(self, backend: str) -> None:
-        self.backend, self.compiles = backend, 0
+        self.backend, self.compiles = torch_internals.lookup_backend(backend), 0
 
     def __call__(self, gm, example_inputs):
         self.compiles += 1
-        if self.backend == "eager":
-            return gm.forward
-        from torch._inductor.compile_fx import compile_fx
-        return compile_fx(gm, example_inputs)
+        return self.backend(gm, example_inputs)
 
 
 def build(change: str, backend: str, x: torch.Tensor) -> tuple[list[latency.Variant], dict]:
@@ -152,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
              "watch_state) | calls answered hot |", "|---|---|---:|---:|---:|---:|---:|"]
     for backend in args.backends.split(","):
         for change in args.changes.split(","):
-            torch._dynamo.reset()
+            torch.compiler.reset()
             try:
                 vs, counters = build(change, backend, x)
             except ImportError as error:
