@@ -52,17 +52,15 @@ class MLP(nn.Module):
 
 def _prune(m):
     torch.nn.utils.prune.l1_unstructured(m.layers[0], "weight", amount=0.3)
-    return m, m
 
 
 def _spectral(m):
     torch.nn.utils.spectral_norm(m.layers[1])
-    return m, m
 
 
 def _functional(m):
     params = dict(m.named_parameters())
-    return m, lambda compiled: (lambda x: torch.func.functional_call(compiled, params, (x,)))
+    return lambda fn: (lambda x: torch.func.functional_call(fn, params, (x,)))
 
 
 def _peft(m):
@@ -70,28 +68,29 @@ def _peft(m):
 
     model = peft.get_peft_model(m, peft.LoraConfig(r=4, target_modules=["layers.0", "layers.3"]))
 
-    def call(compiled):
+    def wrap(fn):
         def run(x):
             with model.disable_adapter():
-                return compiled(x)
+                return fn(x)
         return run
-    return model, call
+    return wrap
 
 
 def _offload(m):
     import accelerate
 
-    return accelerate.cpu_offload(m, execution_device=torch.device("cpu")), m
+    accelerate.cpu_offload(m, execution_device=torch.device("cpu"))
 
 
 def _casting(m):
     from diffusers.hooks import apply_layerwise_casting
 
     apply_layerwise_casting(m, storage_dtype=torch.bfloat16, compute_dtype=torch.float32)
-    return m, m
 
 
-#: name -> apply(model) -> (the model the change made, what calls it: itself, or a wrapper of the compiled object)
+#: name -> apply(model): changes ``model`` in place; returns None, or how a call goes through
+#: the change (``wrap(model or its compiled object) -> a callable``: functional_call, an adapter
+#: disabled around the call)
 CHANGES = {"prune": _prune, "spectral_norm": _spectral, "functional_call": _functional, "peft disable_adapter": _peft,
            "accelerate cpu_offload": _offload, "diffusers layerwise casting": _casting}
 
@@ -124,11 +123,8 @@ def build(change: str, backend: str, x: torch.Tensor) -> tuple[list[latency.Vari
         for _ in range(10):  # warm-up, before the change
             compiled(x)
         torch.manual_seed(1)  # what the change draws (spectral_norm's vectors) is the same in each copy
-        changed, caller = CHANGES[change](model)
-        fn = caller(compiled) if callable(caller) and not isinstance(caller, nn.Module) else compiled
-        if label == "eager":
-            fn = caller(changed) if callable(caller) and not isinstance(caller, nn.Module) else changed
-        variants.append(latency.Variant(label, fn))
+        wrap = CHANGES[change](model)
+        variants.append(latency.Variant(label, wrap(compiled) if wrap else compiled))
         counters[label] = (counting, compiled)
     return variants, counters
 

@@ -33,10 +33,10 @@ from typing import Any
 
 from ..._core import WATCH_STATES_PER_ENTRY, WatchGate, WatchState
 from ...api.data import schema_list
-from .roots import groups, is_module, own_root
 from ..logs import log
 from .hot import HOT_AFTER, Hot
 from .kinds import CannotWatch
+from .roots import groups, is_module, own_root
 from .reads import Reads, deref, weakly
 from .sources import Walk, read
 

@@ -153,11 +153,12 @@ class Reads:
         if self._read_dicts is None or self._read_dicts[0] != size:
             held = (*(d for *_, d in self.hook_paths), *(c for c in self.watched.values() if isinstance(c, type)),
                     *{id(g): g for g in self.builtins.values()}.values())
+            # a function whose __kwdefaults__ is None now and a dict later is stale (its row compares them)
             functions = tuple(fn for fn, *_ in self.functions.values() if fn.__kwdefaults__ is not None)
             self._read_dicts = (size, held, functions)
         _, held, functions = self._read_dicts
-        kwdefaults = tuple(d for d in (fn.__kwdefaults__ for fn in functions) if isinstance(d, dict)) if functions else ()
-        versions = watch_versions(held + kwdefaults if kwdefaults else held)
+        kwdefaults = tuple(fn.__kwdefaults__ for fn in functions if isinstance(fn.__kwdefaults__, dict))
+        versions = watch_versions(held + kwdefaults)
         return None if versions is None else (tuple(map(id, kwdefaults)), versions)
 
     def _compute_signature(self) -> tuple:
