@@ -26,49 +26,15 @@ import callgrind
 import guardpolicy as gp
 from guardpolicy.runtime import torch_internals
 from guardpolicy.tools import latency
+from guardpolicy.tools.common.library_models import build_flux, build_peft_llama, build_unet
 
 BEGIN = "<!-- libraries: begin (bench/bench_libraries.py writes this section) -->"
 END = "<!-- libraries: end -->"
 WATCH_STATE = "watch_state (gp.compile)"
 
 
-def unet():
-    """A tiny ``UNet2DConditionModel``, its inputs and what of its output to compare."""
-    from diffusers import UNet2DConditionModel
-
-    model = UNet2DConditionModel(
-        sample_size=8, in_channels=4, out_channels=4, layers_per_block=1, block_out_channels=(32, 64),
-        down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), up_block_types=("UpBlock2D", "CrossAttnUpBlock2D"),
-        cross_attention_dim=32, attention_head_dim=8, norm_num_groups=32)
-    return model, {"sample": torch.randn(1, 4, 8, 8), "timestep": torch.tensor([10]),
-                   "encoder_hidden_states": torch.randn(1, 4, 32)}, "sample"
-
-
-def flux():
-    """A tiny ``FluxTransformer2DModel`` (one double and one single block)."""
-    from diffusers import FluxTransformer2DModel
-
-    model = FluxTransformer2DModel(patch_size=1, in_channels=4, num_layers=1, num_single_layers=1,
-                                   attention_head_dim=16, num_attention_heads=2, joint_attention_dim=32,
-                                   pooled_projection_dim=32, axes_dims_rope=(4, 6, 6))
-    return model, {"hidden_states": torch.randn(1, 16, 4), "encoder_hidden_states": torch.randn(1, 8, 32),
-                   "pooled_projections": torch.randn(1, 32), "timestep": torch.tensor([0.5]),
-                   "img_ids": torch.zeros(16, 3), "txt_ids": torch.zeros(8, 3)}, "sample"
-
-
-def peft_llama():
-    """LoRA (rank 4 on ``q_proj``, ``v_proj``) on a 2-layer HF Llama, a 4-token prompt."""
-    import peft
-    import transformers
-
-    config = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-                                      num_attention_heads=4, num_key_value_heads=2)
-    model = peft.get_peft_model(transformers.LlamaForCausalLM(config),
-                                peft.LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
-    return model, {"input_ids": torch.tensor([[1, 2, 3, 4]])}, "logits"
-
-
-MODELS = {"unet": unet, "flux": flux, "peft-llama": peft_llama}
+#: name -> (builder, the field of its output compared and timed)
+MODELS = {"unet": (build_unet, "sample"), "flux": (build_flux, "sample"), "peft-llama": (build_peft_llama, "logits")}
 
 
 #: The watch_state object of the last ``variants`` call, for its guard counts.
@@ -78,9 +44,8 @@ _WATCHED: list = []
 def variants(name: str, backend: str = "inductor") -> list[latency.Variant]:
     """eager, no filter, torch's recipe (the torch way) and watch_state, each on its own copy."""
     torch.set_grad_enabled(False)  # inference, for the rest of the process
-    torch.manual_seed(0)
-    model, kwargs, field = MODELS[name]()
-    model.eval()
+    build, field = MODELS[name]
+    model, kwargs = build()
 
     def called(fn):
         return lambda *_: getattr(fn(**kwargs), field)

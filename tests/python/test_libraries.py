@@ -6,7 +6,8 @@ adapters are toggled and switched between calls, and state that libraries rewrit
 call (accelerate's ``cpu_offload``, diffusers' layerwise casting) applied after warm-up. Every
 call is compared with eager on the same model; compiles are compared with plain
 ``torch.compile``'s on the same sequence. Models from configs with random weights
-(library_models.py): nothing is downloaded."""
+(guardpolicy.tools.common.library_models, as bench/bench_libraries.py's): nothing is
+downloaded."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ import torch
 from torch import nn
 
 import guardpolicy as gp
-import library_models
+from guardpolicy.tools.common.library_models import build_flux, build_peft_llama, build_unet
 
 counters = torch._dynamo.utils.counters
 
 
 def _first(out):
-    return out[0] if isinstance(out, tuple) else out.logits
+    return out[0]  # a tuple's or a ModelOutput's first field: sample, logits
 
 
 def _same(compiled, model, kwargs):
@@ -35,7 +36,7 @@ def _call(model, kwargs):
         model(**kwargs)
 
 
-@pytest.mark.parametrize("build", [library_models.unet, library_models.flux], ids=["unet", "flux"])
+@pytest.mark.parametrize("build", [build_unet, lambda: build_flux(layers=2)], ids=["unet", "flux"])
 def test_a_diffusers_model_is_watched_and_served_right(build):
     torch._dynamo.reset()
     model, kwargs = build()
@@ -58,11 +59,11 @@ def test_flux_compiled_block_by_block_as_diffusers_compiles_it():
     """Compiles within 1.2x of diffusers' own ``compile_repeated_blocks`` (plain torch.compile
     of each block); the module tree and state dict kept; a LoRA added after the compile is
     served right."""
-    model, kwargs = library_models.flux()
+    model, kwargs = build_flux(layers=2)
     torch_graphs = _graphs(lambda: (model.compile_repeated_blocks(backend="eager"), _call(model, kwargs)))
-    model, kwargs = library_models.flux()
+    model, kwargs = build_flux(layers=2)
     keys = list(model.state_dict())
-    eager = library_models.flux()[0]
+    eager = build_flux(layers=2)[0]
     graphs = _graphs(lambda: (gp.compile_repeated_blocks(model, "watch_state", backend="eager"),
                               [_same(model, eager, kwargs) for _ in range(3)]))
     assert graphs <= 1.2 * torch_graphs, (graphs, torch_graphs)
@@ -76,10 +77,15 @@ def test_flux_compiled_block_by_block_as_diffusers_compiles_it():
         _same(model, eager, kwargs)
 
 
+def _peft():
+    """Adapters ``a`` and ``b``, each drawn non-zero (each changes the output)."""
+    return build_peft_llama(adapters=("a", "b"), init_lora_weights=False)
+
+
 def _peft_sequence(model, call):
     """Calls with adapter ``a``, none (``disable_adapter``), ``b`` and ``a`` again, each against
     eager on the same model."""
-    kwargs = library_models.peft_llama()[1]
+    kwargs = _peft()[1]
     out = []
     with torch.no_grad():
         for step in ("a", "off", "b", "a", "off", "a"):
@@ -93,9 +99,9 @@ def _peft_sequence(model, call):
 
 
 def test_peft_adapters_toggled_and_switched_between_calls():
-    model, _ = library_models.peft_llama()
+    model, _ = _peft()
     torch_graphs = _graphs(lambda: _peft_sequence(model, torch.compile(model, backend="eager")))
-    model, _ = library_models.peft_llama()
+    model, _ = _peft()
     compiled = gp.compile(model, "watch_state", backend="eager")
     torch._dynamo.reset()
     counters.clear()

@@ -11,7 +11,8 @@ import importlib
 from typing import Any
 
 #: The extra that brings each optional top-level module.
-EXTRA_OF = {"torch": "tools", "transformers": "tools", "matplotlib": "tools", "tqdm": "tools"}
+EXTRA_OF = {"torch": "tools", "transformers": "tools", "matplotlib": "tools", "tqdm": "tools", "diffusers": "test",
+            "peft": "test"}
 
 
 class MissingExtraError(ModuleNotFoundError):
