@@ -16,6 +16,16 @@ asynchronously and waited for in short slices (``SLICE_S``) up to a deadline, so
   op.nbytes"). So guardpolicy starts no collective on it again, for any compiled object
   (``OutOfStep``); the object whose agreement failed raises that error again
   (``agreement.RankAgreement``).
+* a completed collective is let go of before the caller goes on (``run``). gloo's worker
+  thread drops its reference to the work just after marking it completed, and dropping a
+  tensor's last C++ reference releases its Python object, which takes the GIL. Once
+  ``torch.compile`` has run, the group outlives ``destroy_process_group`` (torch keeps
+  references to it), so the worker is not joined there: when the process ended just after an
+  agreement, the worker asked for the GIL during interpreter shutdown, and the process
+  aborted ("terminate called without an active exception"; the mismatch example of
+  docs/distributed.md, about one run in 30). So ``run`` waits, giving the GIL away, until
+  every tensor of the collective has no C++ reference left (its Python reference count is
+  back to what it was before the start), ``RELEASE_S`` at most.
 
 ``gather_objects`` is ``all_gather_object`` made of two such collectives (the sizes, then the
 pickled bytes padded to the largest).
@@ -26,11 +36,16 @@ from __future__ import annotations
 import ctypes
 import datetime
 import pickle
+import sys
 import time
 from typing import Any
 
 #: How long one wait lasts before SIGINT can be served, in seconds.
 SLICE_S = 0.1
+
+#: How long ``run`` waits at most for torch's worker thread to let go of a completed
+#: collective's tensors, in seconds (it is a matter of microseconds unless the machine is busy).
+RELEASE_S = 0.1
 
 
 class Unreached(RuntimeError):
@@ -91,6 +106,25 @@ def wait(work: Any, timeout_s: float, group: Any = None) -> None:
         raise
 
 
+def run(start: Any, tensors: list, timeout_s: float, group: Any = None) -> None:
+    """Starts a collective (``start()``, which returns torch's async ``Work``) over
+    ``tensors`` (every tensor it reads or writes), waits for it as ``wait`` does, then until
+    no C++ reference to any of ``tensors`` is left (``RELEASE_S`` at most; see the module
+    docstring). Raises as ``wait`` does."""
+    before = _python_refs(tensors)
+    work = start()
+    wait(work, timeout_s, group)
+    del work  # when the worker has let go already, the work ends here, on this thread
+    deadline = time.monotonic() + RELEASE_S
+    while _python_refs(tensors) != before and time.monotonic() < deadline:
+        time.sleep(0.0002)  # gives the GIL away, to the worker thread waiting for it
+
+
+def _python_refs(tensors: list) -> list:
+    # A tensor's Python object holds one more reference while C++ holds the tensor too.
+    return [sys.getrefcount(t) for t in tensors]
+
+
 def _world(group: Any) -> Any:
     if group is not None:
         return group
@@ -110,13 +144,14 @@ def gather_objects(dist: Any, obj: Any, size: int, group: Any, timeout_s: float)
     deadline = time.monotonic() + timeout_s
     data = pickle.dumps(obj)
     sizes = [torch.zeros(1, dtype=torch.int64) for _ in range(size)]
-    wait(dist.all_gather(sizes, torch.tensor([len(data)], dtype=torch.int64), group=group, async_op=True),
-         timeout_s, group)
+    length = torch.tensor([len(data)], dtype=torch.int64)
+    run(lambda: dist.all_gather(sizes, length, group=group, async_op=True), [*sizes, length], timeout_s, group)
     longest = max(int(s.item()) for s in sizes)
     mine = torch.zeros(longest, dtype=torch.uint8)
     mine[:len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
     chunks = [torch.zeros(longest, dtype=torch.uint8) for _ in range(size)]
-    wait(dist.all_gather(chunks, mine, group=group, async_op=True), max(deadline - time.monotonic(), 0.001), group)
+    run(lambda: dist.all_gather(chunks, mine, group=group, async_op=True), [*chunks, mine],
+        max(deadline - time.monotonic(), 0.001), group)
     return [pickle.loads(c[:int(n.item())].numpy().tobytes()) for c, n in zip(chunks, sizes)]
 
 
@@ -124,4 +159,4 @@ def all_reduce_sum(dist: Any, tensor: Any, group: Any, timeout_s: float) -> None
     """``tensor`` summed over ``group`` in place, waited for as ``wait`` does; ``OutOfStep``
     as ``gather_objects``."""
     check_in_step(group)
-    wait(dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group, async_op=True), timeout_s, group)
+    run(lambda: dist.all_reduce(tensor, op=dist.ReduceOp.SUM, group=group, async_op=True), [tensor], timeout_s, group)
