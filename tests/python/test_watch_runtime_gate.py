@@ -196,6 +196,37 @@ def test_an_object_passed_on_every_call_is_watched_and_another_adopted(policy, m
         assert gone() is None  # an adopted object dies with its request
 
 
+def test_objects_taking_turns_at_a_root_each_keep_a_state(policy):
+    """One hook method called by the hooks of many layers, each with its own hook object
+    (diffusers' layerwise casting, accelerate's offload): each object comes back within a few
+    rechecks and keeps a state, instead of a recheck on every call. A change of any is caught."""
+    torch.manual_seed(0)
+    model = Scaled()
+    compiled = gp.compile(model, policy, backend="eager")
+    x = torch.randn(2, 4)
+    caches = [Cache(2.0) for _ in range(5)]
+
+    def call(cache, what):
+        torch.testing.assert_close(compiled(x, cache=cache), model(x, cache=cache), msg=lambda m: f"{what}: {m}")
+
+    with torch.no_grad():
+        for turn in range(2):  # each object is new on its first turn, and comes back on the second
+            for i, cache in enumerate(caches):
+                call(cache, f"object {i}, turn {turn}")
+        (cache_plan,) = [f for f in gp.stats(compiled).watches.frames
+                         if {("kwargs", ("cache",)), ("cache", ())} & set(f.reads.roots)]
+        rechecks = cache_plan.gate.rechecks
+        assert rechecks == 9  # the compile armed the first object; the others, once new, once adopted
+        for turn in range(2, 6):
+            for i, cache in enumerate(caches):
+                call(cache, f"object {i}, turn {turn}")
+        assert cache_plan.gate.rechecks == rechecks and gp.stats(compiled).compiles == 1
+        caches[3].scale = 7.0
+        call(caches[3], "a changed object")
+        caches[1].enabled = False
+        call(caches[1], "another changed object")
+
+
 def test_a_cache_entry_does_not_keep_the_model_alive(policy):
     import gc
     import weakref

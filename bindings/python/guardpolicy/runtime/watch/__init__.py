@@ -154,15 +154,16 @@ class _Recheck:
     compile's (Dynamo inlines a hook or a method with no guard of its own). A new state is built
     when what the given one holds moved (an object replaced, a class swapped, a function's code),
     for a module at a root that has none (a second instance), and for another object at a root
-    (a KV cache of a new request) when the same one comes twice in a row. It holds its
+    (a KV cache of a new request, a hook object of one of many layers) when the same one came
+    on one of the last ``RECENT_ROOTS`` rechecks (an object made anew on every call never does). It holds its
     ``GroupPlan`` weakly (a cache entry must not keep a model alive): once the plan is gone, the
     entry is not served again."""
 
-    __slots__ = ("frame", "last")
+    __slots__ = ("frame", "recent")
 
     def __init__(self, frame: GroupPlan):
         self.frame = weakref.ref(frame)
-        self.last: tuple = ()  # weak references to the other objects at the roots last time
+        self.recent: tuple = ()  # (the other objects at the roots, held weakly only) of recent rechecks
 
     def __call__(self, f_locals: dict, state: Any) -> tuple[bool, Any]:
         frame = self.frame()
@@ -206,11 +207,17 @@ class _Recheck:
 
     def _adopt(self, reads: Reads) -> bool:
         """Whether to keep a state for the objects at the roots: modules at once, other objects
-        when the same ones (alive: not new ones at reused addresses) came last time too."""
+        when the same ones (alive: not new ones at reused addresses) came on one of the last
+        ``RECENT_ROOTS`` rechecks. The last one's objects are remembered as they are, older ones
+        only when all are held weakly (a tuple of a past request's cache tensors is not kept)."""
         now = tuple(obj for obj in map(deref, reads.roots.values()) if not is_module(obj))
-        same = len(now) == len(self.last) and all(deref(r) is o for r, o in zip(self.last, now))
-        self.last = tuple(weakly(o, None) for o in now)
-        return same
+        if not now:
+            return True
+        seen = any(len(held) == len(now) and all(deref(r) is o for r, o in zip(held, now)) for held, _ in self.recent)
+        held = tuple(weakly(o, None) for o in now)
+        older = tuple(entry for entry in self.recent if entry[1])[:RECENT_ROOTS - 1]
+        self.recent = ((held, all(h is not o for h, o in zip(held, now))), *older)
+        return seen
 
 
 class Watches:
@@ -279,6 +286,11 @@ def _invalidate(manager: Any) -> None:
     entry = getattr(wrapper, "cache_entry", None)
     if entry is not None:
         torch_internals.retire(entry, "guardpolicy: the compiled object that watched it was freed")
+
+
+#: How many rechecks back ``_Recheck`` remembers the objects at a group's roots: a state is kept
+#: for objects that come back within that many (the hooks of as many layers, taking turns).
+RECENT_ROOTS = 16
 
 
 #: The code whose installed free tensors a recheck found replaced (``GroupPlan.note_tensors``: a state
