@@ -111,6 +111,27 @@ def test_peft_adapters_toggled_and_switched_between_calls():
     assert not torch.allclose(*[out for out, _ in _peft_sequence(model, compiled)[:2]])  # the toggle mattered
 
 
+def test_peft_adapter_names_per_call_compiles_as_torch_compile_does():
+    """PEFT's mixed-batch API (``adapter_names=[...]`` per row): each call registers a new
+    ``functools.partial`` pre-hook on every LoRA layer and removes it after. torch guards the
+    partial part by part and compiles once per order of names; so does ``watch_state``
+    (it compiled on every call up to torch's limit before)."""
+    ids = torch.tensor([[1, 2, 3, 4], [5, 6, 7, 8]])
+
+    def sequence(model, call):
+        with torch.no_grad():
+            for i in range(8):
+                names = ["a", "b"] if i % 2 == 0 else ["b", "a"]
+                torch.testing.assert_close(call(input_ids=ids, adapter_names=names).logits,
+                                           model(input_ids=ids, adapter_names=names).logits)
+
+    model, _ = _peft()
+    torch_graphs = _graphs(lambda: sequence(model, torch.compile(model, backend="eager")))
+    model, _ = _peft()
+    compiled = gp.compile(model, "watch_state", backend="eager")
+    assert _graphs(lambda: sequence(model, compiled)) == torch_graphs == 2
+
+
 def _mlp():
     torch.manual_seed(0)
     return nn.Sequential(*[nn.Linear(16, 16) for _ in range(4)]).eval()

@@ -120,3 +120,39 @@ def test_functional_call_with_the_models_or_other_parameters(dispatch):
             got = torch.func.functional_call(compiled, params, (X,))
             torch.testing.assert_close(got, torch.func.functional_call(model, params, (X,)))
         torch.testing.assert_close(compiled(X), model(X))  # the model's own parameters again, outside
+
+
+def _scaled_input(module, args, scale):
+    return (args[0] * scale[0],)
+
+
+def test_a_partial_hook_made_anew_on_every_call():
+    """A forward pre-hook that is a new ``functools.partial`` on every call, registered before
+    the call and removed after (PEFT's ``adapter_names``): no more compiles than plain
+    ``torch.compile`` (which guards a partial part by part), and a changed keyword is caught."""
+    import functools
+
+    def sequence(model, call):
+        wrong = []
+        with torch.no_grad():
+            for i, scale in enumerate([2.0] * 6 + [3.0] * 3 + [2.0] * 2):
+                handle = model[0].register_forward_pre_hook(functools.partial(_scaled_input, scale=[scale]))
+                try:
+                    if not torch.allclose(call(X), model(X)):
+                        wrong.append(i)
+                finally:
+                    handle.remove()
+        return wrong
+
+    counters = torch._dynamo.utils.counters
+    torch._dynamo.reset()
+    counters.clear()
+    model = mlp()
+    assert sequence(model, torch.compile(model, backend="eager")) == []
+    torch_graphs = counters["stats"]["unique_graphs"]
+    torch._dynamo.reset()
+    counters.clear()
+    model = mlp()
+    compiled = gp.compile(model, "watch_state", backend="eager")
+    assert sequence(model, compiled) == []
+    assert gp.stats(compiled).compiles == counters["stats"]["unique_graphs"] == torch_graphs == 2

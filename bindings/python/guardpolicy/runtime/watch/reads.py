@@ -162,7 +162,7 @@ class Reads:
         return None if versions is None else (tuple(map(id, kwdefaults)), versions)
 
     def _compute_signature(self) -> tuple:
-        hooks = tuple(sorted((key[0], key[1], path, name, tuple(id(v) for v in d.values()))
+        hooks = tuple(sorted((key[0], key[1], path, name, tuple(map(_hook_token, d.values())))
                              for key, path, name, d in self.hook_paths))
         classes = tuple((c.__qualname__, _class_contents(c), tuple(map(id, c.__mro__)))
                         for c in self.watched.values() if isinstance(c, type))
@@ -222,6 +222,17 @@ def _class_contents(cls: type) -> tuple:
         except TypeError:  # a class that takes no weak reference: read each time
             pass
     return contents
+
+
+def _hook_token(hook: Any) -> Any:
+    """What a signature compares for a hook in a hook dict: its identity, or for a
+    ``functools.partial``, its function's. torch guards a partial it inlines part by part (its
+    type, its function's code, its args' and keywords' lengths and the values the code reads,
+    which the recheck evaluates), not the partial itself: one made anew on every call (PEFT's
+    ``adapter_names`` hooks) is no recompile under ``torch.compile``, nor here."""
+    if type(hook) is functools.partial:
+        return ("partial", id(hook.func))
+    return id(hook)
 
 
 def _token(value: Any) -> Any:
