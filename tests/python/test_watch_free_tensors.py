@@ -161,4 +161,5 @@ def test_a_state_tensor_reassigned_on_every_call_compiles_once_more_not_per_call
     assert stats.compiles == 2 and not stats.eager_fallbacks, (stats.compiles, stats.eager_fallbacks)
     assert Recurrent.forward.__code__ in watch.MOVED_TENSORS
     torch.compiler.reset()  # a fresh start installs free tensors again
-    assert stats.config_for(Recurrent.forward.__code__) == {"install_free_tensors": True}
+    frame = types.SimpleNamespace(f_code=Recurrent.forward.__code__, f_locals={"self": model})
+    assert stats.config_for(frame) == {"install_free_tensors": True}

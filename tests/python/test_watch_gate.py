@@ -316,3 +316,28 @@ def test_watch_version_moves_with_each_change_and_is_0_for_a_class_that_cannot_c
     assert core.watch_version(int) == 0 and core.watch_version(types.SimpleNamespace) == 0
     with pytest.raises(TypeError):
         core.watch_version([1])
+
+
+def test_a_hot_gate_answers_by_its_check_alone_for_the_calls_it_was_given():
+    """``go_hot(check, n)``: the next ``n`` calls are answered by ``check(f_locals)`` (torch's
+    manager of the watched guards), with no state looked up and no recheck, then the states
+    serve again; ``hot_calls`` counts them."""
+    root, d = Obj(), {"a": 1}
+    recheck = Recorder()
+    gate = core.WatchGate(recheck)
+    gate.install(state([root_row("self", root)], [d]))
+    f = {"self": root}
+    assert gate(f) is True and gate.rechecks == 1
+    asked = []
+    gate.go_hot(lambda f_locals: asked.append(f_locals) or len(asked) % 2 == 0, 3)
+    d["a"] = 2  # a change: no recheck while hot
+    assert [gate(f), gate(f), gate(f)] == [False, True, False]
+    assert asked == [f, f, f] and gate.rechecks == 1 and gate.hot_calls == 3 and gate.calls == 4
+    assert gate(f) is True and gate.rechecks == 2  # the stretch is over: the change is rechecked
+    gate.go_hot(lambda f_locals: True, 0)
+    assert gate(f) is True and gate.hot_calls == 3
+    with pytest.raises(TypeError, match="callable"):
+        gate.go_hot(None, 2)
+    gate.go_hot(lambda f_locals: 1 / 0, 1)
+    with pytest.raises(ZeroDivisionError):
+        gate(f)

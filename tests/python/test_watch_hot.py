@@ -40,14 +40,19 @@ class Model(nn.Module):
 X = torch.randn(2, 8)
 
 
-def test_a_group_goes_hot_after_walks_in_a_row_and_walks_again_on_its_retries():
+def test_a_group_goes_hot_after_rechecks_in_a_row_and_rechecks_again_on_its_retries():
     hot = Hot()
-    skipped = [hot.skip_walk(call) for call in range(1, HOT_AFTER + 2 * RETRY_FIRST + 1)]
-    assert skipped[:HOT_AFTER] == [False] * HOT_AFTER
-    walks = [i + 1 for i, s in enumerate(skipped) if not s and i >= HOT_AFTER]
-    assert walks == [HOT_AFTER + RETRY_FIRST]  # the first retry; the next one twice as far
-    assert hot.spells == 1 and hot.calls == 2 * RETRY_FIRST - 1
-    assert hot.skip_walk(10_000) is False and hot.streak == 1  # a call served between: held still
+    rechecks, stretches, call = [], [], 1
+    while call <= HOT_AFTER + 3 * RETRY_FIRST + 1:  # the gate's calls: a stretch answers its calls in C
+        stretch = hot.stretch(call)
+        (stretches.append((call, stretch)) if stretch else rechecks.append(call))
+        call += max(stretch, 1)
+    assert rechecks == [*range(1, HOT_AFTER + 1), HOT_AFTER + RETRY_FIRST, HOT_AFTER + 3 * RETRY_FIRST]
+    # hot from call 9 to the first retry, then twice as long to each next one
+    assert stretches == [(HOT_AFTER + 1, RETRY_FIRST - 1), (HOT_AFTER + RETRY_FIRST + 1, 2 * RETRY_FIRST - 1),
+                         (HOT_AFTER + 3 * RETRY_FIRST + 1, 4 * RETRY_FIRST - 1)]
+    assert hot.spells == 1 and hot.calls == 3
+    assert hot.stretch(10_000) == 0 and hot.streak == 1  # a call served between: held still
 
 
 def test_only_a_group_with_no_installed_tensor_may_go_hot():

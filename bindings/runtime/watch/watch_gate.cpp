@@ -19,6 +19,9 @@ struct WatchGate {
   Py_ssize_t capacity;
   long long rechecks;
   long long calls;  // every call of the gate: the recheck tells rechecks in a row by it
+  PyObject* hot_check;  // while hot_left > 0: answers the call alone (go_hot), else NULL
+  long long hot_left;
+  long long hot_calls;  // the calls hot_check answered
 };
 
 // Replaces the gate's states (a new reference, stolen) and their index; the old tuple is freed
@@ -128,6 +131,15 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
     PyErr_SetString(PyExc_TypeError, "WatchGate takes the frame locals, one positional argument");
     return nullptr;
   }
+  if (self->hot_left > 0) {  // hot (runtime/watch/hot.py): no state, torch's manager of the guards answers
+    --self->hot_left;
+    ++self->hot_calls;
+    PyObject* check = self->hot_check;
+    Py_INCREF(check);  // a go_hot while it runs replaces the field, not this one
+    PyObject* result = PyObject_Vectorcall(check, args, 1, nullptr);
+    Py_DECREF(check);
+    return result;
+  }
   PyObject* states = self->states;
   Py_INCREF(states);  // a prune or an install while this call runs replaces the tuple, not this one
   const std::shared_ptr<const StateIndex> index = *self->index;  // and its index
@@ -193,8 +205,25 @@ PyObject* Prune(PyObject* self_, PyObject*) {
   Py_RETURN_NONE;
 }
 
+PyObject* GoHot(PyObject* self_, PyObject* args) {
+  PyObject* check;
+  long long calls;
+  if (!PyArg_ParseTuple(args, "OL:go_hot", &check, &calls)) return nullptr;
+  if (!PyCallable_Check(check)) {
+    PyErr_SetString(PyExc_TypeError, "WatchGate.go_hot(check, calls): check must be callable");
+    return nullptr;
+  }
+  auto* self = reinterpret_cast<WatchGate*>(self_);
+  Py_INCREF(check);
+  Py_XSETREF(self->hot_check, check);
+  self->hot_left = calls > 0 ? calls : 0;
+  Py_RETURN_NONE;
+}
+
 PyMethodDef methods[] = {
     {"install", InstallMethod, METH_O, "install(state): adds a WatchState ahead of the others"},
+    {"go_hot", GoHot, METH_VARARGS,
+     "go_hot(check, calls): the next `calls` calls are answered by check(f_locals) alone, with no state"},
     {"prune", Prune, METH_VARARGS, "prune(*_): drops the states whose roots died (a weak reference's callback)"},
     {nullptr, nullptr, 0, nullptr},
 };
@@ -203,12 +232,15 @@ int Traverse(PyObject* self_, visitproc visit, void* arg) {
   auto* self = reinterpret_cast<WatchGate*>(self_);
   Py_VISIT(self->recheck);
   Py_VISIT(self->states);
+  Py_VISIT(self->hot_check);
   return 0;
 }
 
 int Clear(PyObject* self_) {
   auto* self = reinterpret_cast<WatchGate*>(self_);
   Py_CLEAR(self->recheck);
+  self->hot_left = 0;
+  Py_CLEAR(self->hot_check);
   PyObject* empty = PyTuple_New(0);  // never NULL: a call in flight may still read it
   return empty == nullptr ? -1 : SetStates(self, empty);
 }
@@ -218,6 +250,7 @@ void Dealloc(PyObject* self_) {
   auto* self = reinterpret_cast<WatchGate*>(self_);
   Py_CLEAR(self->recheck);
   Py_CLEAR(self->states);
+  Py_CLEAR(self->hot_check);
   delete self->index;
   self->index = nullptr;
   Py_TYPE(self_)->tp_free(self_);
@@ -231,6 +264,10 @@ PyObject* GetCalls(PyObject* self_, void*) {
   return PyLong_FromLongLong(reinterpret_cast<WatchGate*>(self_)->calls);
 }
 
+PyObject* GetHotCalls(PyObject* self_, void*) {
+  return PyLong_FromLongLong(reinterpret_cast<WatchGate*>(self_)->hot_calls);
+}
+
 PyObject* GetStates(PyObject* self_, void*) {
   PyObject* states = reinterpret_cast<WatchGate*>(self_)->states;
   Py_INCREF(states);
@@ -242,6 +279,8 @@ PyGetSetDef getset[] = {
      const_cast<char*>("how many calls ran the recheck (a change, a first call, roots with no state)"), nullptr},
     {const_cast<char*>("calls"), GetCalls, nullptr,
      const_cast<char*>("how many calls the gate checked (rechecks in a row: the watch's hot groups)"), nullptr},
+    {const_cast<char*>("hot_calls"), GetHotCalls, nullptr,
+     const_cast<char*>("how many calls were answered hot (go_hot), with no state"), nullptr},
     {const_cast<char*>("states"), GetStates, nullptr,
      const_cast<char*>("the WatchStates kept, the most recently installed first"), nullptr},
     {nullptr, nullptr, nullptr, nullptr, nullptr},

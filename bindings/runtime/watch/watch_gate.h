@@ -21,6 +21,9 @@
 //     this or another thread, is therefore seen by the next call. Nothing is reset from inside
 //     a call but by this one step after `recheck` returned.
 //   gate.install(state): adds a state (the compile's) ahead of the others.
+//   gate.go_hot(check, calls): the next `calls` calls are answered by `check(f_locals)` alone
+//     (torch's manager of the watched guards: a group read anew call after call,
+//     runtime/watch/hot.py), with no state looked up and no recheck; `hot_calls` counts them.
 //   gate.prune(*_): drops the states whose roots died (the weak references' callback), so a
 //     cache entry lets go of a dead model's dicts and parameters; a call whose roots have no
 //     state is checked in full, never served on nothing.

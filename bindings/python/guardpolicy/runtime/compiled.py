@@ -362,6 +362,8 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
                         (process_group, check_ranks, rank_timeout))
     if inplace:  # blocks of one class share the code's cache entries: one graph serves them all
         stats_.config_overrides["install_free_tensors"] = False
+    elif isinstance(module, torch.nn.Module):  # which frames run one of many instances of a class
+        stats_.watches.model = module
     if dry_run is not False and dry_run is not True:
         report_at_exit(stats_, dry_run)
     opts = _options_with_filter(options, mode, backend, GuardFilter(stats_))

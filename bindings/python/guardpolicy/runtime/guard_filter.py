@@ -97,13 +97,13 @@ class ScopedConfigCallback:
         with torch_internals.compile_lock():
             ranks.before_compile(self.stats.policy)
             try:
-                code = getattr(args[0] if args else None, "f_code", None)
-                with torch_internals.dynamo_config().patch(**self.stats.config_for(code)):
+                frame = args[0] if args else None
+                with torch_internals.dynamo_config().patch(**self.stats.config_for(frame)):
                     result = self.inner(*args, **kwargs)
                     hit = torch_internals.recompile_limit_hit(result)  # the limit in force for the compile
                 if hit is not None:
-                    frame = code_frame(getattr(args[0] if args else None, "f_code", None), hit["compile_id"])
-                    self.stats.record_eager_fallback(EagerFallback(frame, hit["limit"], hit["value"],
+                    fell_back = code_frame(getattr(frame, "f_code", None), hit["compile_id"])
+                    self.stats.record_eager_fallback(EagerFallback(fell_back, hit["limit"], hit["value"],
                                                                    hit["last_reason"]))
                 return result
             except Exception:

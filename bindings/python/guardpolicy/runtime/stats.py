@@ -13,7 +13,7 @@ from .call.stance import Stance
 from .frames import EagerFallback, FrameExplanations
 from .logs import log as _log, making_tool_objects
 from .records import Counts, Registries
-from .watch import MOVED_TENSORS, forget_tensors
+from .watch import free_tensors
 
 
 class _Shown:
@@ -137,18 +137,20 @@ class CompileStats:
         """The Dynamo config knobs (``torch_internals.config_patch``) in force while this object's frames compile."""
         return self.policy.config
 
-    def config_for(self, code: Any) -> dict[str, Any]:
-        """``config`` for a compile of ``code``: ``install_free_tensors`` off once a recheck
-        found that code's installed tensors replaced (``watch.MOVED_TENSORS``), while Dynamo
-        holds cache entries of it (``torch.compiler.reset()`` starts it afresh)."""
+    def config_for(self, frame: Any) -> dict[str, Any]:
+        """``config`` for a compile of ``frame`` (the frame Dynamo's callback got, or None):
+        ``install_free_tensors`` off where its tensors are passed as graph inputs instead
+        (``watch.free_tensors.as_inputs``: moved, while Dynamo holds cache entries of the
+        code, or one of many instances in the compiled model)."""
         from . import torch_internals
 
         config = {**self.policy.config, **self.config_overrides} if self.config_overrides else self.policy.config
+        code = getattr(frame, "f_code", None)
         if not config.get("install_free_tensors") or code is None:
             return config
         if not torch_internals.cache_entries_of(code):
-            forget_tensors(code)
-        elif code in MOVED_TENSORS:
+            free_tensors.forget(code)
+        if free_tensors.as_inputs(code, getattr(frame, "f_locals", None), self.registries.watches.model):
             return {**config, "install_free_tensors": False}
         return config
 

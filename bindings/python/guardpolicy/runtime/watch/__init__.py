@@ -34,6 +34,8 @@ from typing import Any
 from ..._core import WATCH_STATES_PER_ENTRY, WatchGate, WatchState
 from ...api.data import schema_list
 from ..logs import log
+from .free_tensors import INSTANCES_WITH_FREE_TENSORS, MOVED_TENSORS  # noqa: F401 - watch's names for them
+from .free_tensors import note as note_moved_tensors
 from .hot import HOT_AFTER, Hot
 from .kinds import CannotWatch
 from .roots import groups, is_module, own_root
@@ -84,18 +86,14 @@ class GroupPlan:
         return bool(self.signature) and not self.signature[-1]
 
     def note_tensors(self, reads: Reads, signature: tuple) -> None:
-        """Notes in ``MOVED_TENSORS`` that the code's installed tensors moved, when the
+        """Notes that the code's installed tensors moved (``free_tensors.note``), when the
         tensors' identities (``Reads.signature``: last) differ from the compile's: replaced at
-        the same roots, or other instances' tensors found ``INSTANCES_WITH_FREE_TENSORS`` times."""
+        the same roots, or another instance's."""
         if not self.signature or signature[-1] == self.signature[-1] or self.code is None:
             return
         compiled = self.reads
-        same = compiled is not None and list(compiled.roots) == list(reads.roots) and all(
-            deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values()))
-        if not same:
-            _OTHER_TENSORS[self.code] = _OTHER_TENSORS.get(self.code, 0) + 1
-        if same or _OTHER_TENSORS[self.code] >= INSTANCES_WITH_FREE_TENSORS:
-            MOVED_TENSORS.add(self.code)
+        note_moved_tensors(self.code, compiled is not None and list(compiled.roots) == list(reads.roots) and all(
+            deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values())))
 
     @property
     def reads(self) -> Reads | None:
@@ -171,23 +169,30 @@ class _Recheck:
             return False, None
         try:
             reads = state.info if state is not None else None
-            if reads is not None and not state.stale():
-                return bool(frame.manager.check(f_locals)) and self._holds(frame, reads), None
-            if frame.may_go_hot and frame.hot.skip_walk(frame.gate.calls):  # read anew call after call
+            if frame.may_go_hot and (stretch := frame.hot.stretch(frame.gate.calls)):  # rechecked call after call
                 if frame.hot.calls == 1:
-                    log.info("guardpolicy watch: %s read anew on %d calls in a row: torch's manager checks its "
+                    log.info("guardpolicy watch: %s rechecked on %d calls in a row: torch's manager checks its "
                              "%d watched guards on every call until it holds still", frame.label, HOT_AFTER,
                              frame.guards)
+                frame.gate.go_hot(frame.manager.check, stretch - 1)
                 return bool(frame.manager.check(f_locals)), (False if reads is not None else None)
+            if reads is not None and not state.stale():
+                return bool(frame.manager.check(f_locals)) and self._holds(frame, reads), None
+            adopted = False
             if not frame.manager.check(f_locals):
-                # nothing to arm: no walk (torch asks every entry again for its recompile reasons);
-                # a state whose objects moved is dropped, not kept failing with the old ones in it
-                return False, (False if reads is not None else None)
+                # a state is armed failing only for objects that come back (the hooks of many
+                # layers taking turns at one compiled wrapper, each but one failing this entry);
+                # otherwise nothing to arm and no walk (torch asks every entry again for its
+                # recompile reasons); a state whose objects moved is dropped, not kept failing
+                # with the old ones in it
+                if state is not None or not self._adopt(_root_objects(frame, f_locals)):
+                    return False, (False if reads is not None else None)
+                adopted = True
             reads = frame.read(f_locals)
             if reads is None:
                 return False, None
-            if state is None and not self._adopt(reads):  # nothing to arm: this check stands
-                return self._holds(frame, reads), None
+            if state is None and not adopted and not self._adopt(tuple(map(deref, reads.roots.values()))):
+                return self._holds(frame, reads), None  # nothing to arm: this check stands
             fresh = frame.state(reads)
             # checked again after the walk: the new state is armed on what was read before this check
             ok = bool(frame.manager.check(f_locals)) and self._holds(frame, reads)
@@ -205,12 +210,15 @@ class _Recheck:
         frame.note_tensors(reads, signature)
         return signature == frame.signature
 
-    def _adopt(self, reads: Reads) -> bool:
-        """Whether to keep a state for the objects at the roots: modules at once, other objects
-        when the same ones (alive: not new ones at reused addresses) came on one of the last
-        ``RECENT_ROOTS`` rechecks. The last one's objects are remembered as they are, older ones
-        only when all are held weakly (a tuple of a past request's cache tensors is not kept)."""
-        now = tuple(obj for obj in map(deref, reads.roots.values()) if not is_module(obj))
+    def _adopt(self, roots: tuple | None) -> bool:
+        """Whether to keep a state for the objects at the roots (None: not known): modules at
+        once, other objects when the same ones (alive: not new ones at reused addresses) came on
+        one of the last ``RECENT_ROOTS`` rechecks. The last one's objects are remembered as they
+        are, older ones only when all are held weakly (a tuple of a past request's cache tensors
+        is not kept)."""
+        if roots is None:
+            return False
+        now = tuple(obj for obj in roots if not is_module(obj))
         if not now:
             return True
         seen = any(len(held) == len(now) and all(deref(r) is o for r, o in zip(held, now)) for held, _ in self.recent)
@@ -220,15 +228,44 @@ class _Recheck:
         return seen
 
 
+def _root_objects(frame: GroupPlan, f_locals: dict) -> tuple | None:
+    """The objects at the compile's roots of ``frame`` in ``f_locals`` (a local, or an item of
+    its ``*args`` tuple or ``**kwargs`` dict), without a walk; None when one is not there."""
+    compiled = frame.reads
+    if compiled is None:
+        return None
+    objects = []
+    for name, path in compiled.roots:
+        obj = f_locals.get(name)
+        try:
+            for key in path:
+                obj = obj[key]
+        except (KeyError, IndexError, TypeError):
+            return None
+        objects.append(obj)
+    return tuple(objects)
+
+
 class Watches:
     """The watching of one compiled object (``guardpolicy.stats(compiled).watches``):
     ``frames``, a ``GroupPlan`` per group of roots of each compiled frame (``plan``) whose
     gate is attached (they hold strong references to the watched dicts); ``rechecks``, the
-    calls that evaluated watched guards, over all frames (counted in C)."""
+    calls that evaluated watched guards, over all frames (counted in C); ``model``, the
+    ``nn.Module`` compiled (held weakly; None for a function, a module compiled in place, or a
+    copy), whose modules tell which frames run one of many instances (``free_tensors``)."""
 
     def __init__(self) -> None:
         self.frames: list[GroupPlan] = []
         self._pending: list[tuple[Any, GroupPlan]] = []
+        self._model: Any = None
+
+    @property
+    def model(self) -> Any:
+        return deref(self._model)
+
+    @model.setter
+    def model(self, model: Any) -> None:
+        self._model = weakly(model, None)
 
     @property
     def rechecks(self) -> int:
@@ -236,9 +273,9 @@ class Watches:
 
     @property
     def hot(self) -> dict[str, int]:
-        """The groups read anew call after call (``watch.hot``) and how many calls each had
+        """The groups rechecked call after call (``watch.hot``) and how many calls each had
         answered by torch's manager of its guards alone, by the gate's label."""
-        return {f.label: f.hot.calls for f in self.frames if f.hot.calls}
+        return {f.label: f.hot.calls + f.gate.hot_calls for f in self.frames if f.hot.calls}
 
     @property
     def unwatched(self) -> list[Unwatched]:
@@ -293,17 +330,6 @@ def _invalidate(manager: Any) -> None:
 RECENT_ROOTS = 16
 
 
-#: The code whose installed free tensors a recheck found replaced (``GroupPlan.note_tensors``: a state
-#: tensor reassigned on every call, a submodule swapped, many blocks of a model compiled block
-#: by block). A graph holds its free tensors, so such code would compile once per tensor: its
-#: later compiles, by any compiled object, pass them as graph inputs instead (``CompileStats
-#: .config_for``), as Dynamo makes a dimension dynamic once it changed.
-MOVED_TENSORS: weakref.WeakSet = weakref.WeakSet()
-#: Instances of one module class (copies, an ensemble, blocks compiled one by one) each get a
-#: graph of their own tensors until a recheck has found other instances' tensors this many
-#: times (``_OTHER_TENSORS``, per code); the next compile passes them as inputs.
-INSTANCES_WITH_FREE_TENSORS = 4
-_OTHER_TENSORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
@@ -312,12 +338,6 @@ _OTHER_TENSORS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 STATES_PER_ENTRY = WATCH_STATES_PER_ENTRY
 #: Guard types whose value may be a tensor: a parameter's metadata is then checked on every call.
 _TENSOR_VALUED = frozenset({"TENSOR_MATCH", "DUPLICATE_INPUT"})
-
-
-def forget_tensors(code: Any) -> None:
-    """``code`` starts afresh (Dynamo holds no cache entry of it: after ``torch.compiler.reset()``)."""
-    MOVED_TENSORS.discard(code)
-    _OTHER_TENSORS.pop(code, None)
 
 
 def _sources(guard: Any, guard_type: str) -> tuple:
