@@ -341,3 +341,26 @@ def test_a_hot_gate_answers_by_its_check_alone_for_the_calls_it_was_given():
     gate.go_hot(lambda f_locals: 1 / 0, 1)
     with pytest.raises(ZeroDivisionError):
         gate(f)
+
+
+def test_a_hot_gate_with_state_answers_only_where_the_state_holds_what_it_was_built_of():
+    """``go_hot(check, n, with_state=True)`` (a group with installed tensors): a call whose
+    state is not stale is answered by ``check`` and the state's tensor check, with no recheck
+    though its dict changed; one whose state read an object no longer there, or that has no
+    state, is rechecked."""
+    root, weight = Obj(), Obj()
+    d = {"weight": weight}
+    recheck = Recorder()
+    gate = core.WatchGate(recheck)
+    gate.install(state([root_row("self", root)], [d], held=[(d, "weight", weight)]))
+    f = {"self": root}
+    assert gate(f) is True and gate.rechecks == 1
+    gate.go_hot(lambda f_locals: True, 5, True)
+    d["step"] = 1  # its dict written (a hook's bookkeeping): answered hot
+    assert gate(f) is True and gate.rechecks == 1 and gate.hot_calls == 1
+    d["weight"] = Obj()  # what it read replaced: rechecked
+    assert gate(f) is True and gate.rechecks == 2 and gate.hot_calls == 1
+    assert gate({"self": Obj()}) is True and gate.rechecks == 3  # no state for these roots
+    d["weight"] = weight
+    gate.go_hot(lambda f_locals: False, 5, True)
+    assert gate(f) is False and gate.hot_calls == 2

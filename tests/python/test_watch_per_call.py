@@ -81,6 +81,13 @@ def _sequence(compiled, model, change, eager_model=None):
 TORCH_STALE = {"prune": [], "spectral_norm": [(2, j) for j in range(6)], "parametrization": []}
 
 
+#: The groups that go hot in the sequence (hot.py): the model's, whose dicts the hook writes
+#: on every call (torch compiles a built-in module's call through ``wrap_inline``); a
+#: parametrization computes ``weight`` on every read and writes no dict.
+HOT = {"prune": ["wrap_inline.<locals>.inner (fn)"], "spectral_norm": ["wrap_inline.<locals>.inner (fn)"],
+       "parametrization": []}
+
+
 def _under_torch_compile(change: str) -> tuple[list, int]:
     """The calls plain ``torch.compile`` gets wrong on the sequence, and its compiles."""
     torch._dynamo.reset()
@@ -101,6 +108,9 @@ def test_state_changed_on_every_call_is_served_right_with_no_more_compiles(chang
     compiled = gp.compile(model, "watch_state", backend="eager", dispatch=dispatch)
     assert set(_sequence(compiled, model, change)) <= set(torch_wrong)
     assert gp.stats(compiled).compiles <= limit
+    # rechecked call after call (its dicts written by the hook), the model's group goes hot
+    # where its state holds its installed tensors, and stays right through the moves above
+    assert list(gp.stats(compiled).watches.hot) == HOT[change]
 
 
 @pytest.mark.parametrize("dispatch", [None, "direct"])

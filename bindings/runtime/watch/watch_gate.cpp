@@ -19,9 +19,10 @@ struct WatchGate {
   Py_ssize_t capacity;
   long long rechecks;
   long long calls;  // every call of the gate: the recheck tells rechecks in a row by it
-  PyObject* hot_check;  // while hot_left > 0: answers the call alone (go_hot), else NULL
+  PyObject* hot_check;  // while hot_left > 0: answers the call (go_hot), else NULL
   long long hot_left;
   long long hot_calls;  // the calls hot_check answered
+  bool hot_with_state;  // hot only where the call's state holds what it was built of
 };
 
 // Replaces the gate's states (a new reference, stolen) and their index; the old tuple is freed
@@ -120,6 +121,22 @@ PyObject* Recheck(WatchGate* self, PyObject* f_locals, WatchState* state) {
   return result;
 }
 
+// A hot call (go_hot): hot_check(f_locals), and with `state`, its tensor check on a pass. A new
+// reference to the verdict, or NULL with an exception set.
+PyObject* HotAnswer(WatchGate* self, PyObject* f_locals, WatchState* state) {
+  --self->hot_left;
+  ++self->hot_calls;
+  PyObject* check = self->hot_check;
+  Py_INCREF(check);  // a go_hot while it runs replaces the field, not this one
+  PyObject* result = PyObject_Vectorcall(check, &f_locals, 1, nullptr);
+  Py_DECREF(check);
+  if (result == nullptr || state == nullptr) return result;
+  const int truth = PyObject_IsTrue(result);
+  Py_DECREF(result);
+  if (truth < 0) return nullptr;
+  return truth ? TensorsMatch(state) : PyBool_FromLong(0);
+}
+
 PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* self = reinterpret_cast<WatchGate*>(self_);
   if (self->recheck == nullptr) {
@@ -131,15 +148,8 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
     PyErr_SetString(PyExc_TypeError, "WatchGate takes the frame locals, one positional argument");
     return nullptr;
   }
-  if (self->hot_left > 0) {  // hot (runtime/watch/hot.py): no state, torch's manager of the guards answers
-    --self->hot_left;
-    ++self->hot_calls;
-    PyObject* check = self->hot_check;
-    Py_INCREF(check);  // a go_hot while it runs replaces the field, not this one
-    PyObject* result = PyObject_Vectorcall(check, args, 1, nullptr);
-    Py_DECREF(check);
-    return result;
-  }
+  // hot (runtime/watch/hot.py): torch's manager of the guards answers, with no state
+  if (self->hot_left > 0 && !self->hot_with_state) return HotAnswer(self, args[0], nullptr);
   PyObject* states = self->states;
   Py_INCREF(states);  // a prune or an install while this call runs replaces the tuple, not this one
   const std::shared_ptr<const StateIndex> index = *self->index;  // and its index
@@ -150,6 +160,15 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
     return nullptr;
   }
   Py_XINCREF(state);
+  if (self->hot_left > 0 && state != nullptr) {  // hot, where the state holds what it was built of
+    const int stale = StateStale(state);
+    if (stale <= 0) {
+      result = stale < 0 ? nullptr : HotAnswer(self, args[0], state);
+      Py_DECREF(state);
+      Py_DECREF(states);
+      return result;
+    }
+  }
   const int changed = state == nullptr || state->verdict < 0 ? 1 : StateChanged(state);
   if (changed == 0) {
     result = state->verdict ? TensorsMatch(state) : PyBool_FromLong(0);
@@ -208,7 +227,8 @@ PyObject* Prune(PyObject* self_, PyObject*) {
 PyObject* GoHot(PyObject* self_, PyObject* args) {
   PyObject* check;
   long long calls;
-  if (!PyArg_ParseTuple(args, "OL:go_hot", &check, &calls)) return nullptr;
+  int with_state = 0;
+  if (!PyArg_ParseTuple(args, "OL|p:go_hot", &check, &calls, &with_state)) return nullptr;
   if (!PyCallable_Check(check)) {
     PyErr_SetString(PyExc_TypeError, "WatchGate.go_hot(check, calls): check must be callable");
     return nullptr;
@@ -217,13 +237,15 @@ PyObject* GoHot(PyObject* self_, PyObject* args) {
   Py_INCREF(check);
   Py_XSETREF(self->hot_check, check);
   self->hot_left = calls > 0 ? calls : 0;
+  self->hot_with_state = with_state != 0;
   Py_RETURN_NONE;
 }
 
 PyMethodDef methods[] = {
     {"install", InstallMethod, METH_O, "install(state): adds a WatchState ahead of the others"},
     {"go_hot", GoHot, METH_VARARGS,
-     "go_hot(check, calls): the next `calls` calls are answered by check(f_locals) alone, with no state"},
+     "go_hot(check, calls, with_state=False): the next `calls` calls are answered by check(f_locals), with no "
+     "state; with_state: only where the call's state holds what it was built of (then its tensor check too)"},
     {"prune", Prune, METH_VARARGS, "prune(*_): drops the states whose roots died (a weak reference's callback)"},
     {nullptr, nullptr, 0, nullptr},
 };

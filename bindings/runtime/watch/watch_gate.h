@@ -21,9 +21,11 @@
 //     this or another thread, is therefore seen by the next call. Nothing is reset from inside
 //     a call but by this one step after `recheck` returned.
 //   gate.install(state): adds a state (the compile's) ahead of the others.
-//   gate.go_hot(check, calls): the next `calls` calls are answered by `check(f_locals)` alone
-//     (torch's manager of the watched guards: a group read anew call after call,
-//     runtime/watch/hot.py), with no state looked up and no recheck; `hot_calls` counts them.
+//   gate.go_hot(check, calls, with_state=False): the next `calls` calls are answered by
+//     `check(f_locals)` (torch's manager of the watched guards: a group rechecked call after
+//     call, runtime/watch/hot.py), with no state looked up and no recheck; `with_state`: only
+//     the calls whose state holds what it was built of (not stale: its installed tensors are
+//     where they were read), a pass then running its tensor check; `hot_calls` counts them.
 //   gate.prune(*_): drops the states whose roots died (the weak references' callback), so a
 //     cache entry lets go of a dead model's dicts and parameters; a call whose roots have no
 //     state is checked in full, never served on nothing.

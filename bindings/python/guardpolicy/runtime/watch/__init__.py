@@ -169,14 +169,17 @@ class _Recheck:
             return False, None
         try:
             reads = state.info if state is not None else None
-            if frame.may_go_hot and (stretch := frame.hot.stretch(frame.gate.calls)):  # rechecked call after call
+            in_place = reads is not None and not state.stale()  # only its dicts' contents changed
+            # rechecked call after call: hot; with installed tensors only where a state holds them
+            if (frame.may_go_hot or in_place) and (stretch := frame.hot.stretch(frame.gate.calls)):
                 if frame.hot.calls == 1:
                     log.info("guardpolicy watch: %s rechecked on %d calls in a row: torch's manager checks its "
                              "%d watched guards on every call until it holds still", frame.label, HOT_AFTER,
                              frame.guards)
-                frame.gate.go_hot(frame.manager.check, stretch - 1)
-                return bool(frame.manager.check(f_locals)), (False if reads is not None else None)
-            if reads is not None and not state.stale():
+                frame.gate.go_hot(frame.manager.check, stretch - 1, not frame.may_go_hot)
+                if frame.may_go_hot:
+                    return bool(frame.manager.check(f_locals)), (False if reads is not None else None)
+            if in_place:
                 return bool(frame.manager.check(f_locals)) and self._holds(frame, reads), None
             adopted = False
             if not frame.manager.check(f_locals):

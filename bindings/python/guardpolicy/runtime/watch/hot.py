@@ -10,9 +10,12 @@ again on its ``retry``-th call (64, then twice as many each time it is still hot
 4,096); when the state then built serves the next call, the rechecks are no longer in a row
 and the group is watched again.
 
-Only a group whose compile installed no tensor of it as a free tensor goes hot
-(``GroupPlan.may_go_hot``): torch's guards do not compare an installed tensor's identity, the
-signature does."""
+A group whose compile installed tensors of it as free tensors (``GroupPlan.may_go_hot`` false:
+torch's guards do not compare an installed tensor's identity, the signature does) goes hot
+only where a state holds them: its calls whose state is not stale (every object it read still
+where it was read, its installed tensors among them) are answered by the manager and the
+state's tensor check; the others are rechecked (``WatchGate.go_hot(..., with_state=True)``: a
+pre-hook that sets ``weight`` on every call, ``prune``)."""
 
 from __future__ import annotations
 
