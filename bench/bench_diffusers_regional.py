@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Regional compilation of the diffusers models, the way diffusers compiles them: each
+repeated block (``model._repeated_blocks``) compiled in place, a tiny ``FluxTransformer2DModel``
+and ``UNet2DConditionModel`` from configs with random weights (no download).
+
+Variants, each on its own copy whose blocks have a class of their own (fresh ``forward`` code,
+so no variant is served another's cache entries): eager; diffusers'
+``model.compile_repeated_blocks()`` (plain ``torch.compile`` of each block); torch's recipe per
+block without free tensors (``block.compile(options={"guard_filter_fn":
+skip_guard_on_all_nn_modules_unsafe})``, a dict of its own per block, and the
+``skip_guard_eval_unsafe`` stance; with ``install_free_tensors`` the first block's graph would
+serve every block); ``gp.compile_repeated_blocks(model, "watch_state")``. For each: the graphs
+compiled and the wall clock of the first two calls (warm-up), then wall clock per call in one
+interleaved run (``guardpolicy.tools.latency``) and instructions per call under callgrind
+(bench/callgrind.py), one thread. Needs diffusers. Prints markdown; ``--results
+bench/DETAILS.md`` writes its section there.
+
+Usage: bench_diffusers_regional.py [--models flux,unet] [--backends inductor,eager] [--calls 100]
+                                   [--block 10] [--instructions 10] [--results bench/DETAILS.md]
+"""
+
+from __future__ import annotations
+
+import copy
+import sys
+import time
+import types
+
+import torch
+from results_section import counted_parser, publish, recorded
+
+import callgrind
+import guardpolicy as gp
+from guardpolicy.runtime import torch_internals
+from guardpolicy.tools import latency
+from guardpolicy.tools.common.library_models import build_flux, build_unet
+
+BEGIN = "<!-- diffusers-regional: begin (bench/bench_diffusers_regional.py writes this section) -->"
+END = "<!-- diffusers-regional: end -->"
+MODELS = {"flux": build_flux, "unet": build_unet}
+NO_FILTER = "no filter"  # diffusers' compile_repeated_blocks: plain torch.compile per block
+RECIPE = "torch's recipe per block (nn modules +stance, no free tensors)"
+WATCH_STATE = "gp.compile_repeated_blocks watch_state"
+
+#: Per variant label of the last ``variants`` call: (graphs compiled, warm-up seconds).
+WARMUP: dict[str, tuple[int, float]] = {}
+
+
+def _own_block_classes(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` (a copy), each repeated block's class replaced by a subclass of the same name
+    with a fresh ``forward`` code object, one per class."""
+    model = copy.deepcopy(model)
+    names, fresh = set(model._repeated_blocks), {}
+    for block in model.modules():
+        cls = type(block)
+        if cls.__name__ in names:
+            if cls not in fresh:
+                fwd = cls.forward
+                code = types.FunctionType(fwd.__code__.replace(), fwd.__globals__, fwd.__name__, fwd.__defaults__,
+                                          fwd.__closure__)
+                code.__kwdefaults__ = fwd.__kwdefaults__
+                fresh[cls] = type(cls.__name__, (cls,), {"forward": code, "__module__": cls.__module__})
+            block.__class__ = fresh[cls]
+    return model
+
+
+def _compile(model: torch.nn.Module, label: str, backend: str) -> torch.nn.Module:
+    if label == NO_FILTER:
+        model.compile_repeated_blocks(backend=backend)
+    elif label == RECIPE:
+        for block in model.modules():
+            if type(block).__name__ in model._repeated_blocks:
+                block.compile(backend=backend,
+                              options={"guard_filter_fn": torch.compiler.skip_guard_on_all_nn_modules_unsafe})
+    else:
+        gp.compile_repeated_blocks(model, "watch_state", backend=backend)
+    return model
+
+
+def variants(name: str, backend: str = "inductor") -> list[latency.Variant]:
+    """eager and the three regional compiles, each on its own copy, warmed up (``WARMUP``)."""
+    torch.set_grad_enabled(False)
+    model, kwargs = MODELS[name]()
+    out = [latency.Variant("eager", lambda *_: model(**kwargs).sample)]
+    counters = torch_internals.counters()
+    for label in (NO_FILTER, RECIPE, WATCH_STATE):
+        compiled = _compile(_own_block_classes(model), label, backend)
+        counters.clear()
+        start = time.perf_counter()
+        for _ in range(2):
+            compiled(**kwargs)
+        WARMUP[label] = (counters["stats"]["unique_graphs"], time.perf_counter() - start)
+        stance = latency.stance_block if label == RECIPE else None
+        out.append(latency.Variant(label, lambda *_, m=compiled: m(**kwargs).sample, stance))
+    return out
+
+
+def regional_variants(name: str):
+    """The ``make`` of ``callgrind``: the demo model and inputs it is given are ignored."""
+    return lambda _model, _inputs, backend: variants(name, backend)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = counted_parser(__doc__, ("--backends", "inductor,eager"), calls=100, instructions=10)
+    args.add_argument("--models", default=",".join(MODELS))
+    args = args.parse_args(argv)
+    torch.set_num_threads(1)
+    lines = [recorded(latency.machine(), "tiny diffusers Flux and UNet, repeated blocks compiled in place", args), "",
+             "| model | backend | variant | graphs | warm-up s | median µs | instructions per call "
+             "| / recipe | / no filter |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+    for name in args.models.split(","):
+        for backend in args.backends.split(","):
+            vs = variants(name, backend)
+            latency.check_outputs(vs, ())
+            latency.run(vs, (), args.calls, args.block)
+            counts = callgrind.count("bench_diffusers_regional", "regional_variants", [name], "mlp", backend,
+                                     args.instructions, timeout_s=5400) if args.instructions else {}
+            recipe, plain = counts.get(RECIPE), counts.get(NO_FILTER)
+            for r in latency.summarize(vs):
+                n = counts.get(r["variant"])
+                graphs, warm = WARMUP.get(r["variant"], ("", None))
+                cells = [name, backend, r["variant"], str(graphs), f"{warm:.2f}" if warm is not None else "",
+                         f"{r['median_us']:.1f}", f"{n:,.0f}" if n else "", f"{n / recipe:.3f}" if n and recipe else "",
+                         f"{n / plain:.3f}" if n and plain else ""]
+                lines.append("| " + " | ".join(cells) + " |")
+    publish("\n".join(lines), args.results, BEGIN, END,
+            "diffusers models compiled block by block (`bench/bench_diffusers_regional.py`)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
