@@ -24,10 +24,9 @@ from __future__ import annotations
 import copy
 import sys
 import time
-import types
 
 import torch
-from results_section import counted_parser, publish, recorded
+from results_section import count_cells, counted_parser, publish, recorded
 
 import callgrind
 import guardpolicy as gp
@@ -48,18 +47,14 @@ WARMUP: dict[str, tuple[int, float]] = {}
 
 def _own_block_classes(model: torch.nn.Module) -> torch.nn.Module:
     """``model`` (a copy), each repeated block's class replaced by a subclass of the same name
-    with a fresh ``forward`` code object, one per class."""
+    with a fresh ``forward`` code object (``latency.own_class``), one per class."""
     model = copy.deepcopy(model)
-    names, fresh = set(model._repeated_blocks), {}
+    fresh: dict = {}
     for block in model.modules():
         cls = type(block)
-        if cls.__name__ in names:
+        if cls.__name__ in model._repeated_blocks:
             if cls not in fresh:
-                fwd = cls.forward
-                code = types.FunctionType(fwd.__code__.replace(), fwd.__globals__, fwd.__name__, fwd.__defaults__,
-                                          fwd.__closure__)
-                code.__kwdefaults__ = fwd.__kwdefaults__
-                fresh[cls] = type(cls.__name__, (cls,), {"forward": code, "__module__": cls.__module__})
+                fresh[cls] = latency.own_class(cls)
             block.__class__ = fresh[cls]
     return model
 
@@ -110,18 +105,13 @@ def main(argv: list[str] | None = None) -> int:
              "| / recipe | / no filter |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
     for name in args.models.split(","):
         for backend in args.backends.split(","):
-            vs = variants(name, backend)
-            latency.check_outputs(vs, ())
-            latency.run(vs, (), args.calls, args.block)
-            counts = callgrind.count("bench_diffusers_regional", "regional_variants", [name], "mlp", backend,
-                                     args.instructions, timeout_s=5400) if args.instructions else {}
+            rows, counts = callgrind.timed_and_counted("bench_diffusers_regional", "regional_variants", variants, name, backend, args)
             recipe, plain = counts.get(RECIPE), counts.get(NO_FILTER)
-            for r in latency.summarize(vs):
+            for r in rows:
                 n = counts.get(r["variant"])
                 graphs, warm = WARMUP.get(r["variant"], ("", None))
                 cells = [name, backend, r["variant"], str(graphs), f"{warm:.2f}" if warm is not None else "",
-                         f"{r['median_us']:.1f}", f"{n:,.0f}" if n else "", f"{n / recipe:.3f}" if n and recipe else "",
-                         f"{n / plain:.3f}" if n and plain else ""]
+                         f"{r['median_us']:.1f}", *count_cells(n, recipe, plain)]
                 lines.append("| " + " | ".join(cells) + " |")
     publish("\n".join(lines), args.results, BEGIN, END,
             "diffusers models compiled block by block (`bench/bench_diffusers_regional.py`)")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import sys
 
 import torch
-from results_section import counted_parser, publish, recorded
+from results_section import count_cells, counted_parser, publish, recorded
 
 import callgrind
 import guardpolicy as gp
@@ -83,16 +83,11 @@ def main(argv: list[str] | None = None) -> int:
              "| watched / kept |", "|---|---|---|---:|---:|---:|---:|---:|"]
     for name in args.models.split(","):
         for backend in args.backends.split(","):
-            vs = variants(name, backend)
-            latency.check_outputs(vs, ())
-            latency.run(vs, (), args.calls, args.block)
-            counts = callgrind.count("bench_libraries", "library_variants", [name], "mlp", backend,
-                                     args.instructions, timeout_s=5400) if args.instructions else {}
+            rows, counts = callgrind.timed_and_counted("bench_libraries", "library_variants", variants, name, backend, args)
             recipe, plain = counts.get("torch's recipe (nn modules +ift +stance)"), counts.get("no filter")
-            for r in latency.summarize(vs):
+            for r in rows:
                 n = counts.get(r["variant"])
-                cells = [name, backend, r["variant"], f"{r['median_us']:.1f}", f"{n:,.0f}" if n else "",
-                         f"{n / recipe:.3f}" if n and recipe else "", f"{n / plain:.3f}" if n and plain else "",
+                cells = [name, backend, r["variant"], f"{r['median_us']:.1f}", *count_cells(n, recipe, plain),
                          watched_and_kept() if r["variant"] == WATCH_STATE else ""]
                 lines.append("| " + " | ".join(cells) + " |")
     publish("\n".join(lines), args.results, BEGIN, END,

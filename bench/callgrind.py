@@ -31,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 _TOTALS = re.compile(r"^totals:\s*(\d+)", re.M)
 
@@ -64,6 +65,20 @@ def count(bench: str, factory: str, args: list, model: str, backend: str, calls:
             totals = _TOTALS.search(Path(f"{out}.{i}").read_text(encoding="utf-8"))
             counts[label] = int(totals.group(1)) / calls
         return counts
+
+
+def timed_and_counted(bench: str, factory: str, variants: Any, name: str, backend: str, args: Any) -> tuple:
+    """The variants ``variants(name, backend)`` of a bench of library models (called with no
+    inputs), checked against eager, timed in one interleaved run (``args.calls``,
+    ``args.block``) and counted (``count`` of ``bench.factory(name)``, ``args.instructions``
+    calls; none when 0): ``(latency.summarize rows, {label: instructions per call})``."""
+    from guardpolicy.tools import latency
+
+    vs = variants(name, backend)
+    latency.check_outputs(vs, ())
+    latency.run(vs, (), args.calls, args.block)
+    counts = count(bench, factory, [name], "mlp", backend, args.instructions, timeout_s=5400) if args.instructions else {}
+    return latency.summarize(vs), counts
 
 
 def count_runs(bench: str, factory: str, args: list, runs: list[tuple[str, str]], calls: int,

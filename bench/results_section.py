@@ -64,6 +64,12 @@ def counted_parser(doc: str, sweep: tuple[str, str], calls: int, instructions: i
     return ap
 
 
+def count_cells(n: float | None, *bases: float | None) -> list[str]:
+    """Table cells: the instructions per call ``n`` and its ratio to each of ``bases``
+    (empty where a count is missing)."""
+    return [f"{n:,.0f}" if n else "", *(f"{n / b:.3f}" if n and b else "" for b in bases)]
+
+
 def recorded(machine: str, what: str, args: argparse.Namespace) -> str:
     """The line that opens a counted bench's section: the date, ``machine``, ``what`` was run,
     and the calls timed and counted (``counted_parser``'s arguments)."""

@@ -75,14 +75,18 @@ def own_class_copy(model: Any) -> Any:
     """A deep copy of ``model`` whose class is a new subclass with a fresh ``forward`` code
     object: its own Dynamo cache, so variants of one model never share cache entries."""
     model = copy.deepcopy(model)
-    cls = type(model)
+    model.__class__ = own_class(type(model))
+    return model
+
+
+def own_class(cls: type) -> type:
+    """A subclass of ``cls`` of the same name whose ``forward`` runs a fresh code object."""
     forward = cls.forward
     fresh = types.FunctionType(forward.__code__.replace(), forward.__globals__, forward.__name__,
                                forward.__defaults__, forward.__closure__)
     fresh.__kwdefaults__ = forward.__kwdefaults__
     fresh.__dict__.update(forward.__dict__)
-    model.__class__ = type(cls.__name__, (cls,), {"forward": fresh, "__module__": cls.__module__})
-    return model
+    return type(cls.__name__, (cls,), {"forward": fresh, "__module__": cls.__module__})
 
 
 def own_copy(model_or_fn: Any) -> Any:
