@@ -163,3 +163,71 @@ def test_a_state_tensor_reassigned_on_every_call_compiles_once_more_not_per_call
     torch.compiler.reset()  # a fresh start installs free tensors again
     frame = types.SimpleNamespace(f_code=Recurrent.forward.__code__, f_locals={"self": model})
     assert stats.config_for(frame) == {"install_free_tensors": True}
+
+
+def _scale_by(module, args, kwargs, scale=None):
+    return args, dict(kwargs, scale=scale)
+
+
+class ScaledBy(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.lin, self.extra = nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x, scale=None):
+        return scale(self.lin(x))
+
+
+class HoldsScaled(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l, self.l2 = ScaledBy(), ScaledBy()
+
+    def forward(self, x):
+        return self.l(x)
+
+
+@pytest.mark.parametrize("change", ["parameter replaced", "another module"])
+def test_an_installed_tensor_reached_through_state_the_watch_cannot_see_is_never_served_stale(change):
+    """A module held in a ``functools.partial`` pre-hook's keywords: the watch cannot see a
+    partial (not a kind of the allowlist), so the TENSOR_MATCH of that module's parameters
+    stays checked, and torch's compares metadata only. Installed as free tensors they were
+    served stale after a replacement, where ``torch.compile`` was right (found by a tester);
+    the entry is retired after its first call and the code compiled again with them as graph
+    inputs: one more compile than ``torch.compile``, never a stale call."""
+    import functools
+
+    def sequence(model, call):
+        wrong, target = [], model.l.extra
+        handle = model.l.register_forward_pre_hook(functools.partial(_scale_by, scale=target), with_kwargs=True)
+        with torch.no_grad():
+            for i in range(12):
+                if i == 4:
+                    handle.remove()
+                    if change == "parameter replaced":
+                        model.l.extra.weight = nn.Parameter(torch.ones(4, 4))
+                    else:
+                        target = model.l2.extra
+                    handle = model.l.register_forward_pre_hook(functools.partial(_scale_by, scale=target),
+                                                               with_kwargs=True)
+                x = torch.randn(3, 4)
+                if not torch.allclose(call(x), model(x)):
+                    wrong.append(i)
+        return wrong
+
+    counters = torch._dynamo.utils.counters
+    torch._dynamo.reset()
+    counters.clear()
+    torch.manual_seed(0)
+    model = HoldsScaled()
+    assert sequence(model, torch.compile(model, backend="eager")) == []
+    assert counters["stats"]["unique_graphs"] == 1
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = HoldsScaled()
+    compiled = gp.compile(model, gp.load(POLICY), backend="eager")
+    assert sequence(model, compiled) == []
+    assert gp.stats(compiled).compiles == 2
+    from guardpolicy.runtime import watch
+
+    assert HoldsScaled.forward.__code__ in watch.MOVED_TENSORS

@@ -136,7 +136,16 @@ def _scaled_input(module, args, scale):
     return (args[0] * scale[0],)
 
 
-def test_a_partial_hook_made_anew_on_every_call():
+class _Scaler:
+    def scaled(self, module, args, scale):
+        return (args[0] * scale[0],)
+
+
+_SCALER = _Scaler()
+
+
+@pytest.mark.parametrize("of", [_scaled_input, _SCALER.scaled], ids=["a function", "a bound method"])
+def test_a_partial_hook_made_anew_on_every_call(of):
     """A forward pre-hook that is a new ``functools.partial`` on every call, registered before
     the call and removed after (PEFT's ``adapter_names``): no more compiles than plain
     ``torch.compile`` (which guards a partial part by part), and a changed keyword is caught."""
@@ -146,7 +155,9 @@ def test_a_partial_hook_made_anew_on_every_call():
         wrong = []
         with torch.no_grad():
             for i, scale in enumerate([2.0] * 6 + [3.0] * 3 + [2.0] * 2):
-                handle = model[0].register_forward_pre_hook(functools.partial(_scaled_input, scale=[scale]))
+                handle = model[0].register_forward_pre_hook(functools.partial(of.__func__.__get__(of.__self__)
+                                                                              if hasattr(of, "__self__") else of,
+                                                                              scale=[scale]))
                 try:
                     if not torch.allclose(call(X), model(X)):
                         wrong.append(i)

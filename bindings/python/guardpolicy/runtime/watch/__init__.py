@@ -231,6 +231,10 @@ class _Recheck:
         return seen
 
 
+def _never(f_locals: dict) -> bool:
+    return False
+
+
 def _root_objects(frame: GroupPlan, f_locals: dict) -> tuple | None:
     """The objects at the compile's roots of ``frame`` in ``f_locals`` (a local, or an item of
     its ``*args`` tuple or ``**kwargs`` dict), without a walk; None when one is not there."""
@@ -259,7 +263,7 @@ class Watches:
 
     def __init__(self) -> None:
         self.frames: list[GroupPlan] = []
-        self._pending: list[tuple[Any, GroupPlan]] = []
+        self._pending: list[tuple[Any, GroupPlan | str]] = []
         self._model: Any = None
 
     @property
@@ -287,6 +291,11 @@ class Watches:
     def add(self, cfm: Any, plans: list[GroupPlan]) -> None:
         self._pending += [(cfm, frame) for frame in plans]
 
+    def retire(self, cfm: Any, why: str) -> None:
+        """The cache entry being compiled serves no call after its first (which runs the graph
+        it compiled for it): a guard that fails, saying ``why``, is added at ``attach``."""
+        self._pending.append((cfm, why))
+
     def attach(self) -> None:
         """Adds each pending frame's gate to its cache entry's kept manager (torch's compile
         is over: ``CheckFunctionManager.guard_manager`` holds it). A compile that failed
@@ -296,7 +305,12 @@ class Watches:
         pending, self._pending = self._pending, []
         for cfm, frame in pending:
             manager = getattr(cfm, "guard_manager", None)
-            if manager is None or torch_internals.is_deleted(manager) or frame.guards == 0:
+            if manager is None or torch_internals.is_deleted(manager):
+                continue
+            if isinstance(frame, str):  # retired (``retire``)
+                torch_internals.add_last_guard(manager, _never, frame)
+                continue
+            if frame.guards == 0:
                 continue
             frame.gate = WatchGate(_Recheck(frame))
             frame.label = _label(frame)

@@ -9,6 +9,11 @@ tensor set, where ``torch.compile`` compiles once.
   instances' tensors ``INSTANCES_WITH_FREE_TENSORS`` times (blocks of a model compiled one by
   one). Its later compiles, by any compiled object, pass them as inputs, as Dynamo makes a
   dimension dynamic once it changed; until ``torch.compiler.reset()`` (``forget``).
+* **Unseen** (``unseen``): a frame whose installed tensor's ``TENSOR_MATCH`` stays checked
+  because its source cannot be watched (a module held in a ``functools.partial`` hook's
+  keywords): torch's guard compares its metadata, nothing its identity, so a replaced tensor
+  would be served stale. The code is noted moved, and the cache entry is retired after its
+  first call (``Watches.retire``): the next call compiles it with its tensors as inputs.
 * **One of many** (``one_of_many``): a frame whose module is one of several instances of its
   class in the compiled model (a hook or a layer's forward run per layer, after a graph
   break: diffusers' layerwise casting, accelerate's offload hooks) passes them as inputs from
@@ -43,6 +48,17 @@ def forget(code: Any) -> None:
     """``code`` starts afresh (Dynamo holds no cache entry of it: after ``torch.compiler.reset()``)."""
     MOVED_TENSORS.discard(code)
     _OTHER_TENSORS.pop(code, None)
+
+
+def unseen(entries: list, explanations: list) -> list[str]:
+    """The names of the installed tensors (``torch_internals.installed_free``) among the
+    watched guards of a frame compiled with free tensors whose ``TENSOR_MATCH`` stays checked
+    (``Explanation.checked``): no one compares their identity."""
+    from .. import torch_internals
+
+    return [exp.name for entry, exp in zip(entries, explanations)
+            if exp.checked and exp.guard_type == "TENSOR_MATCH"
+            and torch_internals.installed_free(entry.orig_guard.originating_source)]
 
 
 def as_inputs(code: Any, frame_locals: Any, model: Any) -> bool:

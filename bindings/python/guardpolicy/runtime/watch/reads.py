@@ -231,7 +231,8 @@ def _hook_token(hook: Any) -> Any:
     which the recheck evaluates), not the partial itself: one made anew on every call (PEFT's
     ``adapter_names`` hooks) is no recompile under ``torch.compile``, nor here."""
     if type(hook) is functools.partial:
-        return ("partial", id(hook.func))
+        fn = hook.func  # a bound method is made anew with each partial: its function and object
+        return ("partial", *((id(fn.__func__), id(fn.__self__)) if isinstance(fn, types.MethodType) else (id(fn),)))
     return id(hook)
 
 
