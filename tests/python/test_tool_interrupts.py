@@ -64,3 +64,32 @@ def test_without_a_terminal_the_bench_prints_a_line_per_model_and_phase(tmp_path
     lines = [line for line in proc.stderr.splitlines() if line.startswith("bench: ")]
     phases = [line.split(" ")[1] + " " + line.split(" ")[2] for line in lines]
     assert len(lines) == len(set(phases)) <= 5, lines  # compiling, guard trees, timing: once each
+
+
+FINALIZER_INTERRUPTED = """
+import weakref
+from guardpolicy.tools.common.interrupt import deliver_from_finalizers
+deliver_from_finalizers()
+
+class Dies:
+    pass
+
+def finalizer():
+    raise KeyboardInterrupt  # a Ctrl-C that lands while a finalizer runs
+
+try:
+    weakref.finalize(Dies(), finalizer)
+    for _ in range(50_000_000):
+        pass
+    print("the Ctrl-C was lost")
+except KeyboardInterrupt:
+    print("interrupted")
+"""
+
+
+def test_a_ctrl_c_that_lands_in_a_finalizer_is_raised_again_in_the_main_thread():
+    """Python prints a KeyboardInterrupt raised in a finalizer with a traceback and drops it
+    (a tool in CI printed one from a ``weakref.finalize``); the tools' hook
+    (``interrupt.deliver_from_finalizers``) raises it again where the tool catches it."""
+    run = subprocess.run([sys.executable, "-c", FINALIZER_INTERRUPTED], capture_output=True, text=True, timeout=120)
+    assert run.stdout.strip() == "interrupted" and run.stderr == "", (run.stdout, run.stderr)

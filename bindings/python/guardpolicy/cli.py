@@ -27,6 +27,9 @@ def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else list(argv)
     if args and args[0] in PYTHON_TOOLS:
         from .tools.common.extras import MissingExtraError
+        from .tools.common.interrupt import deliver_from_finalizers
+
+        deliver_from_finalizers()
 
         try:
             module = importlib.import_module(f"guardpolicy.{PYTHON_TOOLS[args[0]]}")
