@@ -41,14 +41,8 @@ class GuardFilter:
             torch_locals = torch_internals.compiling_frame_locals()
             decisions = list(decisions)  # the guards watched leave torch's manager
             stats.watches.add(torch_locals["self"], watch.plan(entries, explanations, torch_locals, decisions))
-            if torch_internals.config_value("install_free_tensors") and (
-                    unseen := free_tensors.unseen(entries, explanations)):
-                code = torch_locals.get("f_code")
-                if code is not None:
-                    free_tensors.MOVED_TENSORS.add(code)
-                stats.watches.retire(torch_locals["self"], f"guardpolicy watch: installed tensor {unseen[0]} is "
-                                     "reached through state the watch cannot see; compiled again with the "
-                                     "frame's tensors as graph inputs")
+            if why := free_tensors.unseen(entries, explanations, torch_locals.get("f_code")):
+                stats.watches.retire(torch_locals["self"], why)
         stats.record_compile(explanations)
         logs.frame_decided(policy.name, explanations, explanations.frame)  # TORCH_LOGS, TORCH_TRACE
         stats.ranks.after_frame(explanations, stats.calls)  # check_ranks: raises RankMismatchError

@@ -235,6 +235,15 @@ def _never(f_locals: dict) -> bool:
     return False
 
 
+def _live_manager(cfm: Any) -> Any:
+    """The kept guard manager of the compile ``cfm`` (``CheckFunctionManager.guard_manager``,
+    torch's compile being over), or None: a compile that failed after the filter, a deleted one."""
+    from .. import torch_internals
+
+    manager = getattr(cfm, "guard_manager", None)
+    return None if manager is None or torch_internals.is_deleted(manager) else manager
+
+
 def _root_objects(frame: GroupPlan, f_locals: dict) -> tuple | None:
     """The objects at the compile's roots of ``frame`` in ``f_locals`` (a local, or an item of
     its ``*args`` tuple or ``**kwargs`` dict), without a walk; None when one is not there."""
@@ -263,7 +272,8 @@ class Watches:
 
     def __init__(self) -> None:
         self.frames: list[GroupPlan] = []
-        self._pending: list[tuple[Any, GroupPlan | str]] = []
+        self._pending: list[tuple[Any, GroupPlan]] = []
+        self._retiring: list[tuple[Any, str]] = []
         self._model: Any = None
 
     @property
@@ -294,23 +304,21 @@ class Watches:
     def retire(self, cfm: Any, why: str) -> None:
         """The cache entry being compiled serves no call after its first (which runs the graph
         it compiled for it): a guard that fails, saying ``why``, is added at ``attach``."""
-        self._pending.append((cfm, why))
+        self._retiring.append((cfm, why))
 
     def attach(self) -> None:
-        """Adds each pending frame's gate to its cache entry's kept manager (torch's compile
-        is over: ``CheckFunctionManager.guard_manager`` holds it). A compile that failed
-        after the filter has no manager, and is dropped."""
+        """Adds each pending frame's gate, and each retired entry's failing guard, to its cache
+        entry's kept manager (``_live_manager``: a compile that failed has none, and is dropped)."""
         from .. import torch_internals
 
+        retiring, self._retiring = self._retiring, []
+        for cfm, why in retiring:
+            if (manager := _live_manager(cfm)) is not None:
+                torch_internals.add_last_guard(manager, _never, why)
         pending, self._pending = self._pending, []
         for cfm, frame in pending:
-            manager = getattr(cfm, "guard_manager", None)
-            if manager is None or torch_internals.is_deleted(manager):
-                continue
-            if isinstance(frame, str):  # retired (``retire``)
-                torch_internals.add_last_guard(manager, _never, frame)
-                continue
-            if frame.guards == 0:
+            manager = _live_manager(cfm)
+            if manager is None or frame.guards == 0:
                 continue
             frame.gate = WatchGate(_Recheck(frame))
             frame.label = _label(frame)
@@ -342,11 +350,8 @@ def _invalidate(manager: Any) -> None:
         torch_internals.retire(entry, "guardpolicy: the compiled object that watched it was freed")
 
 
-#: How many rechecks back ``_Recheck`` remembers the objects at a group's roots: a state is kept
-#: for objects that come back within that many (the hooks of as many layers, taking turns).
+#: Rechecks back ``_Recheck`` remembers a group's root objects: one that comes back keeps a state.
 RECENT_ROOTS = 16
-
-
 
 
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so

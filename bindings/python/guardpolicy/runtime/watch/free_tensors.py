@@ -50,15 +50,25 @@ def forget(code: Any) -> None:
     _OTHER_TENSORS.pop(code, None)
 
 
-def unseen(entries: list, explanations: list) -> list[str]:
-    """The names of the installed tensors (``torch_internals.installed_free``) among the
-    watched guards of a frame compiled with free tensors whose ``TENSOR_MATCH`` stays checked
-    (``Explanation.checked``): no one compares their identity."""
+def unseen(entries: list, explanations: list, code: Any) -> str | None:
+    """For a frame being compiled with free tensors (``code``, None where unknown): why its
+    cache entry must be retired, when an installed tensor (``torch_internals.installed_free``)
+    among its watched guards has a ``TENSOR_MATCH`` that stays checked
+    (``Explanation.checked``): no one compares that tensor's identity. The code is noted moved
+    (its next compile passes its tensors as inputs). None when there is none."""
     from .. import torch_internals
 
-    return [exp.name for entry, exp in zip(entries, explanations)
-            if exp.checked and exp.guard_type == "TENSOR_MATCH"
-            and torch_internals.installed_free(entry.orig_guard.originating_source)]
+    if not torch_internals.config_value("install_free_tensors"):
+        return None
+    names = [exp.name for entry, exp in zip(entries, explanations)
+             if exp.checked and exp.guard_type == "TENSOR_MATCH"
+             and torch_internals.installed_free(entry.orig_guard.originating_source)]
+    if not names:
+        return None
+    if code is not None:
+        MOVED_TENSORS.add(code)
+    return (f"guardpolicy watch: installed tensor {names[0]} is reached through state the watch cannot see; "
+            "compiled again with the frame's tensors as graph inputs")
 
 
 def as_inputs(code: Any, frame_locals: Any, model: Any) -> bool:
