@@ -364,3 +364,24 @@ def test_a_hot_gate_with_state_answers_only_where_the_state_holds_what_it_was_bu
     d["weight"] = weight
     gate.go_hot(lambda f_locals: False, 5, True)
     assert gate(f) is False and gate.hot_calls == 2
+
+
+def test_a_hot_gate_with_state_never_passes_a_state_armed_failing():
+    """A state built on a replaced tensor fails the compile's signature (armed failing) and is
+    not stale: while hot with state, its calls keep the verdict it was armed with, and what it
+    holds changing rechecks it. (Answered by the watched guards alone, which do not compare an
+    installed tensor's identity, it passed: a graph holding the old tensor was served.)"""
+    root, weight = Obj(), Obj()
+    d = {"weight": weight}
+    failing = state([root_row("self", root)], [d], held=[(d, "weight", weight)])
+    recheck = Recorder(verdict=False)
+    gate = core.WatchGate(recheck)
+    gate.install(failing)
+    f = {"self": root}
+    assert gate(f) is False and gate.rechecks == 1 and failing.verdict is False
+    gate.go_hot(lambda f_locals: True, 5, True)
+    assert [gate(f), gate(f)] == [False, False] and gate.hot_calls == 0 and gate.rechecks == 1
+    d["step"] = 1  # its dict written: rechecked, not answered hot
+    recheck.verdict = True
+    assert gate(f) is True and gate.rechecks == 2 and gate.hot_calls == 0
+    assert gate(f) is True and gate.hot_calls == 1  # armed passing now: answered hot

@@ -160,7 +160,9 @@ PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* 
     return nullptr;
   }
   Py_XINCREF(state);
-  if (self->hot_left > 0 && state != nullptr) {  // hot, where the state holds what it was built of
+  // hot, where the state passed and holds what it was built of: a state armed failing (built
+  // on a replaced tensor, say) or not checked yet is never answered by the watched guards alone
+  if (self->hot_left > 0 && state != nullptr && state->verdict > 0) {
     const int stale = StateStale(state);
     if (stale <= 0) {
       result = stale < 0 ? nullptr : HotAnswer(self, args[0], state);

@@ -24,8 +24,10 @@
 //   gate.go_hot(check, calls, with_state=False): the next `calls` calls are answered by
 //     `check(f_locals)` (torch's manager of the watched guards: a group rechecked call after
 //     call, runtime/watch/hot.py), with no state looked up and no recheck; `with_state`: only
-//     the calls whose state holds what it was built of (not stale: its installed tensors are
-//     where they were read), a pass then running its tensor check; `hot_calls` counts them.
+//     the calls whose state passed its last check and holds what it was built of (armed with a
+//     pass, not stale: its installed tensors, the compile's, are where they were read), a pass
+//     then running its tensor check; `hot_calls` counts them. Any other call is answered as
+//     when not hot (a state armed failing keeps its verdict until what it holds changes).
 //   gate.prune(*_): drops the states whose roots died (the weak references' callback), so a
 //     cache entry lets go of a dead model's dicts and parameters; a call whose roots have no
 //     state is checked in full, never served on nothing.
