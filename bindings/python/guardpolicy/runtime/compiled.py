@@ -177,10 +177,13 @@ def _function_with_dispatch(compiled: Callable, fn: Callable, stats_: CompileSta
 def explain(compiled: Any) -> list[FrameExplanations]:
     """Per frame ``compiled`` has compiled so far, a ``FrameExplanations``: per guard an
     ``Explanation`` (keep, drop or watch, the deciding rule with its file:line or None for the
-    default, the guard's name and guard_type), and ``frame``, the ``CompiledFrame``
-    (function, file:line, compile id). Raises TypeError for anything ``guardpolicy.compile``
-    did not return."""
-    return [FrameExplanations(frame, frame.frame) for frame in stats(compiled).explanations]
+    default, the guard's name and guard_type), ``frame``, the ``CompiledFrame`` (function,
+    file:line, compile id), and ``hot``, its groups of watched guards rechecked call after call
+    and answered by torch's manager instead, with their calls so far. Raises TypeError for
+    anything ``guardpolicy.compile`` did not return."""
+    stats_ = stats(compiled)
+    return [FrameExplanations(frame, frame.frame, stats_.watches.hot_in(frame.frame.compile_id))
+            for frame in stats_.explanations]
 
 
 def _options_with_filter(options: dict | None, mode: str | None, backend: Any, guard_filter_fn) -> dict:
@@ -367,6 +370,8 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     if dry_run is not False and dry_run is not True:
         report_at_exit(stats_, dry_run)
     opts = _options_with_filter(options, mode, backend, GuardFilter(stats_))
+    if backend != _INDUCTOR:  # the graph runs in Python per call: its parameters read from its dict
+        backend = _tp.AttributeReads(backend)
     compiled = torch.compile(model_or_fn, backend=backend, options=opts, **torch_compile_kwargs)
     ctx = _tp.dynamo_context(compiled)
     _install(ctx, stats_)

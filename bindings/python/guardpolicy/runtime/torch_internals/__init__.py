@@ -27,7 +27,9 @@ guardpolicy reads them from here (``torch_internals.X``):
 * ``inductor``: ``mode=`` options and eager-matching random numbers (on 2.11 with the
   stride constraint for dropout of 2.12 and 2.13, which 2.11 lacks);
 * ``eager``: ``nn.Module``'s global hooks, pytrees and aten ops under a dispatch mode (the
-  mutation audit).
+  mutation audit);
+* ``graph``: the GraphModule a backend is handed, its installed parameters read per call
+  (``guardpolicy.compile`` on a backend other than Inductor).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from .sources import (closure_vars, duplicate_source, dynamo_sources, generic_at
 from .trace import register_torch_log, trace_artifact, valgrind_toggle, valgrind_toggle_and_dump_stats
 from .inductor import inductor_fallback_random, inductor_mode_options
 from .eager import dispatch_mode, global_module_hooks, returns_alias, tree_map
+from .graph import AttributeReads
 
 __all__ = [
     # context
@@ -73,4 +76,6 @@ __all__ = [
     "inductor_fallback_random", "inductor_mode_options",
     # eager
     "dispatch_mode", "global_module_hooks", "returns_alias", "tree_map",
+    # graph
+    "AttributeReads",
 ]
