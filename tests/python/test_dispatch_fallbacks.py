@@ -11,6 +11,7 @@ import torch
 
 import guardpolicy as gp
 from dispatch_harness import NN, WARMUP, Doubler, direct, fresh, scaled, warm
+from guardpolicy.runtime import torch_internals
 from guardpolicy.runtime.call import dispatch
 from guardpolicy.tools.common.models import build, output_tensor
 from guardpolicy.tools.latency import own_class_copy
@@ -77,6 +78,33 @@ def test_a_graph_break_is_refused_with_its_reason_and_outputs_stay_equal():
     assert len(d.refusals) == 1
     assert d.refusals[0].reason.startswith("graph break: the code of cache entry 0/0 continues in __resume_at_")
     assert d.refusals[0].frame.startswith("forward at ") and __file__ in d.refusals[0].frame
+
+
+class Twice(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x) * 2
+
+
+def test_an_entry_of_another_backend_is_passed_over_as_torch_passes_it_over():
+    """Another object of the class compiled with another backend adds its entries to the same
+    code; torch's lookup never serves them to this object, and direct dispatch captures past them."""
+    torch.manual_seed(0)
+    ours, other = Twice().eval(), Twice().eval()
+    fast = direct(ours)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        warm(fast, x)
+        theirs = torch.compile(other, backend="aot_eager")
+        for _ in range(WARMUP + 4):
+            assert torch.equal(fast(x), ours(x))
+            assert torch.equal(theirs(x), other(x))
+    d = gp.stats(fast).dispatch
+    assert d.refusals == [] and d.state == "direct" and d.direct_calls >= 2
+    assert len(torch_internals.cache_entries_of(Twice.forward)) == 2
 
 
 def test_a_failing_kept_guard_falls_back_recompiles_and_direct_resumes():
