@@ -17,7 +17,7 @@ checked again only when the state it reads changes.
   per set of that group's roots (bindings/runtime/watch/watch_state.h), the compile's first,
   with no verdict yet: the first call checks. A new object at one root is read again alone.
 * **Per call**, in C: the state of the call's roots, when armed and unchanged, gives its verdict.
-  Otherwise ``_Recheck`` runs: it builds a new state when the roots have none (a second
+  Otherwise ``Recheck`` (``watch.recheck``) runs: it builds a new state when the roots have none (a second
   instance, an adopted KV cache) or when what the state holds moved, and then evaluates the
   watched guards' manager and compares the signature with the compile's. Roots are held weakly:
   when one dies its state is dropped.
@@ -33,12 +33,12 @@ from typing import Any
 
 from ..._core import WATCH_STATES_PER_ENTRY, WatchGate, WatchState
 from ...api.data import schema_list
-from ..logs import log
 from .free_tensors import INSTANCES_WITH_FREE_TENSORS, MOVED_TENSORS  # noqa: F401 - watch's names for them
 from .free_tensors import note as note_moved_tensors
-from .hot import HOT_AFTER, Hot
+from .hot import Hot
 from .kinds import CannotWatch
-from .roots import groups, is_module, own_root
+from .recheck import Recheck
+from .roots import groups, own_root
 from .reads import Reads, deref, weakly
 from .sources import Walk, read
 
@@ -76,6 +76,7 @@ class GroupPlan:
         self.gate: Any = None
         self.hot = Hot()  # its walks in a row (watch.hot)
         self.label = ""  # its frame and roots, named once attached (Watches.hot, the log)
+        self.compile_id = ""  # Dynamo's compile id of its frame ("0/1"), set by the guard filter
         self.reads_ambient = reads_ambient  # what every call reads (global hooks, builtins): in one plan of a frame
 
     @property
@@ -144,93 +145,6 @@ class GroupPlan:
         return WatchState(**rows, tensor_check=torch_internals.tensor_check(tensors) if tensors else None, info=reads)
 
 
-class _Recheck:
-    """What a gate calls when a call's roots have no armed, unchanged state: returns
-    ``(verdict, new state, None or False)`` (False: drop the given state, which holds objects
-    that moved). The verdict: the watched guards (torch's manager of them)
-    pass on the frame locals, and the hooks and classes the compiled code inlined are the
-    compile's (Dynamo inlines a hook or a method with no guard of its own). A new state is built
-    when what the given one holds moved (an object replaced, a class swapped, a function's code),
-    for a module at a root that has none (a second instance), and for another object at a root
-    (a KV cache of a new request, a hook object of one of many layers) when the same one came
-    on one of the last ``RECENT_ROOTS`` rechecks (an object made anew on every call never does). It holds its
-    ``GroupPlan`` weakly (a cache entry must not keep a model alive): once the plan is gone, the
-    entry is not served again."""
-
-    __slots__ = ("frame", "recent")
-
-    def __init__(self, frame: GroupPlan):
-        self.frame = weakref.ref(frame)
-        self.recent: tuple = ()  # (the other objects at the roots, held weakly only) of recent rechecks
-
-    def __call__(self, f_locals: dict, state: Any) -> tuple[bool, Any]:
-        frame = self.frame()
-        if frame is None or frame.manager is None:
-            return False, None
-        try:
-            reads = state.info if state is not None else None
-            in_place = reads is not None and not state.stale()  # only its dicts' contents changed
-            # rechecked call after call: hot; with installed tensors only where a state holds them
-            if (frame.may_go_hot or in_place) and (stretch := frame.hot.stretch(frame.gate.calls)):
-                if frame.hot.calls == 1:
-                    log.info("guardpolicy watch: %s rechecked on %d calls in a row: torch's manager checks its "
-                             "%d watched guards on every call until it holds still", frame.label, HOT_AFTER,
-                             frame.guards)
-                frame.gate.go_hot(frame.manager.check, stretch - 1, not frame.may_go_hot)
-                if frame.may_go_hot:
-                    return bool(frame.manager.check(f_locals)), (False if reads is not None else None)
-            if in_place:
-                return bool(frame.manager.check(f_locals)) and self._holds(frame, reads), None
-            adopted = False
-            if not frame.manager.check(f_locals):
-                # a state is armed failing only for objects that come back (the hooks of many
-                # layers taking turns at one compiled wrapper, each but one failing this entry);
-                # otherwise nothing to arm and no walk (torch asks every entry again for its
-                # recompile reasons); a state whose objects moved is dropped, not kept failing
-                # with the old ones in it
-                if state is not None or not self._adopt(_root_objects(frame, f_locals)):
-                    return False, (False if reads is not None else None)
-                adopted = True
-            reads = frame.read(f_locals)
-            if reads is None:
-                return False, None
-            if state is None and not adopted and not self._adopt(tuple(map(deref, reads.roots.values()))):
-                return self._holds(frame, reads), None  # nothing to arm: this check stands
-            fresh = frame.state(reads)
-            # checked again after the walk: the new state is armed on what was read before this check
-            ok = bool(frame.manager.check(f_locals)) and self._holds(frame, reads)
-            if fresh is not None and fresh.stale():  # moved while it was built: the next call reads again
-                fresh = None
-            return ok, fresh
-        except Exception:  # noqa: BLE001 - a guard that cannot be evaluated fails: torch compiles anew
-            return False, None
-
-    @staticmethod
-    def _holds(frame: GroupPlan, reads: Reads) -> bool:
-        """Whether ``reads`` has the compile's signature (the hooks and classes the compiled
-        code inlined), a move of the installed tensors noted first (``note_tensors``)."""
-        signature = reads.signature()
-        frame.note_tensors(reads, signature)
-        return signature == frame.signature
-
-    def _adopt(self, roots: tuple | None) -> bool:
-        """Whether to keep a state for the objects at the roots (None: not known): modules at
-        once, other objects when the same ones (alive: not new ones at reused addresses) came on
-        one of the last ``RECENT_ROOTS`` rechecks. The last one's objects are remembered as they
-        are, older ones only when all are held weakly (a tuple of a past request's cache tensors
-        is not kept)."""
-        if roots is None:
-            return False
-        now = tuple(obj for obj in roots if not is_module(obj))
-        if not now:
-            return True
-        seen = any(len(held) == len(now) and all(deref(r) is o for r, o in zip(held, now)) for held, _ in self.recent)
-        held = tuple(weakly(o, None) for o in now)
-        older = tuple(entry for entry in self.recent if entry[1])[:RECENT_ROOTS - 1]
-        self.recent = ((held, all(h is not o for h, o in zip(held, now))), *older)
-        return seen
-
-
 def _never(f_locals: dict) -> bool:
     return False
 
@@ -242,24 +156,6 @@ def _live_manager(cfm: Any) -> Any:
 
     manager = getattr(cfm, "guard_manager", None)
     return None if manager is None or torch_internals.is_deleted(manager) else manager
-
-
-def _root_objects(frame: GroupPlan, f_locals: dict) -> tuple | None:
-    """The objects at the compile's roots of ``frame`` in ``f_locals`` (a local, or an item of
-    its ``*args`` tuple or ``**kwargs`` dict), without a walk; None when one is not there."""
-    compiled = frame.reads
-    if compiled is None:
-        return None
-    objects = []
-    for name, path in compiled.roots:
-        obj = f_locals.get(name)
-        try:
-            for key in path:
-                obj = obj[key]
-        except (KeyError, IndexError, TypeError):
-            return None
-        objects.append(obj)
-    return tuple(objects)
 
 
 class Watches:
@@ -292,7 +188,16 @@ class Watches:
     def hot(self) -> dict[str, int]:
         """The groups rechecked call after call (``watch.hot``) and how many calls each had
         answered by torch's manager of its guards alone, by the gate's label."""
-        return {f.label: f.hot.calls + f.gate.hot_calls for f in self.frames if f.hot.calls}
+        return self.hot_in(None)
+
+    def hot_in(self, compile_id: str | None) -> dict[str, int]:
+        """``hot``, of the groups of the frame compiled as ``compile_id`` ("0/1"; None: all,
+        the calls of groups of one label summed over the frame's compiles)."""
+        calls: dict[str, int] = {}
+        for f in self.frames:
+            if f.hot.calls and compile_id in (None, f.compile_id):
+                calls[f.label] = calls.get(f.label, 0) + f.hot.calls + f.gate.hot_calls
+        return calls
 
     @property
     def unwatched(self) -> list[Unwatched]:
@@ -320,7 +225,7 @@ class Watches:
             manager = _live_manager(cfm)
             if manager is None or frame.guards == 0:
                 continue
-            frame.gate = WatchGate(_Recheck(frame))
+            frame.gate = WatchGate(Recheck(frame))
             frame.label = _label(frame)
             frame.gate.install(frame.state(frame.reads))
             frame.reads = weakref.ref(frame.reads)  # the state holds it, until its roots die
@@ -348,10 +253,6 @@ def _invalidate(manager: Any) -> None:
     entry = getattr(wrapper, "cache_entry", None)
     if entry is not None:
         torch_internals.retire(entry, "guardpolicy: the compiled object that watched it was freed")
-
-
-#: Rechecks back ``_Recheck`` remembers a group's root objects: one that comes back keeps a state.
-RECENT_ROOTS = 16
 
 
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so

@@ -1,6 +1,6 @@
 """A group of roots rechecked call after call (issue 48): a new options object on every call,
 hooks that rewrite a module's parameters or attributes on every call (accelerate's offload,
-``prune``). Each such call runs the group's recheck in Python (``watch._Recheck``: a walk of
+``prune``). Each such call runs the group's recheck in Python (``watch.recheck.Recheck``: a walk of
 its sources, or its guards' manager and the signature), which costs more than torch's own
 check of those guards. After ``HOT_AFTER`` rechecks in a row (told by the gate's call count,
 ``WatchGate.calls``) the group is *hot*: the gate answers its calls by its watched guards'
