@@ -86,6 +86,10 @@ def test_options_built_anew_per_call_go_hot_with_the_compiles_of_torch_compile(d
     stats = gp.stats(compiled)
     assert stats.compiles == torch_compiles
     assert list(stats.watches.hot) == ["Model.forward (o)"] and stats.watches.hot["Model.forward (o)"] > 40
+    explained = gp.explain(compiled)  # each hot group under the frame compiled with it
+    assert sum(frame.hot.get("Model.forward (o)", 0) for frame in explained) == stats.watches.hot["Model.forward (o)"]
+    assert all(set(frame.hot) <= {"Model.forward (o)"} for frame in explained)
+    assert "hot {'Model.forward (o)': " in repr([frame for frame in explained if frame.hot][0])
 
 
 def test_a_hot_group_is_as_safe_as_torch_compile_and_watched_again_once_it_holds_still():

@@ -69,11 +69,17 @@ def _text(value: Any) -> str:
 
 class FrameExplanations(list):
     """One compiled frame's ``Explanation`` objects, in the order torch offered the guards
-    (a ``list``), and ``frame``: the ``CompiledFrame`` they belong to."""
+    (a ``list``), ``frame``: the ``CompiledFrame`` they belong to, and ``hot``: its groups of
+    watched guards that went hot, rechecked on 8 calls in a row (``watch.hot``), each with the
+    calls torch's manager of its guards answered, by frame and roots (``{'Model.forward (o)':
+    90}``; ``guardpolicy.explain`` fills it, as ``stats(compiled).watches.hot`` holds it)."""
 
-    def __init__(self, explanations: Iterable[Any] = (), frame: CompiledFrame | None = None):
+    def __init__(self, explanations: Iterable[Any] = (), frame: CompiledFrame | None = None,
+                 hot: dict[str, int] | None = None):
         super().__init__(explanations)
         self.frame = frame if frame is not None else CompiledFrame()
+        self.hot = dict(hot or {})
 
     def __repr__(self) -> str:
-        return f"<FrameExplanations {self.frame}: {len(self)} guards>"
+        hot = f", hot {self.hot}" if self.hot else ""
+        return f"<FrameExplanations {self.frame}: {len(self)} guards{hot}>"
