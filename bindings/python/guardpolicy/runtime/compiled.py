@@ -331,6 +331,9 @@ def compile(model_or_fn: Callable, policy: Policy | str | os.PathLike, *, mode: 
     (``guardpolicy.dry_run_report(result)``); a path instead of True also writes the
     report's JSON there at exit. See docs/verify.md.
 
+    A backend other than Inductor is handed to torch as ``torch_internals.AttributeReads(backend)``
+    (a graph run in Python reads its installed parameters from its instance dict).
+
     ``inplace=True`` compiles an ``nn.Module`` where it is, as ``nn.Module.compile()`` does
     (regional compilation: its module tree, state-dict keys and hooks stay as they were, so
     LoRA loading and ``load_state_dict`` keep working) and returns the module itself; blocks of
