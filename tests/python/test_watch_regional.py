@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
+import torch.nn.utils.prune
 from torch import nn
 
 import guardpolicy as gp
@@ -120,6 +121,67 @@ def test_repeated_blocks_compiled_in_place_keep_the_module_tree_and_share_a_grap
         torch.testing.assert_close(model(x), _eager(model, x), msg=lambda m: f"after a hook on blocks[3]: {m}")
         handle.remove()
         torch.testing.assert_close(model(x), _eager(model, x), msg=lambda m: f"after the hook removed: {m}")
+
+
+class Scale:
+    """A forward pre-hook object: the input times ``s``."""
+
+    def __init__(self, s):
+        self.s = s
+
+    def __call__(self, module, args):
+        return (args[0] * self.s,)
+
+
+def _scaled(s):
+    return lambda module, args: (args[0] * s,)
+
+
+HOOKS = {"object": Scale, "lambda": _scaled,
+         "prune": lambda s: torch.nn.utils.prune.l1_unstructured if s == 1.0 else torch.nn.utils.prune.random_unstructured}
+
+
+def _hook_blocks(model, kind):
+    """A hook object of its own on every block's ``lin``: two values taking turns (an object,
+    a lambda closing over the value, or ``prune``'s hook of two methods)."""
+    for i, block in enumerate(model.blocks):
+        make = HOOKS[kind](1.0 + i % 2)
+        if kind == "prune":
+            make(block.lin, "weight", amount=0.3)
+        else:
+            block.lin.register_forward_pre_hook(make)
+
+
+@pytest.mark.parametrize("kind", list(HOOKS))
+def test_blocks_each_with_a_hook_object_of_its_own_share_graphs_as_under_torch_compile(kind):
+    """A hook object per block compiles as few graphs as ``torch.compile`` (which guards a hook
+    part by part: its class or code, the attributes or cells it reads), not one per block
+    past torch's recompile limit; a hook's value changed or a hook replaced is seen."""
+    def blocks(m, be):
+        _hook_blocks(m, kind)
+        return [b.compile(backend=be) for b in m.blocks]
+
+    def gp_blocks(m, be):
+        _hook_blocks(m, kind)
+        return gp.compile_repeated_blocks(m, "watch_state", backend=be)
+    plain, _ = _graphs(blocks, "eager")
+    graphs, model = _graphs(gp_blocks, "eager")
+    assert graphs == plain == 2
+    assert not [b for b in model.blocks if gp.stats(b).eager_fallbacks]
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), _eager(model, x))
+        if kind != "prune":
+            hooks = model.blocks[4].lin._forward_pre_hooks
+            key = next(iter(hooks))
+            if kind == "object":
+                hooks[key].s = -2.0
+                torch.testing.assert_close(model(x), _eager(model, x), msg=lambda m: f"after a hook's s changed: {m}")
+            hooks[key] = HOOKS[kind](5.0)
+            torch.testing.assert_close(model(x), _eager(model, x), msg=lambda m: f"after a hook replaced: {m}")
+        else:
+            model.blocks[4].lin.weight_mask.zero_()
+            torch.testing.assert_close(model(x), _eager(model, x), msg=lambda m: f"after a mask zeroed: {m}")
 
 
 def test_compiling_in_place_needs_a_module_and_repeated_blocks():

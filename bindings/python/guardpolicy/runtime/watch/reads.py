@@ -225,15 +225,24 @@ def _class_contents(cls: type) -> tuple:
 
 
 def _hook_token(hook: Any) -> Any:
-    """What a signature compares for a hook in a hook dict: its identity, or for a
-    ``functools.partial``, its function's. torch guards a partial it inlines part by part (its
-    type, its function's code, its args' and keywords' lengths and the values the code reads,
-    which the recheck evaluates), not the partial itself: one made anew on every call (PEFT's
-    ``adapter_names`` hooks) is no recompile under ``torch.compile``, nor here."""
-    if type(hook) is functools.partial:
-        fn = hook.func  # a bound method is made anew with each partial: its function and object
-        return ("partial", *((id(fn.__func__), id(fn.__self__)) if isinstance(fn, types.MethodType) else (id(fn),)))
-    return id(hook)
+    """What a signature compares for a hook in a hook dict: what its code is, not which object
+    it is. torch guards a hook it inlines part by part, through the hook dict's source (captured
+    with ``TORCH_LOGS=guards``): a callable object's type, its ``__dict__`` and each attribute
+    its code reads; a function's ``__code__`` and each closure cell read; a partial's type, its
+    function's code, its args' and keywords' lengths and each value read. The recheck
+    evaluates those guards (watched, or kept), so a hook object made per block (one
+    ``prune`` hook or ``lambda`` per layer of a model compiled block by block) or per call
+    (PEFT's ``adapter_names`` partials) is no recompile here, as under ``torch.compile``.
+    Compared: a function's code; a bound method's function and object (alone, or as a
+    partial's function); a partial's function; any other callable's class."""
+    fn = hook.func if type(hook) is functools.partial else hook
+    if isinstance(fn, types.MethodType):
+        token = ("method", id(fn.__func__), id(fn.__self__))
+    elif isinstance(fn, types.FunctionType):
+        token = ("function", id(fn.__code__))
+    else:
+        token = ("object", id(type(fn)))
+    return ("partial", *token) if fn is not hook else token
 
 
 def _token(value: Any) -> Any:
