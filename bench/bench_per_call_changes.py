@@ -8,30 +8,29 @@ call) and diffusers' layerwise casting (bfloat16 storage, float32 compute: hooks
 weights on every call), each applied after warm-up.
 
 Variants, each compiled from its own copy with the change applied to it: eager, no filter
-(plain ``torch.compile``) and ``gp.compile(model, "watch_state")``. Wall clock per call in one
-interleaved run (``guardpolicy.tools.latency``), one thread, each compared with eager's output;
-the compiles each made (a counting backend around ``eager``/``inductor``), and the calls
+(plain ``torch.compile``) and ``gp.compile(model, "watch_state")``. Each copy has a class and
+code object of its own (``latency.own_class_copy``): in one process, copies of one class would
+share their code's cache entries, and direct dispatch refuses entries another object compiled.
+Wall clock per call in one interleaved run (``guardpolicy.tools.latency``), one thread, each
+compared with eager's output; instructions per call under callgrind (bench/callgrind.py); the compiles each made (a counting backend around ``eager``/``inductor``), and the calls
 ``watch_state`` answered hot (runtime/watch/hot.py). Needs peft, accelerate and diffusers
 (``pip install peft accelerate diffusers``); a change whose library is missing is left out,
 and said so. Prints markdown; ``--results bench/DETAILS.md`` writes its section there.
 
 Usage: bench_per_call_changes.py [--changes prune,...] [--backends eager,inductor] [--calls 300]
-                                 [--block 20] [--results bench/DETAILS.md]
+                                 [--block 20] [--instructions 100] [--results bench/DETAILS.md]
 """
 
 from __future__ import annotations
 
-import argparse
-import copy
-import datetime
 import sys
-from pathlib import Path
 
 import torch
 import torch.nn.utils.prune
-from results_section import publish
+from results_section import counted_parser, publish, recorded
 from torch import nn
 
+import callgrind
 import guardpolicy as gp
 from guardpolicy.runtime import torch_internals
 from guardpolicy.tools import latency
@@ -112,7 +111,7 @@ def build(change: str, backend: str, x: torch.Tensor) -> tuple[list[latency.Vari
     base = MLP().eval()
     variants, counters = [], {}
     for label in ("eager", "no filter", "watch_state"):
-        model = copy.deepcopy(base)
+        model = latency.own_class_copy(base)  # its own code object: no variant meets another's cache entries
         counting = Counting(backend)
         if label == "eager":
             compiled = model
@@ -129,36 +128,52 @@ def build(change: str, backend: str, x: torch.Tensor) -> tuple[list[latency.Vari
     return variants, counters
 
 
+def _input() -> torch.Tensor:
+    torch.manual_seed(2)
+    return torch.randn(4, WIDTH)
+
+
+def change_variants(change: str):
+    """The ``make`` of ``callgrind``: the variants after ``change``, called on the bench's own
+    input (the model and inputs it is given are ignored)."""
+    def make(_model, _inputs, backend):
+        torch.set_grad_enabled(False)  # inference, for the rest of the process
+        x = _input()
+        variants, _ = build(change, backend, x)
+        return [latency.Variant(v.label, lambda *_, fn=v.fn: fn(x)) for v in variants]
+    return make
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--changes", default=",".join(CHANGES))
-    ap.add_argument("--backends", default="eager,inductor")
-    ap.add_argument("--calls", type=int, default=300)
-    ap.add_argument("--block", type=int, default=20)
-    ap.add_argument("--results", type=Path)
-    args = ap.parse_args(argv)
+    args = counted_parser(__doc__, ("--backends", "eager,inductor"), calls=300, instructions=100)
+    args.add_argument("--changes", default=",".join(CHANGES))
+    args = args.parse_args(argv)
     torch.set_num_threads(1)
     torch.set_grad_enabled(False)
-    x = torch.randn(4, WIDTH)
-    lines = [f"Recorded {datetime.date.today().isoformat()} on {latency.machine()}, a 6-layer MLP (width 32); "
-             f"{args.calls} timed calls per variant, interleaved in blocks of {args.block}.", "",
-             "| backend | change | no filter µs | watch_state µs | watch_state / no filter | compiles (no filter, "
-             "watch_state) | calls answered hot |", "|---|---|---:|---:|---:|---:|---:|"]
+    x = _input()
+    lines = [recorded(latency.machine(), "a 6-layer MLP (width 32)", args), "",
+             "| backend | change | no filter µs | watch_state µs | watch_state / no filter | instructions per call "
+             "(no filter, watch_state) | watch_state / no filter (instructions) | compiles (no filter, watch_state) "
+             "| calls answered hot |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for backend in args.backends.split(","):
         for change in args.changes.split(","):
             torch.compiler.reset()
             try:
                 vs, counters = build(change, backend, x)
             except ImportError as error:
-                lines.append(f"| {backend} | {change} | left out: {error} | | | | |")
+                lines.append(f"| {backend} | {change} | left out: {error} | | | | | | |")
                 continue
             latency.check_outputs(vs, (x,))
             latency.run(vs, (x,), args.calls, args.block)
             rows = {r["variant"]: r["median_us"] for r in latency.summarize(vs)}
             nf, ws = rows["no filter"], rows["watch_state"]
+            counts = callgrind.count("bench_per_call_changes", "change_variants", [change], "mlp", backend,
+                                     args.instructions, timeout_s=3600) if args.instructions else {}
+            n_nf, n_ws = counts.get("no filter"), counts.get("watch_state")
             hot = sum(gp.stats(counters["watch_state"][1]).watches.hot.values())
             lines.append(f"| {backend} | {change} | {nf:.1f} | {ws:.1f} | {ws / nf:.2f} | "
-                         f"{counters['no filter'][0].compiles}, {counters['watch_state'][0].compiles} | {hot} |")
+                         + (f"{n_nf:,.0f}, {n_ws:,.0f} | {n_ws / n_nf:.3f}" if counts else " | ")
+                         + f" | {counters['no filter'][0].compiles}, {counters['watch_state'][0].compiles} | {hot} |")
     publish("\n".join(lines), args.results, BEGIN, END,
             "State changed on every call (`bench/bench_per_call_changes.py`)")
     return 0
