@@ -78,3 +78,39 @@ def test_torch_trace_holds_the_decisions_and_tlparse_lists_them(tmp_path):
     assert sum(g["decision"] == "drop" for g in payload["guards"]) == dropped
     assert "guardpolicy_decisions" in (out / "index.html").read_text() + "".join(
         p.read_text() for p in out.rglob("*.html"))
+
+
+def test_a_watch_recompile_reason_names_what_changed():
+    """torch's recompile reason for a cache entry whose watch failed (``TORCH_LOGS=recompiles``,
+    ``recompile_reason`` in its compile metrics, the recompile-limit warning) names the change:
+    a hook, an installed tensor replaced, a watched guard (a class swapped) with torch's text."""
+    import torch
+    from torch import nn
+
+    import guardpolicy as gp
+    from guardpolicy.runtime import torch_internals
+
+    torch._dynamo.reset()
+    torch_internals.clear_compilation_metrics()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 4)).eval()
+    compiled = gp.compile(model, "watch_state", backend="eager")
+    x = torch.randn(2, 4)
+
+    class Linear(nn.Linear):
+        pass
+
+    changes = [lambda: model[2].register_forward_hook(lambda m, a, out: out * 2),
+               lambda: setattr(model[0], "bias", nn.Parameter(torch.randn(4))),
+               lambda: setattr(model[2], "__class__", Linear)]
+    with torch.no_grad():
+        for change in [lambda: None, *changes]:
+            change()
+            for _ in range(3):
+                torch.testing.assert_close(compiled(x), model(x))
+    reasons = [m.recompile_reason for m in torch_internals.compilation_metrics()][1:]
+    assert len(reasons) == 3
+    assert re.fullmatch(r"0/0: guardpolicy watch: \d+ watched guards, \d+ dicts: a hook changed \(_forward_hooks of 2\)",
+                        reasons[0])
+    assert reasons[1].endswith(": an installed tensor was replaced") and reasons[1].startswith("0/1: ")
+    assert ": a watched guard failed: ___check_type_id(fn._modules['2']" in reasons[2]

@@ -231,3 +231,39 @@ def test_an_installed_tensor_reached_through_state_the_watch_cannot_see_is_never
     from guardpolicy.runtime import watch
 
     assert HoldsScaled.forward.__code__ in watch.MOVED_TENSORS
+
+
+class _Scale:
+    """A forward hook object holding a tensor (installed as a free tensor): the output times ``s``."""
+
+    def __init__(self, s):
+        self.s = s
+
+    def __call__(self, module, args, out):
+        return out * self.s
+
+
+@pytest.mark.parametrize("dispatch", [None, "direct"])
+@pytest.mark.parametrize("hold", ["attribute", "module buffer"])
+def test_a_hook_holding_a_tensor_replaced_by_another_of_its_class_is_caught(hold, dispatch):
+    """The signature compares a hook by its class (``_hook_token``); its installed tensor is held
+    by the hook object, and the hook by its dict: one replaced makes the state be built anew,
+    whose signature holds the new tensor (found by a tester: served stale, where torch.compile
+    was right)."""
+    def hook(value):
+        if hold == "attribute":
+            return _Scale(torch.full((4,), value))
+        scale = nn.Module()
+        scale.register_buffer("s", torch.full((4,), value))
+        return lambda module, args, out: out * scale.s
+    torch.manual_seed(0)
+    model = nn.Sequential(*[nn.Linear(4, 4) for _ in range(3)]).eval()
+    handles = [layer.register_forward_hook(hook(1.0)) for layer in model]
+    compiled = gp.compile(model, "watch_state", backend="eager", dispatch=dispatch)
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        for _ in range(12):
+            torch.testing.assert_close(compiled(x), model(x))
+        model[1]._forward_hooks[handles[1].id] = hook(3.0)
+        for _ in range(3):
+            torch.testing.assert_close(compiled(x), model(x), msg=lambda m: f"after the hook replaced: {m}")

@@ -160,12 +160,25 @@ def forget_export_info(guards: list) -> None:
                 object.__setattr__(guard, name, start)
 
 
-def add_last_guard(manager: Any, check: Any, text: str) -> None:
+def add_last_guard(manager: Any, check: Any, text: str) -> list[str]:
     """Adds ``check(f_locals) -> bool`` to the kept guard manager ``manager`` of a cache entry,
     run after every other guard of it has passed (``RootGuardManager.add_epilogue_lambda_guard``,
     what torch uses for its own guards that must run last); ``text`` is its verbose code part,
-    which torch's recompile reasons print when it fails."""
-    manager.root.add_epilogue_lambda_guard(check, [text], None)
+    which torch's recompile reasons print when it fails. Returns the list holding ``text``,
+    which the guard keeps and torch reads when it fails (``guard_manager.check_verbose``, just
+    after ``check`` ran): its item set anew names what failed (torch 2.11-2.15 keep the list
+    itself)."""
+    parts = [text]
+    manager.root.add_epilogue_lambda_guard(check, parts, None)
+    return parts
+
+
+def failing_guard(manager: Any, f_locals: dict) -> str:
+    """The verbose code of the first guard of ``manager`` (a guard manager) that fails on
+    ``f_locals``, as torch's recompile reasons print it (``check_verbose``); "" if none fails."""
+    info = manager.check_verbose(f_locals)
+    parts = info.verbose_code_parts
+    return "" if info.result or not parts else str(parts[0])
 
 
 def tensor_check(tensors: tuple) -> Any:

@@ -77,6 +77,8 @@ class GroupPlan:
         self.hot = Hot()  # its walks in a row (watch.hot)
         self.label = ""  # its frame and roots, named once attached (Watches.hot, the log)
         self.compile_id = ""  # Dynamo's compile id of its frame ("0/1"), set by the guard filter
+        self.reason: list[str] | None = None  # its gate guard's text, which torch prints when it fails (recheck.say)
+        self.reason_text = ""
         self.reads_ambient = reads_ambient  # what every call reads (global hooks, builtins): in one plan of a frame
 
     @property
@@ -229,9 +231,8 @@ class Watches:
             frame.label = _label(frame)
             frame.gate.install(frame.state(frame.reads))
             frame.reads = weakref.ref(frame.reads)  # the state holds it, until its roots die
-            torch_internals.add_last_guard(manager, frame.gate,
-                                           f"guardpolicy watch: {frame.guards} watched guards, "
-                                           f"{len(frame.reads.watched)} dicts")
+            frame.reason_text = f"guardpolicy watch: {frame.guards} watched guards, {len(frame.reads.watched)} dicts"
+            frame.reason = torch_internals.add_last_guard(manager, frame.gate, frame.reason_text)
             # the entry is never served once its plan is gone: torch frees it and does not count
             # it toward recompile_limit (a model rebuilt and compiled anew ten times)
             weakref.finalize(frame, _invalidate, weakref.ref(manager))

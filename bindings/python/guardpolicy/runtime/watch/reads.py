@@ -78,10 +78,16 @@ class Reads:
             self.reached[(id(container), key)] = (container, key, value)
 
     def watch_hooks(self, hooks: dict, where: tuple = (("", ()), "", "")) -> None:
+        """A hook dict (``where``: its root's key, its module's path, its name), and each hook
+        in it held where it was read: a hook replaced by another (of its class, so the same by
+        the signature's ``_hook_token``) makes the state be built anew, whose reads then hold
+        the new hook's installed tensors."""
         self.watch(hooks)
         if id(hooks) not in self.hooks:
             self.hooks[id(hooks)] = hooks
             self.hook_paths.append((*where, hooks))
+        for key, hook in hooks.items():
+            self.held(hooks, key, hook)
 
     def watch_function(self, fn: Any, attributes: bool = False) -> None:
         """A function the traced code runs (or a guard reads): its ``__code__``,
@@ -222,6 +228,21 @@ def _class_contents(cls: type) -> tuple:
         except TypeError:  # a class that takes no weak reference: read each time
             pass
     return contents
+
+
+def signature_change(compiled: tuple, now: tuple) -> str:
+    """What differs between the compile's signature and ``now`` (``Reads.signature``), in words:
+    a hook (which hook dict of which module), a class or a function (its name), a builtin
+    shadowed by a global, or an installed tensor."""
+    hooks, classes, functions, shadowed, tensors = (set(a) ^ set(b) for a, b in zip(compiled, now))
+    if hooks:
+        root, _, path, name, _ = min(hooks, key=repr)
+        return f"a hook changed ({name} of {path or root or 'a global'})"
+    if classes or functions:
+        return f"{'a class' if classes else 'a function'} changed ({min(classes or functions, key=repr)[0]})"
+    if shadowed:
+        return f"a global shadows a builtin ({min(shadowed)})"
+    return "an installed tensor was replaced" if tensors else "the signature changed"
 
 
 def _hook_token(hook: Any) -> Any:

@@ -9,9 +9,10 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from .. import torch_internals
 from ..logs import log
 from .hot import HOT_AFTER
-from .reads import Reads, deref, weakly
+from .reads import Reads, deref, signature_change, weakly
 from .roots import is_module
 
 #: Rechecks back ``Recheck`` remembers a group's root objects: one that comes back keeps a state.
@@ -52,11 +53,11 @@ class Recheck:
                              frame.guards)
                 frame.gate.go_hot(frame.manager.check, stretch - 1, not frame.may_go_hot)
                 if frame.may_go_hot:
-                    return bool(frame.manager.check(f_locals)), (False if reads is not None else None)
+                    return _passes(frame, f_locals), (False if reads is not None else None)
             if in_place:
-                return bool(frame.manager.check(f_locals)) and self._holds(frame, reads), None
+                return _passes(frame, f_locals) and self._holds(frame, reads), None
             adopted = False
-            if not frame.manager.check(f_locals):
+            if not _passes(frame, f_locals):
                 # a state is armed failing only for objects that come back (the hooks of many
                 # layers taking turns at one compiled wrapper, each but one failing this entry);
                 # otherwise nothing to arm and no walk (torch asks every entry again for its
@@ -72,7 +73,7 @@ class Recheck:
                 return self._holds(frame, reads), None  # nothing to arm: this check stands
             fresh = frame.state(reads)
             # checked again after the walk: the new state is armed on what was read before this check
-            ok = bool(frame.manager.check(f_locals)) and self._holds(frame, reads)
+            ok = _passes(frame, f_locals) and self._holds(frame, reads)
             if fresh is not None and fresh.stale():  # moved while it was built: the next call reads again
                 fresh = None
             return ok, fresh
@@ -85,7 +86,10 @@ class Recheck:
         code inlined), a move of the installed tensors noted first (``note_tensors``)."""
         signature = reads.signature()
         frame.note_tensors(reads, signature)
-        return signature == frame.signature
+        if signature == frame.signature:
+            return True
+        say(frame, signature_change(frame.signature, signature))
+        return False
 
     def _adopt(self, roots: tuple | None) -> bool:
         """Whether to keep a state for the objects at the roots (None: not known): modules at
@@ -121,3 +125,22 @@ def _root_objects(frame: Any, f_locals: dict) -> tuple | None:
             return None
         objects.append(obj)
     return tuple(objects)
+
+
+def _passes(frame: Any, f_locals: dict) -> bool:
+    """Whether the group's watched guards pass on ``f_locals`` (torch's manager of them); a
+    failure names its guard (``say``)."""
+    if frame.manager.check(f_locals):
+        return True
+    say(frame, f"a watched guard failed: {torch_internals.failing_guard(frame.manager, f_locals)}")
+    return False
+
+
+def say(frame: Any, why: str) -> None:
+    """Names what failed the group's last recheck in the text of its gate's guard, which
+    torch's recompile reasons print (``TORCH_LOGS=recompiles``, the recompile-limit warning):
+    ``guardpolicy watch: 58 watched guards, 48 dicts: a hook changed (_forward_pre_hooks of
+    layers.0)``."""
+    if frame.reason is not None:
+        frame.reason[0] = f"{frame.reason_text}: {why}"
+
