@@ -20,7 +20,12 @@ class Three(torch.nn.Module):
         return self.layers(x)
 
 
-def _compiled(graphs):
+X = torch.randn(2, 4)
+
+
+def _warm(graphs):
+    """A ``Three`` compiled under ``watch_state`` on ``eager`` through a backend recording the
+    graphs it is handed in ``graphs``, after 12 calls: ``(model, compiled)``."""
     eager = torch_internals.lookup_backend("eager")
 
     def recording(gm, example_inputs):
@@ -28,16 +33,17 @@ def _compiled(graphs):
         return eager(gm, example_inputs)
     torch.manual_seed(0)
     model = own_class_copy(Three().eval())
-    return model, gp.compile(model, "watch_state", backend=recording)
+    compiled = gp.compile(model, "watch_state", backend=recording)
+    with torch.no_grad():
+        for _ in range(12):
+            compiled(X)
+    return model, compiled
 
 
 def test_installed_parameters_are_read_from_the_graphs_dict(monkeypatch):
     graphs = []
-    model, compiled = _compiled(graphs)
-    x = torch.randn(2, 4)
+    model, compiled = _warm(graphs)
     with torch.no_grad():
-        for _ in range(12):
-            compiled(x)
         (gm,) = graphs
         assert len(gm._parameters) == 6  # three weights and three biases, installed free tensors
         assert all(vars(gm)[name] is p for name, p in gm._parameters.items())
@@ -49,20 +55,17 @@ def test_installed_parameters_are_read_from_the_graphs_dict(monkeypatch):
             return module_getattr(self, name)
         monkeypatch.setattr(torch.fx.GraphModule, "__getattr__", counting)
         for _ in range(5):
-            assert torch.equal(compiled(x), model(x))
+            assert torch.equal(compiled(X), model(X))
     assert reads == []
 
 
 def test_a_replaced_parameter_is_read_anew():
     graphs = []
-    model, compiled = _compiled(graphs)
-    x = torch.randn(2, 4)
+    model, compiled = _warm(graphs)
     with torch.no_grad():
-        for _ in range(12):
-            compiled(x)
         model.layers[1].weight = torch.nn.Parameter(torch.randn(4, 4))
         for _ in range(3):
-            assert torch.equal(compiled(x), model(x))
+            assert torch.equal(compiled(X), model(X))
     assert len(graphs) == 2  # the new weight: a graph of its own (as an input, since it moved)
     assert all(vars(gm)[name] is p for gm in graphs for name, p in gm._parameters.items())
 
