@@ -9,7 +9,6 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
-from .. import torch_internals
 from ..logs import log
 from .hot import HOT_AFTER
 from .reads import Reads, deref, signature_change, weakly
@@ -132,6 +131,8 @@ def _passes(frame: Any, f_locals: dict) -> bool:
     failure names its guard (``say``)."""
     if frame.manager.check(f_locals):
         return True
+    from .. import torch_internals  # at run time: `import guardpolicy` imports no torch
+
     say(frame, f"a watched guard failed: {torch_internals.failing_guard(frame.manager, f_locals)}")
     return False
 
