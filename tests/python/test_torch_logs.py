@@ -114,3 +114,12 @@ def test_a_watch_recompile_reason_names_what_changed():
                         reasons[0])
     assert reasons[1].endswith(": an installed tensor was replaced") and reasons[1].startswith("0/1: ")
     assert ": a watched guard failed: ___check_type_id(fn._modules['2']" in reasons[2]
+    # the newest entry's last recheck passed (the calls after its compile): its text names nothing
+    # more; the older entries' last rechecks failed, and their texts say why
+    *older, newest = gp.stats(compiled).watches.frames
+    assert newest.reason == [newest.reason_text] and newest.reason_text.startswith("guardpolicy watch: ")
+    assert all(f.reason[0].startswith(f.reason_text + ": ") for f in older)
+    model[2].__class__ = nn.Linear  # back: the entry that failed on the class passes again
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x))
+    assert older[2].reason == [older[2].reason_text]  # its text no longer names the class

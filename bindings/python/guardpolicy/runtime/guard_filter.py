@@ -40,10 +40,7 @@ class GuardFilter:
         if not stats.dry_run and any(exp.watched for exp in explanations):
             torch_locals = torch_internals.compiling_frame_locals()
             decisions = list(decisions)  # the guards watched leave torch's manager
-            plans = watch.plan(entries, explanations, torch_locals, decisions)
-            for group in plans:
-                group.compile_id = explanations.frame.compile_id
-            stats.watches.add(torch_locals["self"], plans)
+            stats.watches.add(torch_locals["self"], watch.plan(entries, explanations, torch_locals, decisions))
             if why := free_tensors.unseen(entries, explanations, torch_locals.get("f_code")):
                 stats.watches.retire(torch_locals["self"], why)
         stats.record_compile(explanations)

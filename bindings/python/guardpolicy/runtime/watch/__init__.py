@@ -76,7 +76,7 @@ class GroupPlan:
         self.gate: Any = None
         self.hot = Hot()  # its walks in a row (watch.hot)
         self.label = ""  # its frame and roots, named once attached (Watches.hot, the log)
-        self.compile_id = ""  # Dynamo's compile id of its frame ("0/1"), set by the guard filter
+        self.compile_id = ""  # Dynamo's compile id of its frame ("0/1"), set by ``plan``
         self.reason: list[str] | None = None  # its gate guard's text, which torch prints when it fails (recheck.say)
         self.reason_text = ""
         self.reads_ambient = reads_ambient  # what every call reads (global hooks, builtins): in one plan of a frame
@@ -277,14 +277,15 @@ def _sources(guard: Any, guard_type: str) -> tuple:
     return guard.originating_source, other
 
 
-def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisions: list[bool]) -> list[GroupPlan]:
+def plan(entries: list, explanations: Any, torch_locals: dict[str, Any], decisions: list[bool]) -> list[GroupPlan]:
     """The watching of one frame being compiled: a ``GroupPlan`` per group of watched guards
     that share roots (``watch.roots.groups``: the frame's module and globals, and each other
     object passed in, such as a KV cache or an options object), the frame's own reads (global
     hooks, builtins) and the watched guards that stay checked in the first; none for a group
     that could not be watched. ``decisions`` (what the filter returns to torch) is changed
     in place: a watched guard that is watched is taken out (False); so are ``explanations``: a
-    watched guard that stays checked gets its reason (``checked``)."""
+    watched guard that stays checked gets its reason (``checked``). ``explanations``: a
+    ``FrameExplanations``, whose frame's compile id each plan takes."""
     from .. import torch_internals
 
     graph = torch_locals["output_graph"]
@@ -318,6 +319,7 @@ def plan(entries: list, explanations: list, torch_locals: dict[str, Any], decisi
         made = _group_plan(group, graph, torch_locals, traced, free, first=not plans, explanations=explanations,
                            decisions=decisions)
         if made.guards:  # else its guards are kept (and the frame's own reads go to the next)
+            made.compile_id = explanations.frame.compile_id
             plans.append(made)
     if plans:
         plans[0].unwatched = unwatched

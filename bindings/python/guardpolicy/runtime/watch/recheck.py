@@ -41,6 +41,7 @@ class Recheck:
         frame = self.frame()
         if frame is None or frame.manager is None:
             return False, None
+        say(frame, None)  # a failure below names itself; a pass leaves no older failure's text
         try:
             reads = state.info if state is not None else None
             in_place = reads is not None and not state.stale()  # only its dicts' contents changed
@@ -137,11 +138,11 @@ def _passes(frame: Any, f_locals: dict) -> bool:
     return False
 
 
-def say(frame: Any, why: str) -> None:
-    """Names what failed the group's last recheck in the text of its gate's guard, which
-    torch's recompile reasons print (``TORCH_LOGS=recompiles``, the recompile-limit warning):
-    ``guardpolicy watch: 58 watched guards, 48 dicts: a hook changed (_forward_pre_hooks of
-    layers.0)``."""
+def say(frame: Any, why: str | None) -> None:
+    """Names what failed the group's last recheck (``why``; None: nothing) in the text of its
+    gate's guard, which torch's recompile reasons print (``TORCH_LOGS=recompiles``,
+    ``recompile_reason``, the recompile-limit warning): ``guardpolicy watch: 59 watched guards,
+    50 dicts: a hook changed (_forward_hooks of 2)``."""
     if frame.reason is not None:
-        frame.reason[0] = f"{frame.reason_text}: {why}"
+        frame.reason[0] = frame.reason_text if why is None else f"{frame.reason_text}: {why}"
 
