@@ -14,7 +14,7 @@ from dispatch_harness import NN, WARMUP, Doubler, direct, fresh, scaled, warm
 from guardpolicy.runtime import torch_internals
 from guardpolicy.runtime.call import dispatch
 from guardpolicy.tools.common.models import build, output_tensor
-from guardpolicy.tools.latency import own_class_copy
+from guardpolicy.tools.latency import own_class, own_class_copy
 
 
 def model_inputs(name, count):
@@ -80,20 +80,12 @@ def test_a_graph_break_is_refused_with_its_reason_and_outputs_stay_equal():
     assert d.refusals[0].frame.startswith("forward at ") and __file__ in d.refusals[0].frame
 
 
-class Twice(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = torch.nn.Linear(4, 4)
-
-    def forward(self, x):
-        return self.fc(x) * 2
-
-
 def test_an_entry_of_another_backend_is_passed_over_as_torch_passes_it_over():
     """Another object of the class compiled with another backend adds its entries to the same
     code; torch's lookup never serves them to this object, and direct dispatch captures past them."""
     torch.manual_seed(0)
-    ours, other = Twice().eval(), Twice().eval()
+    twice = own_class(Doubler)  # one class of the two objects, its forward code of its own
+    ours, other = twice().eval(), twice().eval()
     fast = direct(ours)
     x = torch.randn(2, 4)
     with torch.no_grad():
@@ -104,7 +96,7 @@ def test_an_entry_of_another_backend_is_passed_over_as_torch_passes_it_over():
             assert torch.equal(theirs(x), other(x))
     d = gp.stats(fast).dispatch
     assert d.refusals == [] and d.state == "direct" and d.direct_calls >= 2
-    assert len(torch_internals.cache_entries_of(Twice.forward)) == 2
+    assert len(torch_internals.cache_entries_of(twice.forward)) == 2
 
 
 def test_a_failing_kept_guard_falls_back_recompiles_and_direct_resumes():
