@@ -12,7 +12,9 @@ skip_guard_on_all_nn_modules_unsafe})``, a dict of its own per block, and the
 serve every block); ``gp.compile_repeated_blocks(model, "watch_state")``. For each: the graphs
 compiled and the wall clock of the first two calls (warm-up), then wall clock per call in one
 interleaved run (``guardpolicy.tools.latency``) and instructions per call under callgrind
-(bench/callgrind.py), one thread. Needs diffusers. Prints markdown; ``--results
+(bench/callgrind.py), one thread. Last, the memory each compile keeps (``memory_kept``): a fresh
+copy compiled and called twice more, once every variant's one-time costs (imports, Inductor's
+loaded kernels) are paid. Needs diffusers. Prints markdown; ``--results
 bench/DETAILS.md`` writes its section there.
 
 Usage: bench_diffusers_regional.py [--models flux,unet] [--backends inductor,eager] [--calls 100]
@@ -22,8 +24,11 @@ Usage: bench_diffusers_regional.py [--models flux,unet] [--backends inductor,eag
 from __future__ import annotations
 
 import copy
+import ctypes
+import gc
 import sys
 import time
+import tracemalloc
 
 import torch
 from results_section import count_cells, counted_parser, publish, recorded
@@ -90,6 +95,44 @@ def variants(name: str, backend: str = "inductor") -> list[latency.Variant]:
     return out
 
 
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(field, ctypes.c_size_t) for field in
+                ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+                 "keepcost")]
+
+
+def _malloc_in_use() -> int:
+    """Bytes glibc's malloc has handed out and not taken back, every arena (``mallinfo2``:
+    ``uordblks`` + ``hblkhd``): C++ guard managers and watch states, Python's blocks over 512 bytes."""
+    libc = ctypes.CDLL(None)
+    libc.mallinfo2.restype = _MallInfo2
+    info = libc.mallinfo2()
+    return info.uordblks + info.hblkhd
+
+
+def memory_kept(name: str, backend: str) -> dict[str, tuple[float, float]]:
+    """Per compiled variant, ``(Python MiB, malloc MiB)`` still held after compiling a fresh copy
+    of the model and calling it twice: ``tracemalloc``'s traced bytes (every Python allocation)
+    and ``_malloc_in_use``, each after ``gc.collect()`` minus before the compile. Run after the
+    timed variants, so that neither counts what the first compile of a process loads."""
+    torch.set_grad_enabled(False)
+    model, kwargs = MODELS[name]()
+    kept = {}
+    for label in (NO_FILTER, RECIPE, WATCH_STATE):
+        compiled = _own_block_classes(model)
+        gc.collect()
+        tracemalloc.start()
+        python, c_heap = tracemalloc.get_traced_memory()[0], _malloc_in_use()
+        _compile(compiled, label, backend)
+        for _ in range(2):
+            compiled(**kwargs)
+        gc.collect()
+        kept[label] = ((tracemalloc.get_traced_memory()[0] - python) / 2**20, (_malloc_in_use() - c_heap) / 2**20)
+        tracemalloc.stop()
+        del compiled
+    return kept
+
+
 def regional_variants(name: str):
     """The ``make`` of ``callgrind``: the demo model and inputs it is given are ignored."""
     return lambda _model, _inputs, backend: variants(name, backend)
@@ -101,17 +144,19 @@ def main(argv: list[str] | None = None) -> int:
     args = args.parse_args(argv)
     torch.set_num_threads(1)
     lines = [recorded(latency.machine(), "tiny diffusers Flux and UNet, repeated blocks compiled in place", args), "",
-             "| model | backend | variant | graphs | warm-up s | median µs | instructions per call "
-             "| / recipe | / no filter |", "|---|---|---|---:|---:|---:|---:|---:|---:|"]
+             "| model | backend | variant | graphs | warm-up s | Python MiB kept | malloc MiB kept | median µs "
+             "| instructions per call | / recipe | / no filter |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in args.models.split(","):
         for backend in args.backends.split(","):
             rows, counts = callgrind.timed_and_counted("bench_diffusers_regional", "regional_variants", variants, name, backend, args)
             recipe, plain = counts.get(RECIPE), counts.get(NO_FILTER)
+            kept = memory_kept(name, backend)
             for r in rows:
                 n = counts.get(r["variant"])
                 graphs, warm = WARMUP.get(r["variant"], ("", None))
+                memory = [f"{mib:.2f}" for mib in kept[r["variant"]]] if r["variant"] in kept else ["", ""]
                 cells = [name, backend, r["variant"], str(graphs), f"{warm:.2f}" if warm is not None else "",
-                         f"{r['median_us']:.1f}", *count_cells(n, recipe, plain)]
+                         *memory, f"{r['median_us']:.1f}", *count_cells(n, recipe, plain)]
                 lines.append("| " + " | ".join(cells) + " |")
     publish("\n".join(lines), args.results, BEGIN, END,
             "diffusers models compiled block by block (`bench/bench_diffusers_regional.py`)")
