@@ -33,10 +33,11 @@ class Net(nn.Module):
         self.cfg = types.SimpleNamespace(bias=torch.zeros(3))
         self.table = {"bias": torch.zeros(3)}
         self.taps = [torch.zeros(3)]
+        self.pair = (torch.zeros(3), (torch.zeros(3),))  # a tensor in a tuple, and in a tuple in it
 
     def forward(self, x):
         y = (self.lin(self.conv(x).mean((2, 3))) + self.shift) * self.gain
-        return y + self.cfg.bias + self.table["bias"] + self.taps[0] + OFFSET
+        return y + self.cfg.bias + self.table["bias"] + self.taps[0] + OFFSET + self.pair[0] + self.pair[1][0]
 
 
 def _global_replaced(m):
@@ -68,6 +69,10 @@ CHANGES = {
     "a dict's tensor replaced": (lambda m: m.table.__setitem__("bias", torch.ones(3)), None),
     "a list's tensor replaced": (lambda m: m.taps.__setitem__(0, torch.ones(3)), None),
     "a module global tensor replaced": (_global_replaced, None),
+    "a tuple's tensor replaced (a new tuple)": (lambda m: setattr(m, "pair", (torch.ones(3), m.pair[1])), None),
+    "a nested tuple's tensor changed in place": (lambda m: m.pair[1][0].add_(1), None),
+    "a tuple's tensor's .data replaced, same shape": (lambda m: setattr(m.pair[0], "data", torch.ones(3)), None),
+    "a tuple's tensor's .data replaced, another shape": (lambda m: setattr(m.pair[0], "data", torch.ones(1)), None),
 }
 INDUCTOR = ("a parameter replaced", "a buffer replaced, same shape", ".half() with a half input",
             "a tensor attribute replaced, same shape", "a module global tensor replaced")
@@ -107,6 +112,25 @@ def test_a_parameter_or_buffer_change_after_warm_up_is_caught(backend, dispatch,
     _caught(POLICY, backend, dispatch, what)
 
 
+def test_tensors_held_in_tuples_compile_once_as_under_torch_compile():
+    """A tuple is immutable: its tensors are replaced only with it (its owner's dict changes), so
+    they are installed and watched like a dict's; no cache entry is retired for them."""
+    compiles = {}
+    for name, compile_ in (("torch.compile", lambda m: torch.compile(m, backend="eager")),
+                           ("watch_state", lambda m: gp.compile(m, "watch_state", backend="eager"))):
+        torch._dynamo.reset()
+        torch._dynamo.utils.counters.clear()
+        model, x = Net().eval(), torch.randn(2, 2, 4, 4)
+        with torch.no_grad():
+            compiled = compile_(model)
+            for _ in range(5):
+                torch.testing.assert_close(compiled(x), model(x))
+        compiles[name] = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        if name == "watch_state":
+            assert not [u for u in gp.stats(compiled).watches.unwatched if "pair" in u.name]
+    assert compiles == {"torch.compile": 1, "watch_state": 1}
+
+
 @pytest.fixture(scope="module")
 def suggested_net() -> str:
     """``gp.suggest``'s policy for ``Net`` (eager audit): parameters and buffers as free
@@ -143,14 +167,27 @@ class Recurrent(nn.Module):
         return self.h
 
 
-def test_a_state_tensor_reassigned_on_every_call_compiles_once_more_not_per_call():
+class RecurrentPair(Recurrent):
+    """``Recurrent`` whose state is held in a tuple, ``(h,)``, a new tuple on every call."""
+
+    def __init__(self):
+        super().__init__()
+        self.h = (torch.zeros(1, 4),)
+
+    def forward(self, x):
+        self.h = (torch.tanh(self.inp(x) + self.rec(self.h[0])),)
+        return self.h[0]
+
+
+@pytest.mark.parametrize("cls", [Recurrent, RecurrentPair], ids=["attribute", "in a tuple"])
+def test_a_state_tensor_reassigned_on_every_call_compiles_once_more_not_per_call(cls):
     """A graph holds its free tensors: the first replacement makes the code's later compiles
     pass them as graph inputs (``watch.MOVED_TENSORS``) instead of compiling once per tensor
     up to torch's recompile limit, then running eager."""
     from guardpolicy.runtime import watch
 
     torch.manual_seed(0)
-    model, twin = Recurrent(), Recurrent()
+    model, twin = cls(), cls()
     twin.load_state_dict(model.state_dict())
     compiled = gp.compile(model, gp.load(POLICY), backend="eager")
     with torch.no_grad():
@@ -159,9 +196,9 @@ def test_a_state_tensor_reassigned_on_every_call_compiles_once_more_not_per_call
             torch.testing.assert_close(compiled(x), twin(x), msg=lambda m, step=step: f"step {step}: {m}")
     stats = gp.stats(compiled)
     assert stats.compiles == 2 and not stats.eager_fallbacks, (stats.compiles, stats.eager_fallbacks)
-    assert Recurrent.forward.__code__ in watch.MOVED_TENSORS
+    assert cls.forward.__code__ in watch.MOVED_TENSORS
     torch.compiler.reset()  # a fresh start installs free tensors again
-    frame = types.SimpleNamespace(f_code=Recurrent.forward.__code__, f_locals={"self": model})
+    frame = types.SimpleNamespace(f_code=cls.forward.__code__, f_locals={"self": model})
     assert stats.config_for(frame) == {"install_free_tensors": True}
 
 

@@ -72,7 +72,7 @@ class Reads:
     def held(self, container: Any, key: Any, value: Any) -> None:
         """Records that ``value`` was read at ``container[key]`` (a dict; a module's globals
         for a global), as ``reach`` does."""
-        if isinstance(value, IMMUTABLE) or isinstance(value, type):
+        if isinstance(value, IMMUTABLE) and not _holds_tensor(value) or isinstance(value, type):
             return
         if isinstance(container, dict) and isinstance(key, (str, int)) and container.get(key, _MISSING) is value:
             self.reached[(id(container), key)] = (container, key, value)
@@ -243,6 +243,16 @@ def signature_change(compiled: tuple, now: tuple) -> str:
     if shadowed:
         return f"a global shadows a builtin ({min(shadowed)})"
     return "an installed tensor was replaced" if tensors else "the signature changed"
+
+
+def _holds_tensor(value: Any) -> bool:
+    """Whether ``value`` is a tuple or frozenset with a tensor in it (at any depth): held where
+    it was read, by identity, as a tensor is (a new tuple there holds other tensors), where a
+    tuple of constants is compared by value."""
+    import torch
+
+    return isinstance(value, (tuple, frozenset)) and any(
+        isinstance(item, torch.Tensor) or _holds_tensor(item) for item in value)
 
 
 def _hook_token(hook: Any) -> Any:

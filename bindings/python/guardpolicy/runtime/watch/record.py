@@ -30,11 +30,16 @@ def watch_value(value: Any, out: Reads, hooks: bool, root: bool = False) -> None
 
 
 def _watch_tuple(value: Any, out: Reads, hooks: bool, root: bool) -> None:
-    """Each item of a tuple or frozenset, by its kind (a list inside a tuple is a list)."""
+    """Each item of a tuple or frozenset, by its kind (a list inside a tuple is a list), but a
+    tensor: it is replaced only with the tuple, and its metadata is compared by the
+    ``TENSOR_MATCH`` that reads it (``sources.read``: the gate's tensors, or torch's manager)."""
+    import torch
+
     if len(value) > _MAX_TUPLE_ITEMS:
         raise CannotWatch(f"a {type(value).__name__} of {len(value)} items")
     for item in value:
-        watch_value(item, out, hooks=False)
+        if not isinstance(item, torch.Tensor):
+            watch_value(item, out, hooks=False)
 
 
 def _watch_ordered(value: Any, out: Reads, hooks: bool, root: bool) -> None:
