@@ -202,6 +202,29 @@ def test_a_state_tensor_reassigned_on_every_call_compiles_once_more_not_per_call
     assert stats.config_for(frame) == {"install_free_tensors": True}
 
 
+def test_weights_reloaded_over_many_static_shapes_leave_no_shape_eager():
+    """``dynamic=False``, six batch sizes warmed up (six cache entries holding the installed
+    parameters), then ``load_state_dict(assign=True)`` twice: each entry fails once and is
+    retired (``watch.STALE_ENTRIES``), so the recompiles never reach torch's ``recompile_limit``
+    (8) and leave the later shapes eager for good; once moved, the parameters are graph inputs
+    and the second reload compiles nothing."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval()
+    xs = [torch.randn(b, 4) for b in range(1, 7)]
+    compiled = gp.compile(model, "watch_state", backend="eager", dynamic=False)
+    compiles = []
+    with torch.no_grad():
+        for scale in (None, 2.0, 0.5):
+            if scale is not None:
+                model.load_state_dict({k: v * scale for k, v in model.state_dict().items()}, assign=True)
+            for _ in range(2):
+                for x in xs:
+                    torch.testing.assert_close(compiled(x), model(x), msg=lambda m, x=x, s=scale: f"{s}, {len(x)}: {m}")
+            compiles.append(gp.stats(compiled).compiles)
+    assert compiles == [6, 12, 12] and not gp.stats(compiled).eager_fallbacks, (compiles, gp.stats(compiled).eager_fallbacks)
+
+
 def _scale_by(module, args, kwargs, scale=None):
     return args, dict(kwargs, scale=scale)
 

@@ -80,6 +80,7 @@ class GroupPlan:
         self.reason: list[str] | None = None  # its gate guard's text, which torch prints when it fails (recheck.say)
         self.reason_text = ""
         self.reads_ambient = reads_ambient  # what every call reads (global hooks, builtins): in one plan of a frame
+        self.entry_manager: Any = None  # its cache entry's kept manager, weakly, once attached
 
     @property
     def may_go_hot(self) -> bool:
@@ -91,12 +92,19 @@ class GroupPlan:
     def note_tensors(self, reads: Reads, signature: tuple) -> None:
         """Notes that the code's installed tensors moved (``free_tensors.note``), when the
         tensors' identities (``Reads.signature``: last) differ from the compile's: replaced at
-        the same roots, or another instance's."""
+        the same roots, or another instance's. Replaced at the same roots, the cache entry's
+        graph holds tensors its roots no longer do: it is retired at the next ``attach`` (after
+        the compile this failure starts), so that it does not count toward torch's
+        ``recompile_limit`` (a cache entry per static shape, each failing once after
+        ``load_state_dict(assign=True)``, would reach it and leave the later shapes eager)."""
         if not self.signature or signature[-1] == self.signature[-1] or self.code is None:
             return
         compiled = self.reads
-        note_moved_tensors(self.code, compiled is not None and list(compiled.roots) == list(reads.roots) and all(
-            deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values())))
+        same_roots = compiled is not None and list(compiled.roots) == list(reads.roots) and all(
+            deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values()))
+        note_moved_tensors(self.code, same_roots)
+        if same_roots and self.entry_manager is not None:
+            STALE_ENTRIES.append(self.entry_manager)
 
     @property
     def reads(self) -> Reads | None:
@@ -222,6 +230,8 @@ class Watches:
         for cfm, why in retiring:
             if (manager := _live_manager(cfm)) is not None:
                 torch_internals.add_last_guard(manager, _never, why)
+        while STALE_ENTRIES:
+            _invalidate(STALE_ENTRIES.pop(), "guardpolicy: its installed tensors were replaced")
         pending, self._pending = self._pending, []
         for cfm, frame in pending:
             manager = _live_manager(cfm)
@@ -235,7 +245,8 @@ class Watches:
             frame.reason = torch_internals.add_last_guard(manager, frame.gate, frame.reason_text)
             # the entry is never served once its plan is gone: torch frees it and does not count
             # it toward recompile_limit (a model rebuilt and compiled anew ten times)
-            weakref.finalize(frame, _invalidate, weakref.ref(manager))
+            frame.entry_manager = weakref.ref(manager)
+            weakref.finalize(frame, _invalidate, frame.entry_manager)
             self.frames.append(frame)
 
 
@@ -246,14 +257,21 @@ def _label(frame: GroupPlan) -> str:
     return f"{code} ({', '.join(roots)})"
 
 
-def _invalidate(manager: Any) -> None:
-    """Invalidates the cache entry of the guard manager ``manager`` (a weak reference)."""
+def _invalidate(manager: Any, why: str = "guardpolicy: the compiled object that watched it was freed") -> None:
+    """Invalidates the cache entry of the guard manager ``manager`` (a weak reference), if torch
+    still holds it (``torch_internals.retire``: out of the ``recompile_limit`` count too)."""
     from .. import torch_internals
 
     wrapper = manager()
     entry = getattr(wrapper, "cache_entry", None)
     if entry is not None:
-        torch_internals.retire(entry, "guardpolicy: the compiled object that watched it was freed")
+        torch_internals.retire(entry, why)
+
+
+#: The kept managers (weak references) of cache entries whose installed tensors were replaced at
+#: their roots (``GroupPlan.note_tensors``), retired at the next ``Watches.attach``: never
+#: during a call, while torch's lookup walks the entries.
+STALE_ENTRIES: list = []
 
 
 #: The states a cache entry's gate keeps, the oldest dropped first: one per set of roots, so
