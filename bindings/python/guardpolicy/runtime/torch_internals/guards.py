@@ -225,13 +225,20 @@ _RETIRED = _Retired()
 
 def retire(entry: Any, reason: str) -> bool:
     """Invalidates the cache entry ``entry`` (``invalidate``) and keeps it out of the count
-    torch compares with ``recompile_limit``: torch counts the entries whose ID_MATCH'd objects
-    are the frame's (``torch._dynamo.cache_size._has_same_id_matched_objs``), and a retired
-    entry's is a live object no frame holds. False when torch already dropped the entry."""
+    torch compares with ``recompile_limit`` (``uncount``). False when torch already dropped
+    the entry."""
     if not invalidate(entry, None, reason):
         return False
-    entry.guard_manager.id_matched_objs = {"<guardpolicy: retired>": weakref.ref(_RETIRED)}
+    uncount(entry.guard_manager)
     return True
+
+
+def uncount(manager: Any) -> None:
+    """Keeps the cache entry of the guard manager ``manager`` out of the count torch compares
+    with ``recompile_limit``: torch counts the entries whose ID_MATCH'd objects are the frame's
+    (``torch._dynamo.cache_size._has_same_id_matched_objs``), and this one's becomes a live
+    object no frame holds. It changes no guard: safe while the entry's guards run."""
+    manager.id_matched_objs = {"<guardpolicy: retired>": weakref.ref(_RETIRED)}
 
 
 def fail_reason(full: Any, kept: Any, f_locals: dict[str, Any]) -> tuple[str, list[str]]:

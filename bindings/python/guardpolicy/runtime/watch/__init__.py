@@ -93,17 +93,20 @@ class GroupPlan:
         """Notes that the code's installed tensors moved (``free_tensors.note``), when the
         tensors' identities (``Reads.signature``: last) differ from the compile's: replaced at
         the same roots, or another instance's. Replaced at the same roots, the cache entry's
-        graph holds tensors its roots no longer do: it is retired at the next ``attach`` (after
-        the compile this failure starts), so that it does not count toward torch's
-        ``recompile_limit`` (a cache entry per static shape, each failing once after
-        ``load_state_dict(assign=True)``, would reach it and leave the later shapes eager)."""
+        graph holds tensors its roots no longer do: it leaves torch's ``recompile_limit`` count
+        at once (``torch_internals.uncount``: the compile this failure starts is not refused
+        when a cache entry per static shape reached the limit) and is retired at the next
+        ``attach``, after that compile."""
+        from .. import torch_internals
+
         if not self.signature or signature[-1] == self.signature[-1] or self.code is None:
             return
         compiled = self.reads
         same_roots = compiled is not None and list(compiled.roots) == list(reads.roots) and all(
             deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values()))
         note_moved_tensors(self.code, same_roots)
-        if same_roots and self.entry_manager is not None:
+        if same_roots and (manager := deref(self.entry_manager)) is not None:
+            torch_internals.uncount(manager)
             STALE_ENTRIES.append(self.entry_manager)
 
     @property

@@ -12,6 +12,7 @@ import weakref
 from typing import Any
 
 from ..._core import watch_versions
+from .kinds import CannotWatch
 from .roots import IMMUTABLE
 
 _MISSING = object()
@@ -63,19 +64,29 @@ class Reads:
     def reach(self, parent: Any, node: Any, value: Any, S: Any) -> None:  # noqa: N803
         """Records that ``node`` read ``value`` out of ``parent``'s dict (an item of a dict,
         an attribute in an instance dict): another object there later (a submodule replaced
-        by one of the same class) makes the state be built anew."""
+        by one of the same class, a tensor by one of its shape) makes the state be built anew.
+        Raises ``CannotWatch`` for an item of a dict that does not hold it at the key read
+        (a dict subclass's ``__getitem__`` computing it)."""
         if isinstance(node, attribute_sources(S)):
             self.held(getattr(parent, "__dict__", None), node.member, value)
-        else:
-            self.held(parent, getattr(node, "index", None), value)
+        elif isinstance(node, getattr(S, "ConstDictKeySource", ())):
+            return  # a key of a watched dict: another key there changes the dict
+        elif not self.held(parent, _key(parent, getattr(node, "index", None), S), value) and isinstance(parent, dict):
+            raise CannotWatch(f"an item of a dict read at a key it cannot hold ({type(value).__name__})")
 
-    def held(self, container: Any, key: Any, value: Any) -> None:
+    def held(self, container: Any, key: Any, value: Any) -> bool:
         """Records that ``value`` was read at ``container[key]`` (a dict; a module's globals
-        for a global), as ``reach`` does."""
+        for a global), as ``reach`` does; False where ``value`` needs holding (not a constant,
+        nor a class) and ``container`` does not hold it at ``key``."""
         if isinstance(value, IMMUTABLE) and not _holds_tensor(value) or isinstance(value, type):
-            return
-        if isinstance(container, dict) and isinstance(key, (str, int)) and container.get(key, _MISSING) is value:
+            return True
+        try:
+            found = isinstance(container, dict) and dict.get(container, key, _MISSING) is value
+        except TypeError:  # an unhashable key
+            found = False
+        if found:
             self.reached[(id(container), key)] = (container, key, value)
+        return found
 
     def watch_hooks(self, hooks: dict, where: tuple = (("", ()), "", "")) -> None:
         """A hook dict (``where``: its root's key, its module's path, its name), and each hook
@@ -243,6 +254,16 @@ def signature_change(compiled: tuple, now: tuple) -> str:
     if shadowed:
         return f"a global shadows a builtin ({min(shadowed)})"
     return "an installed tensor was replaced" if tensors else "the signature changed"
+
+
+def _key(container: Any, index: Any, S: Any) -> Any:  # noqa: N803 - Dynamo's source classes
+    """The key an item source's ``index`` reads ``container`` at: itself, or for a key Dynamo
+    reads by its position (``ConstDictKeySource``: an enum member, a class, a dict subclass's
+    key) the key at that position of ``dict.keys(container)`` (whose order torch guards)."""
+    if not isinstance(index, getattr(S, "ConstDictKeySource", ())) or not isinstance(container, dict):
+        return index
+    keys = list(dict.keys(container))
+    return keys[index.index] if isinstance(index.index, int) and -len(keys) <= index.index < len(keys) else _MISSING
 
 
 def _holds_tensor(value: Any) -> bool:
