@@ -14,7 +14,8 @@ compiled and the wall clock of the first two calls (warm-up), then wall clock pe
 interleaved run (``guardpolicy.tools.latency``) and instructions per call under callgrind
 (bench/callgrind.py), one thread. Last, the memory each compile keeps (``memory_kept``): a fresh
 copy compiled and called twice more, once every variant's one-time costs (imports, Inductor's
-loaded kernels) are paid. Needs diffusers. Prints markdown; ``--results
+loaded kernels) are paid, and the wall clock of another fresh copy's warm-up then (the first
+warm-up of a process pays those costs in whichever variant comes first). Needs diffusers. Prints markdown; ``--results
 bench/DETAILS.md`` writes its section there.
 
 Usage: bench_diffusers_regional.py [--models flux,unet] [--backends inductor,eager] [--calls 100]
@@ -77,6 +78,16 @@ def _compile(model: torch.nn.Module, label: str, backend: str) -> torch.nn.Modul
     return model
 
 
+def _warmed_up(model: torch.nn.Module, kwargs: dict, label: str, backend: str) -> tuple[torch.nn.Module, float]:
+    """A fresh copy of ``model`` compiled as ``label`` says and called twice, and the seconds
+    the two calls took (the compiles among them)."""
+    compiled = _compile(_own_block_classes(model), label, backend)
+    start = time.perf_counter()
+    for _ in range(2):
+        compiled(**kwargs)
+    return compiled, time.perf_counter() - start
+
+
 def variants(name: str, backend: str = "inductor") -> list[latency.Variant]:
     """eager and the three regional compiles, each on its own copy, warmed up (``WARMUP``)."""
     torch.set_grad_enabled(False)
@@ -84,12 +95,9 @@ def variants(name: str, backend: str = "inductor") -> list[latency.Variant]:
     out = [latency.Variant("eager", lambda *_: model(**kwargs).sample)]
     counters = torch_internals.counters()
     for label in (NO_FILTER, RECIPE, WATCH_STATE):
-        compiled = _compile(_own_block_classes(model), label, backend)
         counters.clear()
-        start = time.perf_counter()
-        for _ in range(2):
-            compiled(**kwargs)
-        WARMUP[label] = (counters["stats"]["unique_graphs"], time.perf_counter() - start)
+        compiled, seconds = _warmed_up(model, kwargs, label, backend)
+        WARMUP[label] = (counters["stats"]["unique_graphs"], seconds)
         stance = latency.stance_block if label == RECIPE else None
         out.append(latency.Variant(label, lambda *_, m=compiled: m(**kwargs).sample, stance))
     return out
@@ -110,15 +118,17 @@ def _malloc_in_use() -> int:
     return info.uordblks + info.hblkhd
 
 
-def memory_kept(name: str, backend: str) -> dict[str, tuple[float, float]]:
-    """Per compiled variant, ``(Python MiB, malloc MiB)`` still held after compiling a fresh copy
-    of the model and calling it twice: ``tracemalloc``'s traced bytes (every Python allocation)
-    and ``_malloc_in_use``, each after ``gc.collect()`` minus before the compile. Run after the
-    timed variants, so that neither counts what the first compile of a process loads."""
+def compiled_again(name: str, backend: str) -> dict[str, tuple[float, float, float]]:
+    """Per compiled variant, after the timed variants (so that none pays what the first compile
+    of a process loads): ``(warm-up s, Python MiB, malloc MiB)``. The wall clock of compiling a
+    fresh copy of the model and calling it twice; then what a second fresh copy, compiled and
+    called twice, still holds: ``tracemalloc``'s traced bytes (every Python allocation) and
+    ``_malloc_in_use``, each after ``gc.collect()`` minus before the compile."""
     torch.set_grad_enabled(False)
     model, kwargs = MODELS[name]()
     kept = {}
     for label in (NO_FILTER, RECIPE, WATCH_STATE):
+        warm = _warmed_up(model, kwargs, label, backend)[1]
         compiled = _own_block_classes(model)
         gc.collect()
         tracemalloc.start()
@@ -127,7 +137,7 @@ def memory_kept(name: str, backend: str) -> dict[str, tuple[float, float]]:
         for _ in range(2):
             compiled(**kwargs)
         gc.collect()
-        kept[label] = ((tracemalloc.get_traced_memory()[0] - python) / 2**20, (_malloc_in_use() - c_heap) / 2**20)
+        kept[label] = (warm, (tracemalloc.get_traced_memory()[0] - python) / 2**20, (_malloc_in_use() - c_heap) / 2**20)
         tracemalloc.stop()
         del compiled
     return kept
@@ -144,17 +154,18 @@ def main(argv: list[str] | None = None) -> int:
     args = args.parse_args(argv)
     torch.set_num_threads(1)
     lines = [recorded(latency.machine(), "tiny diffusers Flux and UNet, repeated blocks compiled in place", args), "",
-             "| model | backend | variant | graphs | warm-up s | Python MiB kept | malloc MiB kept | median µs "
-             "| instructions per call | / recipe | / no filter |", "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "| model | backend | variant | graphs | warm-up s | warm-up again s | Python MiB kept | malloc MiB kept "
+             "| median µs | instructions per call | / recipe | / no filter |",
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for name in args.models.split(","):
         for backend in args.backends.split(","):
             rows, counts = callgrind.timed_and_counted("bench_diffusers_regional", "regional_variants", variants, name, backend, args)
             recipe, plain = counts.get(RECIPE), counts.get(NO_FILTER)
-            kept = memory_kept(name, backend)
+            again = compiled_again(name, backend)
             for r in rows:
                 n = counts.get(r["variant"])
                 graphs, warm = WARMUP.get(r["variant"], ("", None))
-                memory = [f"{mib:.2f}" for mib in kept[r["variant"]]] if r["variant"] in kept else ["", ""]
+                memory = [f"{value:.2f}" for value in again[r["variant"]]] if r["variant"] in again else ["", "", ""]
                 cells = [name, backend, r["variant"], str(graphs), f"{warm:.2f}" if warm is not None else "",
                          *memory, f"{r['median_us']:.1f}", *count_cells(n, recipe, plain)]
                 lines.append("| " + " | ".join(cells) + " |")
