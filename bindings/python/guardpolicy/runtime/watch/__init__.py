@@ -93,10 +93,11 @@ class GroupPlan:
         """Notes that the code's installed tensors moved (``free_tensors.note``), when the
         tensors' identities (``Reads.signature``: last) differ from the compile's: replaced at
         the same roots, or another instance's. Replaced at the same roots, the cache entry's
-        graph holds tensors its roots no longer do: it leaves torch's ``recompile_limit`` count
-        at once (``torch_internals.uncount``: the compile this failure starts is not refused
-        when a cache entry per static shape reached the limit) and is retired at the next
-        ``attach``, after that compile."""
+        graph holds tensors its roots no longer do: it is retired at the next ``attach``, after
+        the compile this failure starts; where the code holds ``recompile_limit`` entries (one
+        per static shape), it leaves torch's count at once (``torch_internals.uncount``), so
+        that compile is not refused (below the limit it stays counted: torch then sees a
+        recompile, and logs its reason)."""
         from .. import torch_internals
 
         if not self.signature or signature[-1] == self.signature[-1] or self.code is None:
@@ -106,8 +107,9 @@ class GroupPlan:
             deref(a) is deref(b) for a, b in zip(compiled.roots.values(), reads.roots.values()))
         note_moved_tensors(self.code, same_roots)
         if same_roots and (manager := deref(self.entry_manager)) is not None:
-            torch_internals.uncount(manager)
             STALE_ENTRIES.append(self.entry_manager)
+            if len(torch_internals.all_cache_entries(self.code)) >= torch_internals.config_value("recompile_limit"):
+                torch_internals.uncount(manager)
 
     @property
     def reads(self) -> Reads | None:
