@@ -80,7 +80,7 @@ class GroupPlan:
         self.reason: list[str] | None = None  # its gate guard's text, which torch prints when it fails (recheck.say)
         self.reason_text = ""
         self.reads_ambient = reads_ambient  # what every call reads (global hooks, builtins): in one plan of a frame
-        self.entry_manager: Any = None  # its cache entry's kept manager, weakly, once attached
+        self.entry_manager: Any = None  # its cache entry's kept manager, weakly, once attached (until queued stale)
 
     @property
     def may_go_hot(self) -> bool:
@@ -108,6 +108,7 @@ class GroupPlan:
         note_moved_tensors(self.code, same_roots)
         if same_roots and (manager := deref(self.entry_manager)) is not None:
             STALE_ENTRIES.append(self.entry_manager)
+            self.entry_manager = None  # queued once, however many calls fail before the next attach
             if len(torch_internals.all_cache_entries(self.code)) >= torch_internals.config_value("recompile_limit"):
                 torch_internals.uncount(manager)
 
