@@ -73,9 +73,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--model", action="append", metavar="MODEL",
                         help=f"repeatable: {MODEL_HELP}. The mutation audit takes any model (default: "
                              f"{' '.join(MODEL_NAMES)}); --changes only the audit models {', '.join(MODEL_NAMES)}")
-    parser.add_argument("--policy", nargs="+", metavar="FILE",
-                        help="policy files (.gpol/.gpolc), standard policy names or keep_all "
-                             "(default: the six standard policies, and keep_all with --changes)")
+    parser.add_argument("--policy", nargs="+", action="extend", metavar="FILE",
+                        help="policy files (.gpol/.gpolc), standard policy names or keep_all; repeatable "
+                             "(--policy A --policy B audits both, a report each; default: the six standard "
+                             "policies, and keep_all with --changes)")
     parser.add_argument("--changes", action="store_true",
                         help="the fixed state changes of the audit models (CHANGES) instead of the "
                              "guard-driven mutation audit")
@@ -197,7 +198,7 @@ def _setup(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: list
     except ValueError as e:
         parser.error(str(e))
     try:
-        policies = [resolve_policy(spec) for spec in (args.policy or default_policies)]
+        policies = [resolve_policy(spec) for spec in dict.fromkeys(args.policy or default_policies)]
     except PolicyError as e:
         print(str(e), file=sys.stderr)
         return None

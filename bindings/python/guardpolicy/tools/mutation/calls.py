@@ -20,6 +20,7 @@ import time
 from typing import Any, Callable
 
 from ..common.compare import compare
+from . import written
 from .state import AuditStateError, Snapshot
 
 #: The seed every audited call runs under.
@@ -96,6 +97,8 @@ class Session:
         self.constants: tuple = ()  # numbers the model's code compares with (mutation.model_constants)
         self.restores = 0
         self.call_bytes = 0  # what the model's own eager call allocates (trial_size.measure)
+        self.eager_wrote: dict = {}  # what eager's call from the snapshot wrote (written.capture)
+        self.unjudged: set = set()  # written state two eager calls leave different (written.unrepeatable)
         t0 = time.perf_counter()
         self.base = Snapshot(self._roots())
         self.state_s += time.perf_counter() - t0
@@ -121,6 +124,15 @@ class Session:
         limit = trial_size.limit_for(self.call_bytes)
         return detached(seeded(lambda: trial_size.bounded(lambda: self.call.run(target), limit)))
 
+    def state_name(self, path: str) -> str:
+        """A snapshot path as a report names it: the model's own state under the name of
+        ``forward``'s first parameter (``self.step``) when the model is a module, as torch
+        names its guards."""
+        if self.call._self and (path == "model" or path.startswith(("model.", "model["))):
+            arguments = self.call.bound.arguments if self.call.bound is not None else {}
+            return next(iter(arguments), "self") + path[len("model"):]
+        return path
+
     def snapshot(self) -> Snapshot:
         """The state now (with a trial's change made), sharing the base's tensor copies."""
         t0 = time.perf_counter()
@@ -136,13 +148,17 @@ class Session:
 
     def check_repeatable(self) -> Any:
         """Eager's output, after checking that two eager calls from the same state agree
-        (``NotRepeatableError`` otherwise); sizes the call (``call_bytes``) on the way."""
+        (``NotRepeatableError`` otherwise); sizes the call (``call_bytes``) and records what
+        it wrote (``eager_wrote``) on the way. State the two calls wrote differently (a clock
+        read) goes to ``unjudged``: the trials do not compare it."""
         from . import trial_size
 
         first, self.call_bytes = seeded(lambda: trial_size.measure(lambda: self.call.run(self.call.fn)))
         first = detached(first)
+        self.eager_wrote = written.capture(self.base)
         self.restore()
         second = self.run(self.call.fn)
+        self.unjudged = written.unrepeatable(self.eager_wrote, written.capture(self.base))
         self.restore()
         problem = compare(second, first)
         if problem is not None:

@@ -120,10 +120,14 @@ _scalar_text = values.text
 _CONSTANT_TYPES = (bool, int, float, str, type(None))
 
 
-def _is_constant(v: Any) -> bool:
+def is_constant(v: Any) -> bool:
+    """A bool, int, float, str or None, or a tuple of them: a value Dynamo guards by ``==``."""
     if isinstance(v, tuple):
         return all(isinstance(x, _CONSTANT_TYPES) for x in v)
     return isinstance(v, _CONSTANT_TYPES)
+
+
+_is_constant = is_constant
 
 
 #: Guard types whose check is on the value itself (its identity or equality).
@@ -133,12 +137,18 @@ _DICT_KEY_TYPES = {"DICT_KEYS_MATCH", "DICT_KEYS", "DICT_LENGTH", "DICT_CONTAINS
 _LENGTH_TYPES = {"LENGTH_CHECK", "SEQUENCE_LENGTH", "LIST_LENGTH", "TUPLE_ITERATOR_LEN"}
 
 
+#: How a change to a value a real run gave the state ends (``plan_mutations``' ``seen``).
+SEEN = " (seen in the run)"
+
+
 def plan_mutations(guards: list[RecordedGuard], value: Any, frame: RecordedFrame, call: Call,
-                   is_root: bool, constants: tuple = ()) -> tuple[list[Mutation], list[str]]:
+                   is_root: bool, constants: tuple = (), seen: Any = ()) -> tuple[list[Mutation], list[str]]:
     """The changes to try for one group of guards (one source) whose value is ``value``:
     per guard type, the change that guard type notices (``Mutation.guard_types`` says which
     of the group's types notice each one); and the reasons for the guard types no change
-    could be made for."""
+    could be made for. ``seen``: values a real run gave the state (constants), each tried
+    too by the group's value guards (and its ``TYPE_MATCH`` for a value of another type),
+    described ``old -> new (seen in the run)``."""
     import torch
 
     source = guards[0].source
@@ -194,6 +204,9 @@ def plan_mutations(guards: list[RecordedGuard], value: Any, frame: RecordedFrame
                     _grow(value, set_to))
                 add(t, f"{type(value).__name__} shrunk to {len(value) - 1} items (the last one removed)",
                     _shrink(value, set_to))
+            elif t in _LENGTH_TYPES | {"EQUALS_MATCH"} and isinstance(value, list):
+                for what, item in _first_items():  # empty (a history the forward appends to): one item
+                    add(t, f"list grown to 1 item ({what})", _append(value, item))
             elif t == "TYPE_MATCH":
                 sub = _plain_subclass(type(value))
                 if sub is not None:
@@ -221,6 +234,14 @@ def plan_mutations(guards: list[RecordedGuard], value: Any, frame: RecordedFrame
                 set_to(_rebound_function(value)))
         if len(planned) == before and not any(t in m.guard_types for m in planned.values()):
             reasons.append(f"{t}: no change known for a {type(value).__name__} value")
+    types_here = {g.guard_type for g in guards}
+    for new in seen:
+        if not _is_constant(new) or values.same(new, value):
+            continue
+        noticed = types_here & _VALUE_TYPES | ({"TYPE_MATCH"} & types_here if type(new) is not type(value) else set())
+        what = f"{_scalar_text(value)} -> {_scalar_text(new)}{SEEN}"
+        for t in sorted(noticed):
+            add(t, what, set_to(new))
     return list(planned.values()), list(dict.fromkeys(reasons))
 
 
@@ -277,6 +298,22 @@ def _shrink(seq: Any, set_to: Callable) -> Callable[[], Callable[[], None]]:
         return apply
     items = tuple(seq)[:-1]
     return set_to(type(seq)(items) if type(seq) is tuple else seq._make(items))
+
+
+def _first_items() -> list[tuple[str, Any]]:
+    """The items an empty list is grown by: what a history or a cache list holds (a 0-d
+    tensor, a number); eager tells which one the model can run."""
+    import torch
+
+    return [("a 0-d tensor", torch.zeros(())), ("0", 0)]
+
+
+def _append(seq: list, item: Any) -> Callable[[], Callable[[], None]]:
+    def apply() -> Callable[[], None]:
+        seq.append(item)
+        return seq.pop
+
+    return apply
 
 
 def _dict_remove(d: dict) -> tuple[str, Callable[[], Callable[[], None]]]:

@@ -14,8 +14,9 @@ from .record import RecordedGuard
 OUTCOMES = ("dangerous", "caught", "harmless", "not mutated")
 
 LEGEND = ("Per state a policy lets go unguarded, each change the dropped guards would notice: dangerous = no "
-          "recompile and the output differs from eager's (or the stale code raised); caught = a kept guard "
-          "failed and Dynamo recompiled; harmless = no recompile and the output equals eager's; not mutated = "
+          "recompile and the output or the state the call writes (attributes, buffers, dict entries, lists, "
+          "globals) differs from eager's (or the stale code raised); caught = a kept guard failed and Dynamo "
+          "recompiled; harmless = no recompile and the output and the written state equal eager's; not mutated = "
           "no such change can be made, or eager itself cannot run it (the reason is given). Counts are "
           "dropped guards.")
 
@@ -53,6 +54,7 @@ class GroupResult:
     reasons: list[str] = dataclasses.field(default_factory=list)
     stopped_early: int = 0  # planned changes not tried: every dropped guard was dangerous already
     cut: int = 0  # planned changes not tried: the audit's --budget was spent (the group is kept)
+    root: bool = False  # its frame is the call's own (its sources read the call's arguments)
 
     def tried(self, guard_type: str) -> int:
         """How many values (changes) were applied that a guard of this type notices."""

@@ -14,12 +14,15 @@ For one model (any callable and its example inputs) and one policy:
    (``plan_mutations``: a number changed, a bool flipped, a string changed, None <-> a
    value, a dict entry added or changed, a list grown, a module's class swapped for a
    subclass whose forward changes its output, a function rebound to one that changes its
-   result, a forward hook added; tensors: dtype, shape, ``requires_grad``), compute eager's
-   output on the changed state, call the compiled object, and undo the change (checked: the
-   eager output after undoing equals the first one);
-4. classify each change: **dangerous** (no recompile, and the output differs from eager's,
-   or the stale code raised), **caught** (a kept guard failed: Dynamo compiled again, or the
-   stance refused to), **harmless** (no recompile and the output equals eager's), or not
+   result, a forward hook added; a list grown or shrunk; tensors: dtype, shape,
+   ``requires_grad``), compute eager's output on the changed state and what the call wrote
+   (``written``: attributes, buffers, dict entries, lists, guarded globals, closure cells,
+   by value), call the compiled object from the same state, record what it wrote, and undo
+   the change (checked: the eager output after undoing equals the first one);
+4. classify each change: **dangerous** (no recompile, and the output or the written state
+   differs from eager's, e.g. ``self.step += 1`` replayed as the constant Dynamo traced, or
+   the stale code raised), **caught** (a kept guard failed: Dynamo compiled again, or the
+   stance refused to), **harmless** (no recompile, output and written state equal to eager's), or not
    applied (the value cannot be changed that way, or eager itself cannot run the changed
    state); a group is dangerous when one of its changes is, else caught, else harmless, else
    **not mutated** with the reasons.
@@ -40,9 +43,10 @@ from typing import Any, Callable
 from ...api.policy import Policy
 from ...api.policy_text import PolicyText
 from ..common.compare import compare
-from .plan import Mutation, perturb, plan_mutations  # noqa: F401 - perturb: part of the API
+from .plan import SEEN, Mutation, perturb, plan_mutations  # noqa: F401 - perturb: part of the API
 from .calls import AuditStateError, NotRepeatableError, Session  # noqa: F401
 from .trial_size import TrialTooLarge
+from . import written
 from .results import LEGEND, OUTCOMES, GroupResult, MutationAudit, Trial, format_audit  # noqa: F401
 from .record import Call, NotMutable, RecordedFrame, RecordedGuard, GuardRecorder, read  # noqa: F401
 
@@ -120,9 +124,11 @@ def plan(fn: Any, args: tuple = (), kwargs: dict | None = None) -> tuple[Call, l
     return call, out
 
 
-def _plan_group(group: GroupResult, rec: GuardRecorder, session: Session) -> list[Mutation]:
+def _plan_group(group: GroupResult, rec: GuardRecorder, session: Session,
+                seen: dict[str, list] | None = None) -> list[Mutation]:
     """Every change planned for ``group`` (from the snapshot state); none, with the reason in
-    ``group.reasons``, for ambient state, relations and values that cannot be read."""
+    ``group.reasons``, for ambient state, relations and values that cannot be read.
+    ``seen``: per guard name, values a run gave that state (tried too, ``plan.SEEN``)."""
     frame = rec.frames[group.frame]
     first = group.guards[0]
     if not group.name or not first.has_value:
@@ -138,7 +144,8 @@ def _plan_group(group: GroupResult, rec: GuardRecorder, session: Session) -> lis
         group.reasons.append(f"cannot read it: {_short(e)}")
         return []
     mutations, reasons = plan_mutations(group.guards, value, frame, session.call,
-                                        _is_root(group, rec, session.call), session.constants)
+                                        _is_root(group, rec, session.call), session.constants,
+                                        (seen or {}).get(group.name, ()))
     group.reasons.extend(reasons)
     return mutations
 
@@ -156,8 +163,8 @@ def _audit_group(group: GroupResult, mutations: list[Mutation], rec: GuardRecord
             tick(group.cut)
             return
         tick(1)
-        if applied_none_value and m.what.startswith("None -> "):
-            continue  # None -> a value: one candidate that eager runs is enough
+        if applied_none_value and m.what.startswith("None -> ") and not m.what.endswith(SEEN):
+            continue  # None -> a value: one candidate that eager runs is enough (a run's values: each)
         trial = _one_trial(m, rec, session, compiled)
         trial.guard_types = sorted(m.guard_types)
         group.trials.append(trial)
@@ -191,9 +198,10 @@ def propagate_reshapes(groups: list[GroupResult]) -> None:
 
 
 def _one_trial(m: Mutation, rec: GuardRecorder, session: Session, compiled: Any) -> Trial:
-    """One change, from the snapshot state: eager's output on the changed state, the state
-    restored (with the change), the compiled call, then the change undone and everything
-    restored."""
+    """One change, from the snapshot state: eager's output on the changed state and what it
+    wrote (``written.capture``), the state restored (with the change), the compiled call and
+    what it wrote, then the change undone and everything restored. Dangerous when the
+    compiled call returned or wrote otherwise than eager (``written.differ``)."""
     try:
         undo = m.apply()
     except NotMutable as e:
@@ -208,6 +216,7 @@ def _one_trial(m: Mutation, rec: GuardRecorder, session: Session, compiled: Any)
             return Trial(m.what, "not applied", f"too large to try: {e}")
         except Exception as e:  # noqa: BLE001 - eager cannot run it: no valid state to audit
             return Trial(m.what, "not applied", f"eager raised {_short(e)}")
+        eager_wrote = written.capture(changed)
         session.restore(changed)
         before = rec.compiles
         error = None
@@ -223,9 +232,12 @@ def _one_trial(m: Mutation, rec: GuardRecorder, session: Session, compiled: Any)
         if error is not None:
             return Trial(m.what, "dangerous", f"no recompile, and the compiled code raised {_short(error)}")
         problem = compare(out, ref)
-        if problem is None:
-            return Trial(m.what, "harmless", "no recompile, output equals eager's")
-        return Trial(m.what, "dangerous", f"no recompile, stale output: {problem}")
+        if problem is not None:
+            return Trial(m.what, "dangerous", f"no recompile, stale output: {problem}")
+        stale = written.differ(eager_wrote, written.capture(changed), session.unjudged, session.state_name)
+        if stale is not None:
+            return Trial(m.what, "dangerous", f"no recompile, stale state: {stale}")
+        return Trial(m.what, "harmless", "no recompile, output and written state equal eager's")
     finally:
         try:
             undo()
@@ -287,7 +299,7 @@ def _guarded_globals(rec: GuardRecorder) -> dict[int, list[str]]:
 def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy | str = "skip_all_guards", *,
           label: str = "model", policy_label: str | None = None, backend: str = "eager",
           verify: int | None = None, progress: Callable[[str], None] | None = None,
-          budget: float | None = None) -> MutationAudit:
+          budget: float | None = None, seen: dict[str, list] | None = None) -> MutationAudit:
     """Runs the mutation audit of ``policy`` (a ``Policy``, a std policy name or a file) on
     ``fn(*args, **kwargs)`` (see the module docstring) and returns a ``MutationAudit``.
     ``verify=N``: compiled with ``verify=N, on_violation="recompile"`` (docs/verify.md), so a
@@ -295,7 +307,11 @@ def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy 
     the violations the audit's own changes cause are recorded, not logged (the ``guardpolicy``
     logger is raised to ERROR meanwhile). ``budget``: seconds from the start (compile included)
     after which no further change is tried; a group not finished then is kept (``GroupResult.cut``:
-    verdict "not mutated" unless a change already showed it dangerous or caught).
+    verdict "not mutated" unless a change already showed it dangerous or caught). ``seen``:
+    per guard name (as torch names it: ``transformer_options['run_id']``), values a real run
+    gave that state (numbers, strings, None, tuples of them): each is tried as well, its
+    change marked ``plan.SEEN`` (``suggest --from-run`` drops a guard that failed in the run
+    only when these were harmless).
 
     The caller's model and inputs are left as they were: every call runs from a snapshot of
     them under a fixed seed (``mutation_calls``), and the audit ends by checking that state and
@@ -322,7 +338,7 @@ def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy 
                 recompile_limit=1 << 20, accumulated_recompile_limit=1 << 20), torch.no_grad(), \
                 warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            _run(result, rec, session, policy, backend, verify, label, progress, budget)
+            _run(result, rec, session, policy, backend, verify, label, progress, budget, seen)
     finally:
         rec.frames = []  # the scopes hold the model's objects: let them go
         try:
@@ -334,7 +350,8 @@ def audit(fn: Any, args: tuple = (), kwargs: dict | None = None, policy: Policy 
 
 
 def _run(result: MutationAudit, rec: GuardRecorder, session: Session, policy: Policy, backend: str,
-         verify: int | None, label: str, progress: Callable[[str], None] | None, budget: float | None) -> None:
+         verify: int | None, label: str, progress: Callable[[str], None] | None, budget: float | None,
+         seen: dict[str, list] | None = None) -> None:
     deadline = None if budget is None else time.perf_counter() + budget
     from ...runtime.compiled import compile as gp_compile
 
@@ -344,6 +361,9 @@ def _run(result: MutationAudit, rec: GuardRecorder, session: Session, policy: Po
     t0 = time.perf_counter()
     first = session.run(compiled)
     result.compile_s = time.perf_counter() - t0
+    session.restore()
+    session.run(compiled)  # what a call writes without compiling (a compile marks the module: _is_torch_compile)
+    stale = written.differ(session.eager_wrote, written.capture(session.base), session.unjudged, session.state_name)
     session.restore()
     for _ in range(policy.stance_warmup or 0):
         session.run(compiled)
@@ -355,13 +375,17 @@ def _run(result: MutationAudit, rec: GuardRecorder, session: Session, policy: Po
     problem = compare(first, baseline)
     if problem:
         result.problems.append(f"the compiled model differs from eager before any change: {problem}")
+    elif stale:
+        result.problems.append(f"the compiled model writes other state than eager before any change: {stale}")
     result.frames = len(rec.frames)
     result.offered = len(rec.guards)
     result.dropped = sum(1 for g in rec.guards if not g.keep)
     result.groups = _groups(rec)
+    for group in result.groups:
+        group.root = _is_root(group, rec, session.call)
     compiles = rec.compiles
     t0 = time.perf_counter()
-    plans = [(group, _plan_group(group, rec, session)) for group in result.groups]
+    plans = [(group, _plan_group(group, rec, session, seen)) for group in result.groups]
     result.planned = sum(len(m) for _, m in plans)
     if progress:
         progress(f"{label} · {result.policy}: {len(plans)} states, {result.planned} changes to try, each one call "

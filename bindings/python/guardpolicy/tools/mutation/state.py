@@ -247,14 +247,19 @@ class Snapshot:
         return len(self.tensors) + len(self.objects) + len(self.mappings) + len(self.lists) + len(self.cells)
 
 
-_MISSING = object()
+#: What a mapping holds under a key it lacks (``differences``, ``written.capture``).
+MISSING = _MISSING = object()
 
 
 _MODULE_DICTS = ("_parameters", "_buffers", "_modules")
 
 
-def _dotted(path: str, key: Any) -> str:
+def dotted(path: str, key: Any) -> str:
+    """The path of attribute ``key`` under ``path`` (``model.layers.0``)."""
     return f"{path}.{key}" if path else str(key)
+
+
+_dotted = dotted
 
 
 def _same_items(now: Iterable, was: list) -> bool:
@@ -262,10 +267,14 @@ def _same_items(now: Iterable, was: list) -> bool:
     return len(now) == len(was) and all(k1 == k2 and v1 is v2 for (k1, v1), (k2, v2) in zip(now, was))
 
 
-def _same_seq(now: Any, was: list) -> bool:
+def same_seq(now: Any, was: list) -> bool:
+    """List or set ``now`` holds the very items ``was`` lists (by identity; a set by membership)."""
     if isinstance(now, set):
         return len(now) == len(was) and all(x in now for x in was)
     return len(now) == len(was) and all(a is b for a, b in zip(now, was))
+
+
+_same_seq = same_seq
 
 
 def _keys_differing(now: Iterable, was: list) -> str:

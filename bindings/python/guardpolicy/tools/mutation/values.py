@@ -42,12 +42,16 @@ def text(v: Any) -> str:
     return t if len(t) <= 40 else t[:39] + "…"
 
 
-def _same(a: Any, b: Any) -> bool:
+def same(a: Any, b: Any) -> bool:
+    """``a`` and ``b`` are the same value: same type, NaN equal to NaN, -0.0 not 0.0."""
     if type(a) is not type(b):
         return False
     if isinstance(a, float):
         return (math.isnan(a) and math.isnan(b)) or (a == b and math.copysign(1, a) == math.copysign(1, b))
     return a == b
+
+
+_same = same
 
 
 def _unique(value: Any, cands: list[Any]) -> list[Any]:

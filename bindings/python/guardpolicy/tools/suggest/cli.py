@@ -14,7 +14,7 @@ from ..common.model_spec import MODEL_HELP, ModelSpecError
 from ..common.progress import for_terminal
 from ..common.timing.machine import peak_rss_mib
 from . import from_run as _from_run
-from .command import DEFAULT_VERIFY, KEPT_HARMLESS, NothingToAudit, Suggestion, identifier, suggest
+from .command import DEFAULT_VERIFY, KEPT_HARMLESS, NothingToAudit, Suggestion, identifier, offered, suggest
 
 
 def state_name(group) -> str:
@@ -70,6 +70,12 @@ def report(s: Suggestion, out_path: str) -> str:
             names = list(dict.fromkeys(state_name(g) for g in groups))
             shown = ", ".join(names[:6]) + (f", … {len(names) - 6} more" if len(names) > 6 else "")
             lines.append(f"    {outcome} ({_states(len(groups))}): {shown}")
+    if s.from_run:
+        names = list(dict.fromkeys(n for n, _ in s.from_run))
+        count = f"{len(s.from_run)} guard" + ("s" if len(s.from_run) != 1 else "")
+        lines.append(f"  dropped though they failed in your run ({count}; harmless on every value "
+                     f"the run gave them, output and written state): " + ", ".join(names[:6])
+                     + (f", … {len(names) - 6} more" if len(names) > 6 else ""))
     missing = not_mutated(s)
     if missing:
         lines.append(f"  could not mutate (kept, {sum(len(v) for v in missing.values())} states):")
@@ -112,7 +118,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--from-run", metavar="SCRIPT.py|REPORT.json",
                         help="a script defining run(compiled, model): your own workload, run under the suggested "
                              "policy in dry-run; or a dry-run report your program wrote (gp.compile(..., "
-                             "dry_run=PATH)); a guard whose state changed during the run is never dropped")
+                             "dry_run=PATH)); a guard that failed during the run is dropped only where the audit "
+                             "proved it harmless on the values the script's calls gave it (a report gives no values: "
+                             "kept)")
     parser.add_argument("--budget", type=float, metavar="SECONDS",
                         help="stop trying changes after this many seconds (compile included); every state not "
                              "finished by then is kept, so the policy is still safe, and its doc says so")
@@ -148,15 +156,19 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         changed: set[tuple[str, str]] = set(from_report)
+        seen: dict[str, list] = {}
         if workload is not None:
             first = suggest(built.fn, built.args, built.kwargs, name=name, spec=args.model, backend=args.backend,
                             verify=verify, progress=progress, budget=args.budget)
-            changed |= _from_run.changed_guards(workload, built, first.text, args.backend)
+            run = _from_run.observe(workload, built, offered(first, args.model), args.backend, first.audit.groups)
+            changed |= run.changed
+            seen = run.values
             if progress:
-                progress(f"--from-run: {len(changed)} guards failed during the run; kept")
+                progress(f"--from-run: {len(changed)} guards failed during the run; auditing the values the run "
+                         "gave them")
         s = suggest(built.fn, built.args, built.kwargs, name=name, spec=args.model, backend=args.backend,
                     bench_backends=backends, calls=args.calls, verify=verify, changed=changed, progress=progress,
-                    budget=args.budget)
+                    budget=args.budget, seen=seen)
     except KeyboardInterrupt:
         print("python -m guardpolicy suggest: interrupted; the model and its inputs were restored", file=sys.stderr)
         return 130

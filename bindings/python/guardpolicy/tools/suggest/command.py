@@ -47,6 +47,7 @@ class Suggestion:
     bench: dict[str, list[dict]] = dataclasses.field(default_factory=dict)
     verify: int | None = None  # the policy's verify every N calls (None: none)
     source: PolicyText | None = None  # ``text`` as a structure (a verify or dispatch line added: frontier, decode)
+    from_run: list = dataclasses.field(default_factory=list)  # dropped though they failed in the user's run (proven)
 
     def gain(self, backend: str) -> tuple[float, float] | None:
         """(no filter µs, policy µs) medians per call on ``backend``, if measured."""
@@ -60,6 +61,7 @@ class Suggestion:
     def to_dict(self) -> dict[str, Any]:
         return {"policy": self.name, "verify": self.verify,
                 "dropped": [{"name": n, "guard_type": t} for n, t in self.dropped],
+                "dropped_from_run": [{"name": n, "guard_type": t} for n, t in self.from_run],
                 "kept": {o: [g.name or "<ambient>" for g in gs] for o, gs in self.kept.items()},
                 "audit": self.audit.to_dict(), "bench": self.bench}
 
@@ -85,39 +87,63 @@ def rule_key(g: Any) -> tuple[str, str]:
     return (f"path:{g.path}" if g.path else f"name:{g.name}", g.guard_type)
 
 
-def keep_reason(g: Any, verdicts: set[str], changed: set[tuple[str, str]]) -> str | None:
+def keep_reason(g: Any, verdicts: set[str], changed: set[tuple[str, str]],
+                proven: set[tuple[str, str]] = frozenset(), offer_inputs: bool = False) -> str | None:
     """Why the guard ``g`` is kept (None: it is dropped). ``verdicts``: of every audited guard
     with ``g``'s rule key; ``changed``: ``(name, guard_type)`` that failed during the user's own
-    run (``--from-run``)."""
+    run (``--from-run``); ``proven``: those of them the audit tried with every value the run
+    gave their state, each harmless (``proven_by_run``): dropped even on an input;
+    ``offer_inputs``: an input's harmless guard is dropped too (``offered``: the policy the
+    user's run is tried under, never written)."""
+    run = (g.name, g.guard_type) in changed
     if verdicts != {"harmless"}:
         return "not harmless on every value tried"
     if not g.name:
         return "ambient"
     if not g.path:
         return "no path to name it by (a chain through type(), __dict__)"
-    if input_guard(g):
+    if run and (g.name, g.guard_type) not in proven:
+        return "its state changed during the user's run, and the audit did not try the values the run gave it"
+    if input_guard(g) and not run and not offer_inputs:
         return "an input's (the caller decides it per call: GP3008 and the input's structure)"
     if g.guard_type == "TENSOR_MATCH":
         return ("a tensor the policy installs as a free tensor (its config line): replaced, it is stale unless "
                 "a guard sees it")
     if UNSTABLE_NAME.search(g.name):
         return "a name torch numbers per compile"
-    if (g.name, g.guard_type) in changed:
-        return "its state changed during the user's run"
     return None
 
 
-def decide(audit: Any, changed: set[tuple[str, str]] = frozenset()
+def proven_by_run(audit: Any, changed: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """The guards of ``changed`` (``(name, guard_type)`` that failed during the user's run)
+    whose state the audit changed to the values the run gave it (``mutation.SEEN`` trials,
+    ``audit(..., seen=...)``), every one applied and harmless, output and written state."""
+    from ..mutation.plan import SEEN
+
+    out = set()
+    for group in audit.groups:
+        for g in group.guards:
+            if (g.name, g.guard_type) not in changed:
+                continue
+            tried = [t for t in group.trials if t.mutation.endswith(SEEN) and g.guard_type in t.guard_types]
+            if tried and all(t.outcome == "harmless" for t in tried):
+                out.add((g.name, g.guard_type))
+    return out
+
+
+def decide(audit: Any, changed: set[tuple[str, str]] = frozenset(), offer_inputs: bool = False
            ) -> tuple[list[tuple[str, str]], dict[str, list[Any]]]:
     """``(dropped (name, guard_type) in offer order, kept groups by outcome)`` from the
     audit of a policy that dropped every guard: a guard is dropped only when every guard
-    its rule would match was harmless on every value tried (and ``keep_reason`` has none)."""
+    its rule would match was harmless on every value tried (and ``keep_reason`` has none;
+    a guard that failed in the user's run only when ``proven_by_run``)."""
     verdicts: dict[tuple[str, str], set[str]] = defaultdict(set)
     for group in audit.groups:
         for g in group.guards:
             verdicts[rule_key(g)].add(group.verdict(g.guard_type))
+    proven = proven_by_run(audit, changed)
     blocked = {rule_key(g) for group in audit.groups for g in group.guards
-               if keep_reason(g, verdicts[rule_key(g)], changed) is not None}
+               if keep_reason(g, verdicts[rule_key(g)], changed, proven, offer_inputs) is not None}
     dropped: list[tuple[str, str]] = []
     kept: dict[str, list[Any]] = defaultdict(list)
     for group in audit.groups:
@@ -135,7 +161,7 @@ def decide(audit: Any, changed: set[tuple[str, str]] = frozenset()
 
 #: The kept groups that were harmless on the audit's backend: an input's (GP3008), a tensor
 #: the policy installs as a free tensor, a name torch numbers per compile, or state the user's
-#: run changed.
+#: run changed to values the audit did not try.
 KEPT_HARMLESS = "harmless, kept (an input's, a free tensor, a per-compile name, or changed in your run)"
 
 #: Names with a per-process counter torch adds (``G['__builtins_dict___0']``): another
@@ -175,6 +201,7 @@ def render(name: str, spec: str, audit: Any, dropped: list[tuple[str, str]], kep
     every = _guards(audit)
     drop = set(dropped)
     dropped_guards = list({(g.name, g.guard_type, g.path): g for g in every if (g.name, g.guard_type) in drop}.values())
+    inputs = [g for g in dropped_guards if input_guard(g)]
     dangerous = [g for _, g in audit.guards_with("dangerous")]
     counts: dict[str, int] = defaultdict(int)
     for grp in audit.groups:
@@ -189,6 +216,9 @@ def render(name: str, spec: str, audit: Any, dropped: list[tuple[str, str]], kep
     if audit.budget_cut:
         doc += (f" The audit's --budget ended it early: {audit.budget_cut} of {audit.planned} planned changes were "
                 "not tried, and the guards of every state they belong to are kept.")
+    if inputs:
+        doc += (f" It drops {len(inputs)} guards on inputs that changed during your run (suggest --from-run): the "
+                "audit tried each with the values your run gave it, output and written state equal to eager's.")
     if verify is None and dropped:
         doc += (" WARNING: written with --no-verify: nothing re-checks the dropped guards, so a change the audit "
                 "did not try is served stale.")
@@ -197,15 +227,39 @@ def render(name: str, spec: str, audit: Any, dropped: list[tuple[str, str]], kep
     header = [f"Written by `python -m guardpolicy suggest --model {spec}`. Every dropped guard's state",
               "was changed to each value the audit tries (boundaries, both directions) and the compiled",
               "model still matched eager; re-run suggest when the model changes."]
-    return suggest_render.render(name, doc, header, dropped_guards, every, dangerous, verify, INPUT_GUARD_TYPES)
+    return suggest_render.render(name, doc, header, dropped_guards, every, dangerous, verify, INPUT_GUARD_TYPES,
+                                 inputs)
 
 
-def check(text: str, audit: Any, dropped: list[tuple[str, str]]) -> list[str]:
-    """Problems of the policy ``text``: any diagnostic, a failing test block, or a decision
-    on an audited guard that differs from the plan (a dangerous guard dropped above all)."""
+#: The checker's warning a policy dropping input guards proven on the user's run carries.
+INPUT_WARNING = ("GP3008", "guards on non-tensor inputs")
+
+
+def offered(s: Suggestion, spec: str) -> str:
+    """The policy a ``--from-run`` workload runs under (in dry-run): ``s``'s, dropping the
+    inputs' harmless guards too, so that the run names those that fail (a per-call
+    ``run_id``) and their values; never written."""
+    import torch
+
+    dropped, kept = decide(s.audit, offer_inputs=True)
+    text = render(s.name, spec, s.audit, dropped, kept, torch.__version__, s.verify).render()
+    problems = check(text, s.audit, dropped, run_tests=False)
+    if problems:
+        raise ValueError("the policy offered to the run fails its own checks:\n  " + "\n  ".join(problems))
+    return text
+
+
+def check(text: str, audit: Any, dropped: list[tuple[str, str]], run_tests: bool = True) -> list[str]:
+    """Problems of the policy ``text``: any diagnostic (but GP3008 on non-tensor inputs where
+    it drops an input's guard ``suggest --from-run`` proved harmless), a failing test block,
+    or a decision on an audited guard that differs from the plan (a dangerous guard dropped
+    above all)."""
     from ...api.loading import lint, load
 
-    problems = [str(d) for d in lint(text)]
+    drop = set(dropped)
+    inputs = any(input_guard(g) and (g.name, g.guard_type) in drop for g in _guards(audit))
+    problems = [str(d) for d in lint(text)
+                if not (inputs and d.code == INPUT_WARNING[0] and INPUT_WARNING[1] in d.message)]
     if problems:
         return problems
     policy = load(text)
@@ -220,7 +274,8 @@ def check(text: str, audit: Any, dropped: list[tuple[str, str]]) -> list[str]:
             problems.append(f"{row['guard_type']} {row['name']}: the policy would {'keep' if keep else 'drop'} it")
         if not keep and key in dangerous:
             problems.append(f"{row['guard_type']} {row['name']}: dangerous, yet dropped")
-    problems += _run_test_blocks(text)
+    if run_tests:
+        problems += _run_test_blocks(text)
     return problems
 
 
@@ -274,21 +329,24 @@ def _timed(fn: Any, args: tuple, kwargs: dict, policy: Any, backends: tuple[str,
 def suggest(fn: Any, args: tuple = (), kwargs: dict | None = None, *, name: str = "suggested", spec: str = "model",
             backend: str = "eager", bench_backends: tuple[str, ...] = (), calls: int = 200, block: int = 20,
             verify: int | None = DEFAULT_VERIFY, changed: set[tuple[str, str]] = frozenset(),
-            progress: Callable[[str], None] | None = None, budget: float | None = None) -> Suggestion:
+            progress: Callable[[str], None] | None = None, budget: float | None = None,
+            seen: dict[str, list] | None = None) -> Suggestion:
     """Audits ``fn(*args, **kwargs)`` with every guard dropped, then renders, loads and
     checks the policy (``ValueError`` listing the problems if it fails its own checks); with
     ``bench_backends``, measures no filter against it per backend, with one torch thread.
     ``verify``: the policy's ``verify every N calls`` (None: no such line); ``changed``:
-    ``(name, guard_type)`` of guards that failed during a real run (never dropped); ``budget``:
-    seconds after which the audit tries no further change (the unfinished states are kept, and
-    the policy's doc says so)."""
+    ``(name, guard_type)`` of guards that failed during a real run, dropped only where the
+    audit proved them harmless on the values ``seen`` (per guard name, the values that run
+    gave the state: ``from_run.observe``), else kept; ``budget``: seconds after which the
+    audit tries no further change (the unfinished states are kept, and the policy's doc says
+    so)."""
     import torch
 
     from .. import mutation
     from ...api.loading import load
 
     result = mutation.audit(fn, args, kwargs, AUDIT_POLICY, label=spec, backend=backend, progress=progress,
-                            budget=budget)
+                            budget=budget, seen=seen)
     if result.problems:
         raise ValueError("; ".join(result.problems))
     if result.frames == 0:
@@ -302,7 +360,8 @@ def suggest(fn: Any, args: tuple = (), kwargs: dict | None = None, *, name: str 
     problems = check(text, result, dropped)
     if problems:
         raise ValueError("the suggested policy fails its own checks:\n  " + "\n  ".join(problems))
-    out = Suggestion(name, result, dropped, kept, text, verify=verify, source=source)
+    out = Suggestion(name, result, dropped, kept, text, verify=verify, source=source,
+                     from_run=[d for d in dropped if d in set(changed)])
     if bench_backends:
         out.bench = _timed(fn, tuple(args), dict(kwargs or {}), load(text), tuple(bench_backends), calls, block,
                            progress, spec)

@@ -10,6 +10,8 @@ audit meant.
   dropped: ``suggest`` keeps them (no readable name to drop them by).
 * A value set holds what fits in ``WIDTH`` columns; a longer one continues in another rule
   of the same shape, so no line is a screen wide.
+* An input's guard that ``suggest --from-run`` proved harmless on the values the user's run
+  gave it (a per-call ``run_id``) is dropped by its exact path, ``guard_source == LOCAL``.
 * Then the inputs' tensors and types (``guard_source == LOCAL``) and the guard types no
   watcher can see (the schema's ``watch_kept_guard_types``) are kept, and every other guard
   is watched (``default watch``; guardpolicy.runtime.watch).
@@ -129,6 +131,23 @@ def rules(dropped: list[Any], every: list[Any], input_types: tuple[str, ...]) ->
     return lines
 
 
+def input_rules(dropped: list[Any]) -> list[str]:
+    """The ``drop when`` lines of the inputs' guards ``suggest --from-run`` proved harmless on
+    the values the user's run gave them: exact paths (no glob), per set of guard types."""
+    by_path: dict[str, set[str]] = defaultdict(set)
+    for g in dropped:
+        by_path[g.path].add(g.guard_type)
+    by_types: dict[frozenset, list[str]] = defaultdict(list)
+    for path, types in by_path.items():
+        by_types[frozenset(types)].append(path)
+    lines: list[str] = []
+    for types, paths in sorted(by_types.items(), key=lambda kv: sorted(kv[0])):
+        head = f"  drop when {_types_text(types)} and guard_source == LOCAL and path in {{"
+        for chunk in _chunks(head, [gpol_string(p) for p in sorted(paths)]):
+            lines.append(head + ", ".join(chunk) + "}")
+    return lines
+
+
 def expect_line(decision: str, g: Any) -> str:
     return (f"  expect {decision} {{ name: {gpol_string(g.name)}, guard_type: {gpol_string(g.guard_type)}, "
             f"guard_source: {gpol_string(g.guard_source)}, path: {gpol_string(g.path)} }}")
@@ -175,11 +194,14 @@ def tests(dropped: list[Any], dangerous: list[Any]) -> list[str]:
 
 
 def render(name: str, doc: str, header: list[str], dropped: list[Any], every: list[Any], dangerous: list[Any],
-           verify: int | None, input_types: tuple[str, ...]) -> PolicyText:
-    """The whole policy (``.render()`` is its ``.gpol`` text)."""
+           verify: int | None, input_types: tuple[str, ...], inputs: list[Any] = ()) -> PolicyText:
+    """The whole policy (``.render()`` is its ``.gpol`` text); ``inputs``: the dropped guards
+    of ``dropped`` that are an input's (``input_rules``)."""
     settings = (FREE_TENSORS,) + ((f"verify every {verify} calls",)
                                                           if verify is not None and dropped else ())
-    body = rules(dropped, every, input_types) + watched_lines()
+    ids = {id(g) for g in inputs}
+    body = (rules([g for g in dropped if id(g) not in ids], every, input_types) + input_rules(list(inputs))
+            + watched_lines())
     return PolicyText(name, body=_unindented(body), default="watch", unsafe=bool(dropped), doc=doc,
                       settings=settings, header=tuple(header), tests=_unindented(tests(dropped, dangerous)))
 
