@@ -30,16 +30,20 @@ class EagerFallback:
     the compile id of the compile torch refused; ``limit``: Dynamo's config knob
     (``recompile_limit`` or ``accumulated_recompile_limit``) and ``value``, its value then;
     ``last_reason``: torch's recompile reason of that call, the guard that failed (``""``
-    where torch kept no record)."""
+    where torch kept no record); ``most_failed``: the guard that failed most often over the
+    frame's recompiles and how often (``"self.step (EQUALS_MATCH) failed 7 times"``; ``""``
+    where none was recorded)."""
 
     frame: CompiledFrame
     limit: str
     value: Any
     last_reason: str
+    most_failed: str = ""
 
     def __str__(self) -> str:
+        most = f"; most often: {self.most_failed}" if self.most_failed else ""
         return (f"{self.frame}: torch._dynamo hit config.{self.limit} ({self.value}), "
-                f"last reason: {self.last_reason or 'not recorded'}")
+                f"last reason: {self.last_reason or 'not recorded'}{most}")
 
 
 def code_frame(code: Any, compile_id: str = "") -> CompiledFrame:

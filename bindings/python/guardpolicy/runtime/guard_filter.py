@@ -15,7 +15,9 @@ from .watch import free_tensors
 from ..api.errors import PolicyRuntimeWarning
 from .dry_run import attribute
 from .frames import EagerFallback, FrameExplanations, code_frame, compiled_frame
+from .recompiles import Recompile, most_failed
 from .logs import log as _log
+from .serving import scope as serving_scope
 from .stats import CompileStats
 from .verify import DroppedIndex, FrameGuards
 
@@ -48,8 +50,8 @@ class GuardFilter:
         stats.ranks.after_frame(explanations, stats.calls)  # check_ranks: raises RankMismatchError
         if stats.verify_every:
             torch_locals = torch_internals.compiling_frame_locals()
-            index = DroppedIndex.of(entries, explanations, explanations.frame)
-            stats.guards.add(torch_locals["self"], FrameGuards(torch_locals["guard_manager"], index))
+            stats.guards.add(torch_locals["self"], FrameGuards.for_verify(entries, explanations, torch_locals,
+                                                                          policy, torch_internals))
         elif stats.dry_run:
             decisions = self._dry_run(entries, decisions, explanations)
         torch_internals.forget_export_info([entry.orig_guard for entry in entries])  # torch builds them again
@@ -96,18 +98,23 @@ class ScopedConfigCallback:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         from . import torch_internals
 
+        if serving_scope.THREAD.__dict__:  # this thread serves (guardpolicy.serving): refuse or count a compile
+            serving_scope.on_miss(self.stats, self, args)
         ranks = self.stats.ranks
         with torch_internals.compile_lock():
             ranks.before_compile(self.stats.policy)
             try:
                 frame = args[0] if args else None
+                code = getattr(frame, "f_code", None)
+                failed_before = len(torch_internals.guard_failures(code))
                 with torch_internals.dynamo_config().patch(**self.stats.config_for(frame)):
                     result = self.inner(*args, **kwargs)
                     hit = torch_internals.recompile_limit_hit(result)  # the limit in force for the compile
+                self._recompiled(code, failed_before, hit)
                 if hit is not None:
-                    fell_back = code_frame(getattr(frame, "f_code", None), hit["compile_id"])
+                    fell_back = code_frame(code, hit["compile_id"])
                     self.stats.record_eager_fallback(EagerFallback(fell_back, hit["limit"], hit["value"],
-                                                                   hit["last_reason"]))
+                                                                   hit["last_reason"], self._most_failed(code)))
                 return result
             except Exception:
                 if ranks.error is not None:
@@ -115,3 +122,22 @@ class ScopedConfigCallback:
                 raise
             finally:  # the frames compiled have their cache entries: their gates go on
                 self.stats.watches.attach()
+
+    def _most_failed(self, code: Any) -> str:
+        found = most_failed(self.stats.recompiles, self.stats.explanations, getattr(code, "co_name", ""),
+                            getattr(code, "co_filename", ""))
+        return f"{found[0]} failed {found[1]} times" if found else ""
+
+    def _recompiled(self, code: Any, failed_before: int, hit: dict | None) -> None:
+        """Files the recompile of ``code`` that just ran (torch's reasons appended since
+        ``failed_before``), if it was one."""
+        from . import torch_internals
+
+        failures = torch_internals.guard_failures(code)[failed_before:]
+        if not failures:
+            return
+        last = self.stats.explanations[-1].frame if self.stats.explanations else None
+        compiled = "" if hit is not None or last is None or last.function != getattr(code, "co_name", None) \
+            else last.compile_id
+        self.stats.registries.recompiles.append(
+            Recompile(code_frame(code, compiled), tuple(f.split("\n", 1)[0] for f in failures)))

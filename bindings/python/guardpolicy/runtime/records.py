@@ -10,6 +10,7 @@ import dataclasses
 from typing import Any
 
 from .frames import EagerFallback, FrameExplanations
+from .recompiles import Recompile
 from .verify import REGISTRY, Guards, Violation
 from .watch import Watches
 
@@ -19,26 +20,30 @@ class Counts:
     """``compiles``: frames compiled, one per ``guard_filter_fn`` call (graph-break resume
     frames count); ``verified_calls``: calls verify checked, ``unverified_calls`` of them on a
     cache entry compiled without verify; ``recoveries``: calls after warm-up that no cache
-    entry accepted and that compiled with every guard (``call.recovery``). Plain ints updated
-    without a lock."""
+    entry accepted and that compiled with every guard (``call.recovery``);
+    ``serve_time_compiles``: calls inside ``guardpolicy.serving(...)`` that would compile
+    (raised, or compiled under ``on_compile="warn"``). Plain ints updated without a lock."""
 
     compiles: int = 0
     verified_calls: int = 0
     unverified_calls: int = 0
     recoveries: int = 0
+    serve_time_compiles: int = 0
 
 
 class Registries:
     """``explanations``: per compiled frame, a ``FrameExplanations``; ``violations``: verify's
     ``Violation`` objects; ``dry_run_events``: ``dry_run.DryRunEvent`` objects;
     ``eager_fallbacks``: each frame torch stopped compiling at a recompile limit (an
-    ``EagerFallback``); ``dispatch``: the ``call.dispatch.DirectDispatch`` (None without
+    ``EagerFallback``); ``recompiles``: each compile of a frame that had cache entries, with
+    torch's reason per entry (a ``recompiles.Recompile``); ``dispatch``: the ``call.dispatch.DirectDispatch`` (None without
     direct dispatch); ``guards``: verify's registry of compiled frames (the process's
     ``verify.REGISTRY``); ``watches``: the guards watched rather than checked (a
     ``watch.Watches``). ``guards`` and ``watches`` are not pickled: a copy files and watches
     what it compiles itself."""
 
-    __slots__ = ("explanations", "violations", "dry_run_events", "eager_fallbacks", "dispatch", "guards", "watches")
+    __slots__ = ("explanations", "violations", "dry_run_events", "eager_fallbacks", "recompiles", "dispatch", "guards",
+                 "watches")
 
     #: Not pickled (live torch objects).
     _LIVE = ("guards", "watches")
@@ -48,6 +53,7 @@ class Registries:
         self.violations: list[Violation] = []
         self.dry_run_events: list[Any] = []
         self.eager_fallbacks: list[EagerFallback] = []
+        self.recompiles: list[Recompile] = []
         self.dispatch: Any = None
         self._live()
 

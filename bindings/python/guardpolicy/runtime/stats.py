@@ -73,10 +73,12 @@ class CompileStats:
     verified_calls = _Shown("counts")
     unverified_calls = _Shown("counts")
     recoveries = _Shown("counts")
+    serve_time_compiles = _Shown("counts", "Calls inside ``guardpolicy.serving(...)`` that would compile.")
     explanations = _Shown("registries")
     violations = _Shown("registries")
     dry_run_events = _Shown("registries")
     eager_fallbacks = _Shown("registries")
+    recompiles = _Shown("registries")
     dispatch = _Shown("registries")
     guards = _Shown("registries")
     watches = _Shown("registries")
@@ -190,12 +192,13 @@ class CompileStats:
         """torch stopped compiling a frame of this object at a recompile limit (seen by the
         scoped callback, once per frame, at compile time): recorded and logged."""
         self.registries.eager_fallbacks.append(fallback)
-        _log.warning("guardpolicy: %s of policy %r falls back to eager: torch._dynamo hit config.%s (%s), last "
-                     "reason: %s; from now on a call that none of its cache entries accepts runs it uncompiled "
-                     "(gp.stats(compiled).eager_fallbacks; raise torch._dynamo.config.%s, or make the input that "
-                     "varies dynamic)",
+        _log.warning("guardpolicy: %s of policy %r falls back to eager: torch._dynamo hit config.%s (%s); %s"
+                     "last reason: %s; from now on a call that none of its cache entries accepts runs it uncompiled "
+                     "(gp.stats(compiled).eager_fallbacks; `python -m guardpolicy recompiles` says which guard "
+                     "storms and proves a fix)",
                      fallback.frame, self.policy.name, fallback.limit, fallback.value,
-                     fallback.last_reason or "not recorded", fallback.limit)
+                     f"most often: {fallback.most_failed}; " if fallback.most_failed else "",
+                     fallback.last_reason or "not recorded")
 
     def __getstate__(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}

@@ -29,7 +29,9 @@ guardpolicy reads them from here (``torch_internals.X``):
 * ``eager``: ``nn.Module``'s global hooks, pytrees and aten ops under a dispatch mode (the
   mutation audit);
 * ``graph``: the GraphModule a backend is handed, its installed parameters read per call
-  (``guardpolicy.compile`` on a backend other than Inductor).
+  (``guardpolicy.compile`` on a backend other than Inductor);
+* ``lookup``: torch's cache lookup asked without a call, whether a miss would compile, and the
+  settings a saved compile records (``guardpolicy.runtime.serving``).
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from .call_state import (GlobalStateGuard, backend_of, cache_entries, dispatch_m
                          is_jit_tracing, len_torch_function_stack, on_every_compile, saved_tensors_hooks_active,
                          tracing_context_set)
 from .guards import (add_last_guard, all_cache_entries, build_guard_manager, cache_entries_of, compile_id, compiling_frame,
-                     compiling_frame_locals, fail_reason, failing_guard, forget_export_info, guard_profiler, guard_tree_api, invalidate, is_deleted,
+                     compiling_frame_locals, fail_reason, failing_guard, forget_export_info, guard_failures, guard_profiler, guard_tree_api, invalidate, is_deleted,
                      leaf_sources, missing_for_verify, retire, tensor_check, torch_function_enabled, uncount)
 from .config import (DYNAMO_CONFIG, clear_compilation_metrics, compilation_metrics, config_patch, config_value,
                      counters, dynamo_config, dynamo_optimize_replaced, has_config, lookup_backend)
@@ -51,6 +53,9 @@ from .trace import register_torch_log, trace_artifact, valgrind_toggle, valgrind
 from .inductor import inductor_fallback_random, inductor_mode_options
 from .eager import dispatch_mode, global_module_hooks, returns_alias, tree_map
 from .graph import AttributeReads
+from .lookup import (COMPILE_KNOBS, LookupEntry, at_recompile_limit, compile_identity, compile_knobs, current_region,
+                     dynamo_skips, evaluate, failing_parts, fx_graph_cache_enabled, global_state_now, lookup_entries,
+                     missing_for_serving, passes, region_of, strip_local_scope, total_entries)
 
 __all__ = [
     # context
@@ -62,7 +67,7 @@ __all__ = [
     "len_torch_function_stack", "on_every_compile", "saved_tensors_hooks_active", "tracing_context_set",
     # guards
     "add_last_guard", "all_cache_entries", "build_guard_manager", "cache_entries_of", "compile_id", "compiling_frame",
-    "compiling_frame_locals", "fail_reason", "failing_guard", "forget_export_info", "guard_profiler", "guard_tree_api", "invalidate", "is_deleted",
+    "compiling_frame_locals", "fail_reason", "failing_guard", "forget_export_info", "guard_failures", "guard_profiler", "guard_tree_api", "invalidate", "is_deleted",
     "leaf_sources", "missing_for_verify", "retire", "tensor_check", "torch_function_enabled", "uncount",
     # config
     "DYNAMO_CONFIG", "clear_compilation_metrics", "compilation_metrics", "config_patch", "config_value", "counters",
@@ -78,4 +83,8 @@ __all__ = [
     "dispatch_mode", "global_module_hooks", "returns_alias", "tree_map",
     # graph
     "AttributeReads",
+    # lookup
+    "COMPILE_KNOBS", "LookupEntry", "at_recompile_limit", "compile_identity", "compile_knobs", "current_region",
+    "dynamo_skips", "evaluate", "failing_parts", "fx_graph_cache_enabled", "global_state_now", "lookup_entries",
+    "missing_for_serving", "passes", "region_of", "strip_local_scope", "total_entries",
 ]

@@ -181,6 +181,14 @@ def failing_guard(manager: Any, f_locals: dict) -> str:
     return "" if info.result or not parts else str(parts[0])
 
 
+def guard_failures(code: Any) -> list[str]:
+    """torch's recompile reasons of ``code`` (an original code object) so far, one per cache
+    entry it tried on each recompile, oldest first (``torch._dynamo.guards.guard_failures``,
+    what ``TORCH_LOGS=recompiles`` prints: ``"0/1: self.step == 1  # ..."``); a copy. Empty
+    on a torch without the record."""
+    return list(getattr(_guards, "guard_failures", {}).get(code, ()))
+
+
 def tensor_check(tensors: tuple) -> Any:
     """``check(*tensors) -> bool``: whether each tensor still has the dtype, device, shape,
     strides, ``requires_grad`` and dispatch keys it has now, in one C call (torch's
