@@ -31,7 +31,7 @@ from .runtime.verify import FailedGuard, Verdict, Violation
 from .runtime.dry_run import DryRunEvent, DryRunReport, report as dry_run_report
 from .runtime.compiled import (CompileStats, compile, compile_repeated_blocks,  # noqa: A004 - guardpolicy.compile
                                 explain, stats)
-from .reports import AuditReport, BenchReport, SuggestReport, audit, bench, capture, doctor, suggest
+from .reports import AuditReport, BenchReport, SuggestReport, audit, bench, capture, doctor, recompiles, suggest
 from . import moved
 
 moved.install()
@@ -81,6 +81,7 @@ __all__ = [
     "load_plugin",
     "load_std",
     "plugins",
+    "recompiles",
     "stats",
     "std_policy_path",
     "suggest",

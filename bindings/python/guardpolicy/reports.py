@@ -25,6 +25,18 @@ def doctor():
     return _doctor()
 
 
+def recompiles(compiled: Any):
+    """The recompiles of ``compiled`` (what ``guardpolicy.compile`` returned) so far: every
+    guard that failed in a cache entry on a recompile, and the storms (a guard that failed in
+    two recompiles or more), most failures first, each with a verdict and advice: a
+    ``RecompilesReport`` (``storms``, ``recompiles``, ``table()``, ``to_json()``). Runs
+    nothing; ``python -m guardpolicy recompiles`` runs the loop and proves a fix
+    (docs/recompiles.md). Raises TypeError for an object ``guardpolicy.compile`` did not make."""
+    from .tools.recompiles.command import report_of
+
+    return report_of(compiled)
+
+
 def capture(fn: Callable, *args: Any, **kwargs: Any):
     """The guard entries ``torch.compile`` offers for ``fn(*args, **kwargs)``: a
     ``Snapshot`` (``rows()``, ``to_json()``, ``table()``). Compiles with

@@ -19,8 +19,10 @@ class PolicyText:
 
     ``body``: rules and ``use`` lines, in order; ``settings``: runtime lines (``config``,
     ``stance``, ``verify``, ``dispatch``, ...), written after the body and before
-    ``default``; ``header``: comment lines above the policy (``""`` is a bare ``#``);
-    ``tests``: the ``test NAME { ... }`` block's lines, or None for no block."""
+    ``default``; ``default``: ``""`` writes no ``default`` line (an ``extends`` policy then
+    has its base's); ``extends``: the policy it extends, or None; ``header``: comment lines
+    above the policy (``""`` is a bare ``#``); ``tests``: the ``test NAME { ... }`` block's
+    lines, or None for no block."""
 
     name: str
     body: tuple[str, ...] = ()
@@ -30,6 +32,7 @@ class PolicyText:
     settings: tuple[str, ...] = ()
     header: tuple[str, ...] = ()
     tests: tuple[str, ...] | None = None
+    extends: str | None = None
 
     def with_settings(self, *lines: str, name: str | None = None) -> PolicyText:
         """This policy with ``lines`` added to its runtime lines (and renamed to ``name``)."""
@@ -38,10 +41,12 @@ class PolicyText:
     def render(self) -> str:
         out = ["guardpolicy 1", ""]
         out += [f"# {h}" if h else "#" for h in self.header]
-        out.append(f"{'unsafe ' if self.unsafe else ''}policy {self.name} {{")
+        base = f" extends {self.extends}" if self.extends else ""
+        out.append(f"{'unsafe ' if self.unsafe else ''}policy {self.name}{base} {{")
         if self.doc is not None:
             out.append(f"  doc {gpol_string(self.doc)}")
-        out += [f"  {line}" for line in (*self.body, *self.settings, f"default {self.default}")]
+        default = (f"default {self.default}",) if self.default else ()
+        out += [f"  {line}" for line in (*self.body, *self.settings, *default)]
         out.append("}")
         if self.tests is not None:
             out += ["", f"test {self.name} {{", *(f"  {line}" for line in self.tests), "}"]

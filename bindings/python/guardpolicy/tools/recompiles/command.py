@@ -1,0 +1,219 @@
+"""``recompiles``: from a recompile storm to a proven fix. The steps:
+
+1. the loop (``run(compiled, model)``) runs eagerly once, for reference, and compiled with
+   ``watch_state`` (the safe setting): every recompile is recorded with the guard that
+   failed in each cache entry (``gp.stats(c).recompiles``);
+2. the guards that failed in ``verdicts.STORM_AFTER`` recompiles or more are the storms; the
+   value guards among them are candidate drops, which the mutation audit tries on the
+   model's example call (outputs *and* the state the call writes compared with eager's);
+3. each storm gets its verdict (``verdicts.classify``); the policy ``fix`` extends
+   ``watch_state`` with the proven drops and the config lines;
+4. the loop runs again under ``fix``; ``after`` counts its compiles, eager fallbacks and the
+   calls whose output or state differs from the eager pass's.
+
+``RecompilesReport`` holds it all; ``render.table`` and ``RecompilesReport.to_json`` show it.
+Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from typing import Any, Callable
+
+from ...api.policy_text import PolicyText
+from . import loop
+from .verdicts import UNSPEC_INT, Storm, classify, failed, storms_of
+
+#: The value guards a drop may be proven for (the mutation audit changes their value).
+VALUE_GUARDS = ("EQUALS_MATCH", "CONSTANT_MATCH", "LENGTH_CHECK", "SEQUENCE_LENGTH", "DICT_LENGTH", "DICT_KEYS_MATCH",
+                "TYPE_MATCH", "ID_MATCH")
+#: Runs of the loop under a fix at most: a fixed guard can uncover the next (torch names only
+#: the first failing guard of each cache entry).
+MAX_ROUNDS = 3
+
+
+@dataclasses.dataclass
+class Outcome:
+    """One compiled pass of the loop: ``compiles`` (frames compiled), ``eager_fallback``
+    (torch stopped compiling a frame at a recompile limit), ``wrong`` (calls whose output
+    differs from eager's), ``wrong_state`` (calls after which the model's state differs),
+    ``first_difference`` and ``seconds``."""
+
+    compiles: int
+    eager_fallback: bool
+    wrong: int
+    wrong_state: int
+    first_difference: str = ""
+    seconds: float = 0.0
+
+
+@dataclasses.dataclass
+class RecompilesReport:
+    """What ``python -m guardpolicy recompiles`` found. ``calls``: calls of the loop;
+    ``recompiles``: every failure of every recompile (``runtime.recompiles.FailedGuard``);
+    ``storms``: ``verdicts.Storm``, most failures first; ``policy``: the fix's text (``""``
+    when nothing a policy can fix stormed); ``before``, ``after``: ``Outcome`` of the loop
+    under ``watch_state`` and under the fix (``after`` None without a fix)."""
+
+    calls: int
+    recompiles: list
+    storms: list[Storm]
+    policy: str = ""
+    before: Outcome | None = None
+    after: Outcome | None = None
+
+    @property
+    def unfixed(self) -> list[Storm]:
+        """The storms no policy line fixes (dynamic, tensor, structure, keep)."""
+        return [s for s in self.storms if not s.line]
+
+    @property
+    def proven(self) -> bool:
+        """The fix ran the loop with no eager fallback and every output and state equal eager's."""
+        a = self.after
+        return a is not None and not a.eager_fallback and a.wrong == 0 and a.wrong_state == 0
+
+    def table(self, out_path: str | None = None) -> str:
+        """The report as the command prints it (``render.table``)."""
+        from .render import table
+
+        return table(self, out_path)
+
+    __str__ = table
+
+    def to_json(self) -> str:
+        return json.dumps({
+            "calls": self.calls,
+            "recompiles": [dataclasses.asdict(g) for g in self.recompiles],
+            "storms": [s.to_dict() for s in self.storms],
+            "policy": self.policy,
+            "before": dataclasses.asdict(self.before) if self.before else None,
+            "after": dataclasses.asdict(self.after) if self.after else None,
+        }, indent=2)
+
+
+def fix_policy(name: str, storms: list[Storm], verify: int | None = None) -> str:
+    """The policy ``name`` that extends ``watch_state`` with the storms' lines (drops first,
+    then config lines, each once); ``verify``: its ``verify every N calls`` (drops only)."""
+    drops = tuple(dict.fromkeys(s.line for s in storms if s.line.startswith("drop ")))
+    settings = tuple(dict.fromkeys(s.line for s in storms if s.line.startswith("config ")))
+    if verify and drops:
+        settings += (f"verify every {verify} calls",)
+    reasons = [f"{s.guard} ({s.guard_type}): {s.verdict}, failed {s.failures} times" for s in storms if s.line]
+    return PolicyText(name, body=drops, unsafe=bool(drops), settings=settings, default="", extends="watch_state",
+                      doc="watch_state with the proven fixes of a recompile storm (python -m guardpolicy recompiles)",
+                      header=("Written by `python -m guardpolicy recompiles`: each line fixes a storm", *reasons)
+                      ).render()
+
+
+def _outcome(p: loop.Pass, eager: loop.Pass) -> Outcome:
+    from ...runtime.compiled import stats
+
+    st = stats(p.compiled)
+    wrong, wrong_state, first = loop.wrong_calls(p, eager)
+    return Outcome(st.compiles, bool(st.eager_fallbacks), wrong, wrong_state, first, round(p.seconds, 3))
+
+
+def _prove(storms: list[Storm], built: Any, backend: str, progress: Callable | None) -> dict:
+    """The mutation audit of dropping every value-guard storm on the example call: its
+    verdict and first detail per ``(guard, guard_type)``."""
+    from ...api.loading import load
+    from ..mutation.run import audit
+
+    candidates = [s for s in storms if s.guard_type in VALUE_GUARDS]
+    if not candidates:
+        return {}
+    drops = [Storm(s.guard, s.guard_type, s.frame) for s in candidates]
+    for s in drops:
+        from .verdicts import drop_line
+
+        s.line = drop_line(s)
+    policy = load(fix_policy("recompiles_candidate", drops))
+    result = audit(built.fn, built.args, built.kwargs, policy, label="recompiles", backend=backend,
+                   progress=progress)
+    out = {}
+    for group in result.groups:
+        for g in group.dropped:
+            verdict = group.verdict(g.guard_type)
+            detail = next((t.detail for t in group.trials if t.outcome == verdict and g.guard_type in t.guard_types),
+                          "")
+            out.setdefault((group.name, g.guard_type), (verdict, detail))
+    return out
+
+
+def _classify(storms: list[Storm], model: Any, backend: str, progress: Callable | None) -> None:
+    proven = _prove(storms, model, backend, progress) if storms else {}
+    for s in storms:
+        classify(s, proven, model.fn)
+
+
+def recompiles(build: Callable[[], Any], run: Callable, *, name: str = "fix", backend: str = "eager",
+               verify: int | None = None, progress: Callable | None = None) -> RecompilesReport:
+    """Runs the steps of the module docstring. ``build()`` returns a ``BuiltModel`` (a new
+    model per call, the same weights under seed 0); ``run(compiled, model)`` is the loop;
+    ``backend``: the compiles' backend (guards and recompiles do not depend on it; ``eager``
+    is the fastest); ``verify``: the fix's ``verify every N calls`` (None: no verify line).
+    Raises ``loop.LoopError`` when the loop raises."""
+    from ...api.loading import load
+    from ...runtime.compiled import compile as gp_compile, stats
+
+    calls = {"n": 0}
+
+    def tick() -> None:
+        calls["n"] += 1
+        if progress:
+            progress(f"recompiles · {phase} · call {calls['n']}")
+
+    phase = "eager"
+    eager = loop.run_pass(run, build, None, tick)
+    phase, calls["n"] = "watch_state", 0
+    before = loop.run_pass(run, build, lambda m: gp_compile(m, "watch_state", backend=backend), tick)
+    st = stats(before.compiled)
+    storms = storms_of(st.recompiles, st.explanations)
+    report = RecompilesReport(len(eager.outputs), failed(st.recompiles, st.explanations), storms,
+                              before=_outcome(before, eager))
+    import torch
+
+    torch.manual_seed(0)
+    model = build()
+    _classify(storms, model, backend, progress)
+    for _ in range(MAX_ROUNDS):
+        if not any(s.line for s in storms):
+            break
+        report.policy = fix_policy(name, storms, verify)
+        policy = load(report.policy)
+        phase, calls["n"] = "fix", 0
+        after = loop.run_pass(run, build, lambda m, p=policy: gp_compile(m, p, backend=backend), tick)
+        report.after = _outcome(after, eager)
+        st = stats(after.compiled)
+        known = {(s.frame, s.guard) for s in storms}
+        new = [s for s in storms_of(st.recompiles, st.explanations) if (s.frame, s.guard) not in known]
+        _classify(new, model, backend, progress)
+        storms += new
+        report.recompiles += failed(st.recompiles, st.explanations)
+        if not any(s.line for s in new):
+            break
+    report.storms = sorted(storms, key=lambda s: (-s.failures, s.guard))
+    return report
+
+
+def report_of(compiled: Any) -> RecompilesReport:
+    """The recompiles and storms of a live ``guardpolicy.compile`` object so far, each storm
+    with the verdict that needs no run (``drop`` needs the audit: a value guard is ``keep``
+    here until ``python -m guardpolicy recompiles`` proves its drop); ``before`` holds its
+    compiles and whether it fell back to eager (``wrong`` is unknown: -1)."""
+    from ...runtime.compiled import stats
+
+    st = stats(compiled)
+    storms = storms_of(st.recompiles, st.explanations)
+    model = getattr(compiled, "_orig_mod", compiled)
+    for s in storms:
+        classify(s, {}, model)
+        if s.verdict == "keep":
+            s.advice += "; `python -m guardpolicy recompiles` proves whether dropping it is harmless"
+    return RecompilesReport(st.counts.compiles, failed(st.recompiles, st.explanations), storms,
+                            before=Outcome(st.counts.compiles, bool(st.eager_fallbacks), -1, -1))
+
+
+__all__ = ["Outcome", "RecompilesReport", "UNSPEC_INT", "fix_policy", "recompiles", "report_of"]
