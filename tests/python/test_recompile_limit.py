@@ -76,12 +76,15 @@ def test_the_recompile_limit_is_recorded_and_logged_once_and_outputs_stay_eager(
     assert fallback.last_reason.startswith(f"0/{limit - 1}: {guard}"), fallback.last_reason
     [line] = ours(caplog)
     assert line.startswith(f"guardpolicy: forward at {__file__}:")
-    assert f"torch._dynamo hit config.recompile_limit ({limit}), last reason: 0/{limit - 1}: {guard}" in line
+    most = "n (CONSTANT_MATCH)" if varies == "int" else "x (TENSOR_MATCH)"
+    assert fallback.most_failed == f"{most} failed 36 times"  # 1 + 2 + ... + 8 cache entries tried
+    assert (f"torch._dynamo hit config.recompile_limit ({limit}); most often: {most} failed 36 times; "
+            f"last reason: 0/{limit - 1}: {guard}") in line
     # what guardpolicy quotes is torch's own line
     [torch_line] = [t for t in torch_warnings if "hit config" in t]
     assert torch_line.startswith(f"torch._dynamo hit config.recompile_limit ({limit})\n")
     assert str(fallback) == f"{fallback.frame}: torch._dynamo hit config.recompile_limit (8), " \
-                            f"last reason: {fallback.last_reason}"
+                            f"last reason: {fallback.last_reason}; most often: {fallback.most_failed}"
 
 
 def multiplied(x, n):
