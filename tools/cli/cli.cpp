@@ -36,6 +36,7 @@ constexpr std::pair<const char*, const char*> kPythonTools[] = {
     {"bench", "time eager, no filter, each policy and torch's filters on models"},
     {"audit", "change the state each dropped guard protects: dangerous, caught or harmless"},
     {"suggest", "audit a model's guards and write a policy dropping only the harmless ones"},
+    {"recompiles", "name the guard a recompile storm fails on and write a fix proven against eager"},
     {"demo", "bench on the two demo models (what `make demo` runs)"},
     {"doctor", "say which features work on the installed torch, and what each other one needs"},
 };

@@ -3,21 +3,21 @@ after the fix."""
 
 from __future__ import annotations
 
-from .command import Outcome, RecompilesReport
+from typing import Any
 
 
 def _cut(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _outcome(label: str, o: Outcome, calls: int) -> str:
+def _outcome(label: str, o: Any, calls: int) -> str:
     fallback = "fell back to eager" if o.eager_fallback else "no eager fallback"
     return (f"  {label}: {o.compiles} compiles in {calls} calls, {fallback}, {o.wrong} wrong outputs, "
             f"{o.wrong_state} wrong states" + (f" ({o.first_difference})" if o.first_difference else ""))
 
 
-def table(report: RecompilesReport, out_path: str | None = None) -> str:
-    """The report as text: one row per storm (guard, type, failures, verdict), each verdict's
+def table(report: Any, out_path: str | None = None) -> str:
+    """A ``command.RecompilesReport`` as text: one row per storm (guard, type, failures, verdict), each verdict's
     line or advice under it, then the loop before and after the fix."""
     if not report.storms:
         lines = [f"no recompile storm in {report.calls} calls: no guard failed in two recompiles"]
