@@ -37,6 +37,7 @@ constexpr std::pair<const char*, const char*> kPythonTools[] = {
     {"audit", "change the state each dropped guard protects: dangerous, caught or harmless"},
     {"suggest", "audit a model's guards and write a policy dropping only the harmless ones"},
     {"recompiles", "name the guard a recompile storm fails on and write a fix proven against eager"},
+    {"coverage", "say which calls warm-up covered and which guard fails for the others"},
     {"demo", "bench on the two demo models (what `make demo` runs)"},
     {"doctor", "say which features work on the installed torch, and what each other one needs"},
 };

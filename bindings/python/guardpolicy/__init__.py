@@ -32,6 +32,11 @@ from .runtime.dry_run import DryRunEvent, DryRunReport, report as dry_run_report
 from .runtime.compiled import (CompileStats, compile, compile_repeated_blocks,  # noqa: A004 - guardpolicy.compile
                                 explain, stats)
 from .reports import AuditReport, BenchReport, SuggestReport, audit, bench, capture, doctor, recompiles, suggest
+from .runtime.serving.cache_file import CacheFileError, CacheLoad, CacheMismatch, load_cache, save_cache
+from .runtime.serving.check import EntryCheck, WouldRecompile, would_recompile
+from .runtime.serving.coverage import Coverage, CoverageRow, coverage
+from .runtime.serving.naming import GuardFailure
+from .runtime.serving.scope import ServeTimeCompile, serving
 from . import moved
 
 moved.install()
@@ -40,18 +45,25 @@ __all__ = [
     "__version__",
     "AuditReport",
     "BenchReport",
+    "CacheFileError",
+    "CacheLoad",
+    "CacheMismatch",
     "DATA_DIR",
     "EXAMPLE_PLUGINS",
     "CompileStats",
     "CompiledFrame",
+    "Coverage",
+    "CoverageRow",
     "Diagnostic",
     "DryRunEvent",
     "DryRunReport",
+    "EntryCheck",
     "Explanation",
     "FilterInfo",
     "FrameExplanations",
     "FailedGuard",
     "FilterParam",
+    "GuardFailure",
     "PluginError",
     "PluginInfo",
     "Policy",
@@ -60,6 +72,7 @@ __all__ = [
     "RankMismatchError",
     "RuleRef",
     "SAFE_POLICIES",
+    "ServeTimeCompile",
     "STD_POLICIES",
     "StaleGuardError",
     "StaleGuardWarning",
@@ -70,6 +83,7 @@ __all__ = [
     "capture",
     "compile",
     "compile_repeated_blocks",
+    "coverage",
     "doctor",
     "dry_run_report",
     "example_plugin_path",
@@ -78,13 +92,18 @@ __all__ = [
     "filters",
     "lint",
     "load",
+    "load_cache",
     "load_plugin",
     "load_std",
     "plugins",
+    "save_cache",
+    "serving",
     "recompiles",
     "stats",
     "std_policy_path",
     "suggest",
     "Verdict",
     "Violation",
+    "WouldRecompile",
+    "would_recompile",
 ]

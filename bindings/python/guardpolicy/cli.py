@@ -2,7 +2,7 @@
 
 ``lint``, ``fmt``, ``test``, ``compile``, ``disasm``, ``check`` and ``filters`` run the C++
 command line inside this process (the installed ``guardpolicy`` command is that C++ program
-itself, tools/cli); ``capture``, ``bench``, ``audit``, ``suggest``, ``recompiles``, ``demo`` and ``doctor`` are the Python tools (they
+itself, tools/cli); ``capture``, ``bench``, ``audit``, ``suggest``, ``recompiles``, ``coverage``, ``demo`` and ``doctor`` are the Python tools (they
 need torch), reached only this way. ``$GUARDPOLICY_DATA_DIR`` overrides the package's schema
 and std policies.
 """
@@ -19,7 +19,7 @@ from .api.loading import DATA_DIR
 #: Subcommands implemented in Python: name -> module with main(argv) -> int.
 PYTHON_TOOLS = {"capture": "tools.capture", "bench": "tools.bench", "audit": "tools.audit",
                 "suggest": "tools.suggest", "demo": "tools.demo", "doctor": "tools.doctor",
-                "recompiles": "tools.recompiles"}
+                "recompiles": "tools.recompiles", "coverage": "tools.coverage"}
 
 
 def main(argv: list[str] | None = None) -> int:
