@@ -142,3 +142,27 @@ def test_the_command_exits_1_on_a_storm_no_policy_fixes_and_2_on_bad_input(tmp_p
     (tmp_path / "fix.gpol").write_text("keep me\n")
     done = _cli("--model", script, "--run", script, "-o", "fix.gpol", cwd=tmp_path)
     assert done.returncode == 2 and (tmp_path / "fix.gpol").read_text() == "keep me\n"
+
+
+def test_the_structure_advice_holds_peft_s_hotswap_compiles_once_under_watch_state():
+    """What the `structure` verdict recommends: PEFT's hotswap swaps each request's adapter
+    weights in place, and `watch_state` serves them with one compile, as torch.compile does."""
+    pytest.importorskip("peft")
+    from peft import LoraConfig, get_peft_model
+    from peft.utils.hotswap import hotswap_adapter_from_state_dict, prepare_model_for_compiled_hotswap
+
+    def lora_model():
+        base = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 8))
+        return get_peft_model(base, LoraConfig(r=4, target_modules=["0", "2"], init_lora_weights=False)).eval()
+
+    torch.manual_seed(0)
+    model = lora_model()
+    requests = [{k: v for k, v in lora_model().state_dict().items() if "lora_" in k} for _ in range(4)]
+    prepare_model_for_compiled_hotswap(model, target_rank=4)
+    compiled = gp.compile(model, "watch_state", backend="eager")
+    x = torch.randn(2, 8)
+    with torch.no_grad():
+        for state_dict in requests:
+            hotswap_adapter_from_state_dict(model, state_dict, "default", model.peft_config["default"])
+            torch.testing.assert_close(compiled(x), model(x))
+    assert gp.stats(compiled).compiles == 1 and not gp.stats(compiled).recompiles
