@@ -100,7 +100,7 @@ def test_an_empty_list_the_forward_appends_to_gets_a_verdict(counter):
     assert [g.guard_type for g in history.dropped] == ["SEQUENCE_LENGTH"]
     assert history.outcome == "dangerous"
     assert history.trials[0].mutation == "list grown to 1 item (a 0-d tensor)"
-    assert history.trials[0].detail == "no recompile, stale state: self.history holds 1 items, eager's 2"
+    assert history.trials[0].detail == "no recompile, stale state: self.history holds 1 item, eager's 2"
 
 
 def test_a_constant_written_per_call_and_a_float_read_only_stay_harmless(counter):

@@ -124,6 +124,13 @@ class Session:
         limit = trial_size.limit_for(self.call_bytes)
         return detached(seeded(lambda: trial_size.bounded(lambda: self.call.run(target), limit)))
 
+    def wrote(self, snap: Snapshot) -> dict:
+        """What the last call wrote over ``snap`` (``written.capture``), timed in ``state_s``."""
+        t0 = time.perf_counter()
+        out = written.capture(snap)
+        self.state_s += time.perf_counter() - t0
+        return out
+
     def state_name(self, path: str) -> str:
         """A snapshot path as a report names it: the model's own state under the name of
         ``forward``'s first parameter (``self.step``) when the model is a module, as torch
@@ -155,10 +162,10 @@ class Session:
 
         first, self.call_bytes = seeded(lambda: trial_size.measure(lambda: self.call.run(self.call.fn)))
         first = detached(first)
-        self.eager_wrote = written.capture(self.base)
+        self.eager_wrote = self.wrote(self.base)
         self.restore()
         second = self.run(self.call.fn)
-        self.unjudged = written.unrepeatable(self.eager_wrote, written.capture(self.base))
+        self.unjudged = written.unrepeatable(self.eager_wrote, self.wrote(self.base))
         self.restore()
         problem = compare(second, first)
         if problem is not None:

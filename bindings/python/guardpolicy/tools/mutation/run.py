@@ -216,7 +216,7 @@ def _one_trial(m: Mutation, rec: GuardRecorder, session: Session, compiled: Any)
             return Trial(m.what, "not applied", f"too large to try: {e}")
         except Exception as e:  # noqa: BLE001 - eager cannot run it: no valid state to audit
             return Trial(m.what, "not applied", f"eager raised {_short(e)}")
-        eager_wrote = written.capture(changed)
+        eager_wrote = session.wrote(changed)
         session.restore(changed)
         before = rec.compiles
         error = None
@@ -234,7 +234,7 @@ def _one_trial(m: Mutation, rec: GuardRecorder, session: Session, compiled: Any)
         problem = compare(out, ref)
         if problem is not None:
             return Trial(m.what, "dangerous", f"no recompile, stale output: {problem}")
-        stale = written.differ(eager_wrote, written.capture(changed), session.unjudged, session.state_name)
+        stale = written.differ(eager_wrote, session.wrote(changed), session.unjudged, session.state_name)
         if stale is not None:
             return Trial(m.what, "dangerous", f"no recompile, stale state: {stale}")
         return Trial(m.what, "harmless", "no recompile, output and written state equal eager's")
@@ -363,7 +363,7 @@ def _run(result: MutationAudit, rec: GuardRecorder, session: Session, policy: Po
     result.compile_s = time.perf_counter() - t0
     session.restore()
     session.run(compiled)  # what a call writes without compiling (a compile marks the module: _is_torch_compile)
-    stale = written.differ(session.eager_wrote, written.capture(session.base), session.unjudged, session.state_name)
+    stale = written.differ(session.eager_wrote, session.wrote(session.base), session.unjudged, session.state_name)
     session.restore()
     for _ in range(policy.stance_warmup or 0):
         session.run(compiled)

@@ -152,6 +152,10 @@ def _text(v: Any) -> str:
     return t if len(t) <= 40 else t[:39] + "…"
 
 
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}" + ("" if n == 1 else "s")
+
+
 def difference(a: Any, b: Any, path: str) -> str | None:
     """None when values ``a`` (the compiled call's) and ``b`` (eager's) are equal, else one
     line naming the first difference under ``path``."""
@@ -168,7 +172,7 @@ def difference(a: Any, b: Any, path: str) -> str | None:
         return f"{path} is {_text(a)}, eager wrote {_text(b)}"
     if isinstance(a, _Seq):
         if a.length != b.length:
-            return f"{path} holds {a.length} items, eager's {b.length}"
+            return f"{path} holds {_count(a.length, 'item')}, eager's {b.length}"
         for i, (x, y) in enumerate(zip(a.items, b.items)):
             problem = difference(x, y, f"{path}[{i}]")
             if problem is not None:

@@ -7,7 +7,8 @@ dropping exactly the guards the mutation audit found harmless.
 2. The policy: ``default keep``; one ``drop when guard_type == T and name in {...}`` rule
    per guard type, over the exact names torch gave the guards of the **harmless** groups
    (a name and type with another verdict anywhere is never dropped, nor a value, type or
-   tensor guard on an input: GP3008); every dangerous, caught and not mutated guard is kept. ``test`` blocks
+   tensor guard on an input: GP3008, unless ``--from-run`` proved it harmless on the values the
+   user's run gave it); every dangerous, caught and not mutated guard is kept. ``test`` blocks
    pin every decision: ``expect drop`` for each dropped guard, ``expect keep`` for each
    dangerous one. The text is loaded, linted and checked before it is written: a policy
    that would drop a dangerous guard is never written.

@@ -2,8 +2,8 @@
 where the audit proved it harmless on the values the workload gave it.
 
 ``SCRIPT.py`` defines ``run(compiled, model)``: it calls ``compiled`` (the model compiled
-with the suggested policy in dry-run mode: every guard kept, docs/verify.md) the way the
-user's program does and changes ``model`` between calls as the program does (a decode loop
+in dry-run mode, every guard kept, docs/verify.md, with the suggested policy that also drops
+the inputs' harmless guards: ``command.offered``) the way the user's program does and changes ``model`` between calls as the program does (a decode loop
 that lowers ``model.n_active``, an adapter swap, a new ``run_id`` per call). Every recompile
 the policy would have served stale is attributed to the dropped guards that failed
 (``gp.stats(compiled).dry_run_events``); ``observe`` returns their ``(name, guard_type)``
