@@ -14,8 +14,8 @@ it, what it holds now and what it held before, as values (``Written``):
 
 A value is kept as numbers and strings (compared by ``==``, NaN equal to NaN, the type
 too), tensors (a detached clone, compared with ``torch.testing``'s tolerances through
-``common.compare``), lists, tuples, dicts and sets elementwise, and any other object by its
-type. Only the pieces a call changed are copied: a tensor the call did not write is not
+``common.compare``), lists, tuples and sets item by item, dicts key by key, and any other
+object by its type. Only the pieces a call changed are copied: a tensor the call did not write is not
 cloned. ``differ(eager, compiled)`` compares two captures of calls from the same snapshot
 and says, in one line, what the compiled call left otherwise, e.g. ``self.step is 1, eager
 wrote 101``. Importing this module does not import torch.
@@ -87,17 +87,22 @@ def value_of(v: Any, depth: int = 0) -> Any:
             return v.detach().clone()
     if depth >= MAX_DEPTH:
         return _Object(type(v))
-    if isinstance(v, (list, tuple)):
-        return _Seq(type(v), tuple(value_of(x, depth + 1) for x in list(v)[:MAX_ITEMS]), len(v))
-    if isinstance(v, (set, frozenset)):
-        try:
-            items = sorted(v, key=repr)
-        except Exception:  # noqa: BLE001 - unorderable: by count
-            items = []
-        return _Seq(type(v), tuple(value_of(x, depth + 1) for x in items[:MAX_ITEMS]), len(v))
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return _seq_value(type(v), list(v), depth)
     if isinstance(v, dict):
         return _Map(type(v), tuple((k, value_of(x, depth + 1)) for k, x in list(v.items())[:MAX_ITEMS]))
     return _Object(type(v))
+
+
+def _seq_value(cls: type, items: list, depth: int = 0) -> _Seq:
+    """The value of a ``cls`` holding ``items`` (a set's in the order of their reprs)."""
+    length = len(items)
+    if issubclass(cls, (set, frozenset)):
+        try:
+            items = sorted(items, key=repr)
+        except Exception:  # noqa: BLE001 - a repr that raises: compared by count
+            items = []
+    return _Seq(cls, tuple(value_of(x, depth + 1) for x in items[:MAX_ITEMS]), length)
 
 
 @dataclasses.dataclass
@@ -113,6 +118,8 @@ class Written:
 def _items_written(key: tuple, path: str, now: dict, was: list, out: dict, leaf: Any) -> None:
     """The entries of ``now`` rebound since ``was`` (``(key, value)`` pairs): one ``Written``
     each, named ``leaf(path, key)``."""
+    if len(now) == len(was) and all(now.get(k, MISSING) is v for k, v in was):
+        return
     old = dict(was)
     for k in list(now) + [k for k in old if k not in now]:
         new, prev = now.get(k, MISSING), old.get(k, MISSING)
@@ -137,7 +144,7 @@ def capture(snap: Snapshot) -> dict[tuple, Written]:
         _items_written(("item",), path, dict(d.items()), items, out, lambda p, k: f"{p}[{k!r}]")
     for path, seq, items in snap.lists:
         if not same_seq(seq, items):
-            out[("list", path)] = Written(path, value_of(type(seq)(items)), value_of(seq))
+            out[("list", path)] = Written(path, _seq_value(type(seq), items), value_of(seq))
     for path, cell, contents in snap.cells:
         if cell.cell_contents is not contents:
             out[("cell", path)] = Written(path, value_of(contents), value_of(cell.cell_contents))
@@ -178,12 +185,12 @@ def difference(a: Any, b: Any, path: str) -> str | None:
             if problem is not None:
                 return problem
         return None
-    if isinstance(a, _Map):
-        ka, kb = [k for k, _ in a.items], [k for k, _ in b.items]
-        if ka != kb:
-            return f"{path} has keys {_text(ka)}, eager's {_text(kb)}"
-        for (k, x), (_, y) in zip(a.items, b.items):
-            problem = difference(x, y, f"{path}[{k!r}]")
+    if isinstance(a, _Map):  # by key: an order of insertion alone is no difference
+        da, db = dict(a.items), dict(b.items)
+        if set(da) != set(db):
+            return f"{path} has keys {_text(list(da))}, eager's {_text(list(db))}"
+        for k, x in da.items():
+            problem = difference(x, db[k], f"{path}[{k!r}]")
             if problem is not None:
                 return problem
         return None
