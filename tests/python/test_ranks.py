@@ -251,7 +251,8 @@ def test_the_dry_run_report_gathers_every_ranks_events_tagged_by_rank(in_step):
         text = got["text"].splitlines()
         assert text[0].startswith(f"guardpolicy dry-run of policy `skip_guard_on_all_nn_modules` on ranks "
                                   f"{', '.join(map(str, range(world)))}: {world + 1} frame(s) compiled, 1 recompile(s)")
-        assert text[-1].startswith("  ! recompile 0/1 of forward on rank 1: this call would have served a stale result")
+        assert text[-1].startswith("  ! recompile 0/1 of forward on rank 1: a dropped guard failed: the policy would "
+                                   "have skipped this recompile")
 
 
 def test_a_dry_run_report_path_is_written_per_rank_at_exit(in_step):

@@ -1,5 +1,5 @@
 """Dry-run: every guard kept, what the policy would drop recorded, and each later recompile
-that the policy would have turned into a stale result attributed to the rule responsible.
+that the policy would have skipped attributed to the rule responsible.
 
 At each compile (inside ``guard_filter_fn``) the filter returns keep for every guard, and
 guardpolicy builds, with torch's own builder, the guard manager the policy *would* have
@@ -8,6 +8,13 @@ again, a guard of an existing entry failed: for the first entry (in torch's orde
 policy manager still passes on the frame's locals, the policy would have served that
 entry's code; torch's guard manager names the failing guard, which the policy would have
 dropped, and the rule that would have dropped it. Nothing is added to a call.
+
+Whether that entry's code would have served a stale result depends on the guard: code
+compiled for another tensor, shape, type or identity would (``known_stale``); code compiled
+for another value of a plain Python number, string, flag or dict key (``verify.
+VALUE_GUARD_TYPES``) computes the same when the compiled code does not use the value (a run
+id read by a dead branch), which only running it tells: the event says the policy would
+have skipped the recompile, and verify compares such calls with eager (docs/verify.md).
 """
 
 from __future__ import annotations
@@ -23,16 +30,19 @@ from ..distributed.fingerprint import ranks_text
 from .frames import CompiledFrame
 from .logs import log  # the one guardpolicy logger (TORCH_LOGS=guardpolicy)
 from .stats import stats as stats_of
-from .verify import FailedGuard
+from .verify import VALUE_GUARD_TYPES, FailedGuard
 
 
 @dataclasses.dataclass(frozen=True)
 class DryRunEvent:
-    """A recompile the policy would have turned into a stale result: ``frame`` (the cache
-    entry the policy would have served), ``recompile`` (the compile it caused, with its
-    compile id), ``guards`` (the failed guards the policy would have dropped, with their
-    rules), ``reason`` (torch's text for the failing guard), ``rank`` (the rank it happened
-    on, in a multi-process run; None otherwise)."""
+    """A recompile the policy would have skipped, serving an older cache entry instead:
+    ``frame`` (the cache entry the policy would have served), ``recompile`` (the compile it
+    caused, with its compile id), ``guards`` (the failed guards the policy would have
+    dropped, with their rules), ``reason`` (torch's text for the failing guard), ``rank``
+    (the rank it happened on, in a multi-process run; None otherwise). ``known_stale``: a
+    failed guard is not a value guard (``verify.VALUE_GUARD_TYPES``), so that entry's code
+    was compiled for another tensor, shape, type or identity and would have served a stale
+    result; False when only value guards failed, whose code may compute the same."""
 
     frame: CompiledFrame
     recompile: CompiledFrame
@@ -40,18 +50,25 @@ class DryRunEvent:
     reason: str
     rank: int | None = None
 
+    @property
+    def known_stale(self) -> bool:
+        return not self.guards or any(g.guard_type not in VALUE_GUARD_TYPES for g in self.guards)
+
     def __str__(self) -> str:
         rules = [g.rule for g in self.guards if g.rule is not None]
         where = f"{rules[0].file}:{rules[0].line}" if rules else "the policy's default"
         guards = ", ".join(f"`{g.name or '<ambient>'}`, {g.guard_type}" for g in self.guards) or self.reason
         rank = f" on rank {self.rank}" if self.rank is not None else ""
-        return (f"recompile {self.recompile.compile_id} of {self.recompile.function}{rank}: this call would have "
-                f"served a stale result under {where} (guard {guards}; entry {self.frame.compile_id}; "
-                f"torch: {self.reason})")
+        what = ("this call would have served a stale result" if self.known_stale else
+                "a dropped guard failed: the policy would have skipped this recompile")
+        value = "" if self.known_stale else " (a value guard: stale only if the code uses the value)"
+        return (f"recompile {self.recompile.compile_id} of {self.recompile.function}{rank}: {what} under {where} "
+                f"(guard {guards}{value}; entry {self.frame.compile_id}; torch: {self.reason})")
 
     def to_json(self) -> dict[str, Any]:
         return {"frame": dataclasses.asdict(self.frame), "recompile": dataclasses.asdict(self.recompile),
-                "guards": [g.to_json() for g in self.guards], "reason": self.reason, "rank": self.rank}
+                "guards": [g.to_json() for g in self.guards], "reason": self.reason, "rank": self.rank,
+                "known_stale": self.known_stale}
 
 
 def attribute(guards: Any, torch_locals: dict[str, Any], recompile: CompiledFrame, tp: Any,
@@ -111,8 +128,9 @@ class DryRunReport:
 
     def to_text(self) -> str:
         on = f" on {ranks_text(list(self.ranks))}" if self.ranks else ""
+        stale = sum(e.known_stale for e in self.events)
         lines = [f"guardpolicy dry-run of policy `{self.policy}`{on}: {len(self.frames)} frame(s) compiled, "
-                 f"{len(self.events)} recompile(s) the policy would have served stale"]
+                 f"{len(self.events)} recompile(s) the policy would have skipped ({stale} known stale)"]
         for f in self.frames:
             fr = f["frame"]
             rules = ", ".join(f"{n} by {r}" for r, n in f["by_rule"].items()) or "none"

@@ -22,13 +22,16 @@ class Counts:
     cache entry compiled without verify; ``recoveries``: calls after warm-up that no cache
     entry accepted and that compiled with every guard (``call.recovery``);
     ``serve_time_compiles``: calls inside ``guardpolicy.serving(...)`` that would compile
-    (raised, or compiled under ``on_compile="warn"``). Plain ints updated without a lock."""
+    (raised, or compiled under ``on_compile="warn"``); ``checked_by_eager``: verified calls on
+    which only dropped value guards failed and the cached code's outputs and writes equalled an
+    eager call's, so no violation (``call.compared``). Plain ints updated without a lock."""
 
     compiles: int = 0
     verified_calls: int = 0
     unverified_calls: int = 0
     recoveries: int = 0
     serve_time_compiles: int = 0
+    checked_by_eager: int = 0
 
 
 class Registries:

@@ -72,6 +72,8 @@ class CompileStats:
     compiles = _Shown("counts")
     verified_calls = _Shown("counts")
     unverified_calls = _Shown("counts")
+    checked_by_eager = _Shown("counts", "Verified calls where only dropped value guards failed and the cached code's "
+                              "outputs and writes equalled eager's: no violation (docs/verify.md).")
     recoveries = _Shown("counts")
     serve_time_compiles = _Shown("counts", "Calls inside ``guardpolicy.serving(...)`` that would compile.")
     explanations = _Shown("registries")

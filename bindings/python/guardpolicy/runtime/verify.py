@@ -13,6 +13,12 @@ is a violation: a dropped guard that would have let a stale result through. Whic
 failed comes from torch's guard manager (``check_verbose``: torch stops at the first
 failing guard) and its fail-reason helper; the index maps it back to the dropped guard(s)
 and the rule that dropped them.
+
+A failure of value guards only (``VALUE_GUARD_TYPES``: a number, string, flag or dict key of
+plain Python state; every other dropped guard passes, which the manager of the other dropped
+guards, ``FrameGuards.others``, says) is not a violation by itself: the verdict is
+``comparable`` and the per-call path runs the call against eager before it counts one
+(``call.compared``).
 """
 
 from __future__ import annotations
@@ -24,6 +30,21 @@ from typing import Any
 
 from .frames import CompiledFrame
 from ..api.policy import RuleRef
+
+#: Guard types on plain Python values (torch's ``GuardBuilder`` methods, as the filter is
+#: offered them): a number, string, bool or None compared by value (``EQUALS_MATCH``,
+#: ``CONSTANT_MATCH`` and the kinds it dispatches to), a dict's or set's keys
+#: (``DICT_CONTAINS``, ``DICT_NOT_CONTAINS``, ``DICT_KEYS_MATCH``, ``SET_CONTAINS``,
+#: ``SET_NOT_CONTAINS``) and a sequence's length. When the tensors, shapes, types and identities
+#: a compile saw still hold (their guards pass), code compiled for another such value reads no
+#: tensor out of bounds: it computes what it computed before, which an eager call tells apart.
+#: Never a tensor's, a shape's (``SHAPE_ENV``), a type's or an identity's (``ID_MATCH``,
+#: ``TYPE_MATCH``, ``NN_MODULE``, ``CLOSURE_MATCH``).
+VALUE_GUARD_TYPES = frozenset({
+    "EQUALS_MATCH", "CONSTANT_MATCH", "BOOL_MATCH", "NONE_MATCH", "NOT_NONE_MATCH",
+    "DICT_CONTAINS", "DICT_NOT_CONTAINS", "DICT_KEYS_MATCH", "DICT_KEYS", "SET_CONTAINS", "SET_NOT_CONTAINS",
+    "SEQUENCE_LENGTH",
+})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,11 +97,18 @@ class Violation:
 @dataclasses.dataclass(frozen=True)
 class Verdict:
     """The outcome of one sampled call: ``call`` (1-based), ``violations`` (empty: no dropped
-    guard failed). What ``CallPath.agree`` receives and returns."""
+    guard failed), ``unverified`` (the entry torch would serve was compiled without verify),
+    ``comparable`` (only dropped value guards failed: the violations count only if the call
+    differs from an eager call, ``call.compared``). What ``CallPath.agree`` receives and
+    returns (a comparable verdict after the comparison: with its violations when the runs
+    differ, without when they are equal)."""
 
     call: int
     violations: tuple[Violation, ...] = ()
     unverified: bool = False  # the entry torch would serve was compiled without verify
+    #: Only dropped value guards failed (``VALUE_GUARD_TYPES``): the call is compared with
+    #: an eager call before the violations count (``call.compared``).
+    comparable: bool = False
 
     @property
     def stale(self) -> bool:
@@ -158,16 +186,44 @@ def _code(part: str) -> str:
 class FrameGuards:
     """What verify keeps of one compiled frame: torch's guard manager with every offered
     guard (``full``; None in a dry-run, where the entry's own manager has them all), the
-    manager of the policy's kept guards (``policy``; a dry-run only) and the index of the
-    dropped ones."""
+    manager of the policy's kept guards (``policy``; a dry-run only), the index of the
+    dropped ones and, when the policy dropped value guards and others, the manager of the
+    others (``others``: the dropped guards not in ``VALUE_GUARD_TYPES``; None when there are
+    none or none of the dropped guards is a value guard)."""
 
-    __slots__ = ("full", "policy", "index", "owner")
+    __slots__ = ("full", "policy", "index", "owner", "others")
 
-    def __init__(self, full: Any, index: DroppedIndex, policy: Any = None):
+    def __init__(self, full: Any, index: DroppedIndex, policy: Any = None, others: Any = None):
         self.full = full
         self.policy = policy
         self.index = index
+        self.others = others
         self.owner: Any = None  # a weakref to torch's CheckFunctionManager, once settled
+
+    @classmethod
+    def for_verify(cls, entries: list, explanations: list, torch_locals: dict[str, Any], policy: Any,
+                   tp: Any) -> "FrameGuards":
+        """What verify keeps of the frame being compiled (inside ``guard_filter_fn``):
+        torch's full manager (``torch_locals``: ``torch_internals.compiling_frame_locals()``),
+        the index of the dropped guards and, where some of them are value guards and some are
+        not, the manager of those that are not, built by torch's builder (one more build, at
+        compile time only)."""
+        index = DroppedIndex.of(entries, explanations, explanations.frame)
+        dropped = [(entry, exp) for entry, exp in zip(entries, explanations) if not exp.keep]
+        others = [entry.orig_guard for entry, exp in dropped if exp.guard_type not in VALUE_GUARD_TYPES]
+        manager = None
+        if others and len(others) < len(dropped):
+            manager = tp.build_guard_manager(torch_locals["self"], others, torch_locals, policy)
+        return cls(torch_locals["guard_manager"], index, others=manager)
+
+    def only_values_fail(self, failed: tuple[FailedGuard, ...], f_locals: dict[str, Any]) -> bool:
+        """Whether the dropped guards that fail on ``f_locals`` are value guards only: those
+        torch named (``failed``) are, and every other dropped guard passes."""
+        if not failed or any(g.guard_type not in VALUE_GUARD_TYPES for g in failed):
+            return False
+        if self.others is not None:
+            return bool(self.others.check(f_locals))
+        return all(d.guard.guard_type in VALUE_GUARD_TYPES for d in self.index.dropped)
 
 
 class Guards:
@@ -262,4 +318,5 @@ def _failed(frame: FrameGuards, entry: Any, f_locals: dict[str, Any], call: int,
     reason."""
     reason, parts = tp.fail_reason(frame.full, entry.guard_manager, f_locals)
     failed = frame.index.match(parts, lambda: tp.leaf_sources(frame.full))
-    return Verdict(call, (Violation(frame.index.frame, call, failed, reason, action),))
+    return Verdict(call, (Violation(frame.index.frame, call, failed, reason, action),),
+                   comparable=frame.only_values_fail(failed, f_locals))

@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import types
 import warnings
 from typing import Any, Callable
 
-from . import recovery as _recovery
+from . import compared as _compared, recovery as _recovery
 from .. import verify as _verify
 from ..._core import CallLayer
 from ...api.errors import StaleGuardError, StaleGuardWarning
@@ -64,8 +65,15 @@ class CallPath(CallLayer):
         self._binders: dict[Any, Callable[..., dict]] = {}
 
     def _sampled(self, call: int, *args: Any, **kwargs: Any) -> None:
-        """What ``CallLayer`` calls before sampled call ``call`` runs."""
-        self.verify(call, args, kwargs)
+        """What ``CallLayer`` calls before sampled call ``call`` runs. A verdict whose only
+        failing dropped guards are value guards is settled by running the call against eager
+        (``compared.Comparison``), in the call's own place: ``inner`` is ``_Compared`` for
+        this one call."""
+        verdict, entry, f_locals = self.check(call, args, kwargs)
+        if not verdict.comparable:
+            self.settle(verdict, entry)
+            return
+        self.inner = _Compared(self, self.inner, self.comparison(verdict, (entry, f_locals), args, kwargs))
 
     def _failed(self, exc: BaseException, *args: Any, **kwargs: Any) -> Any:
         """What ``CallLayer`` calls when ``inner`` raised a RuntimeError: the stance's recovery
@@ -79,26 +87,50 @@ class CallPath(CallLayer):
     # -- verify ---------------------------------------------------------------------------
 
     def verify(self, call: int, args: tuple, kwargs: dict, served: tuple[Any, dict] | None = None) -> _verify.Verdict:
-        """Checks call ``call`` (see ``verify.check``), agrees, acts. Raises
+        """Checks call ``call`` (``check``), agrees, acts (``settle``). Raises
         ``StaleGuardError`` under ``on_violation raise``. ``served``: ``(cache entry, frame
         locals)`` when the caller has bound the frame locals and found the entry whose kept
-        guards pass (direct dispatch), so that neither is done again."""
+        guards pass (direct dispatch), so that neither is done again. A ``comparable``
+        verdict comes back unsettled: the caller runs ``comparison(verdict, served, ...)``."""
+        verdict, entry, _ = self.check(call, args, kwargs, served)
+        if not verdict.comparable:
+            self.settle(verdict, entry)
+        return verdict
+
+    def check(self, call: int, args: tuple, kwargs: dict,
+              served: tuple[Any, dict] | None = None) -> tuple[_verify.Verdict, Any, dict | None]:
+        """``(verdict, the cache entry torch would serve, the frame locals)`` of call ``call``
+        (see ``verify.check``), counted in ``verified_calls``; nothing agreed or acted on."""
         stats, guards = self.compile_stats, self.guards
+        f_locals = None
         if served is not None:
             verdict, entry = _verify.check_entry(guards, *served, call, stats.on_violation, _tp())
+            f_locals = served[1]
         elif (located := self.frame_locals(args, kwargs)) is None:  # it does not bind: it raises itself
             verdict, entry = _verify.Verdict(call), None
         else:
             code, f_locals = located
             verdict, entry = _verify.check(guards, code, f_locals, call, stats.on_violation, _tp())
-        verdict = self.agree(verdict)
         counts = self.counts
         counts.verified_calls += 1
         if verdict.unverified:
             counts.unverified_calls += 1
+        return verdict, entry, f_locals
+
+    def settle(self, verdict: _verify.Verdict, entry: Any) -> _verify.Verdict:
+        """Agrees on ``verdict`` (``agree``) and acts on a violation (``act``); returns the
+        agreed verdict."""
+        verdict = self.agree(verdict)
         if verdict.stale:
             self.act(verdict, entry)
         return verdict
+
+    def comparison(self, verdict: _verify.Verdict, served: tuple[Any, dict], args: tuple,
+                   kwargs: dict) -> _compared.Comparison:
+        """The comparison with eager that settles the ``comparable`` verdict of a call
+        (``served``: the cache entry torch would serve and the frame locals)."""
+        eager = getattr(self.inner, "__wrapped__", None)  # the function torch compiles
+        return _compared.Comparison(self, verdict, served[0], served[1], self.frame_function(), eager, args, kwargs)
 
     def act(self, verdict: _verify.Verdict, entry: Any) -> None:
         """Records and logs the violations, then: ``recompile``, the entry torch would serve
@@ -113,7 +145,9 @@ class CallPath(CallLayer):
             if entry is not None:
                 frame = self.guards.forget(entry)
                 owner = frame.owner() if frame is not None and frame.owner is not None else None
-                _tp().invalidate(entry, owner, f"guardpolicy verify: {verdict.violations[0].reason}")
+                tp = _tp()
+                if tp.invalidate(entry, owner, f"guardpolicy verify: {verdict.violations[0].reason}"):
+                    tp.uncount(entry.guard_manager)  # verify's recompile: not one toward recompile_limit
             stats.reset_stance()
         elif action == "raise":
             raise StaleGuardError(verdict.violations[0], verdict.violations)
@@ -125,6 +159,11 @@ class CallPath(CallLayer):
                     warnings.warn(f"guardpolicy: {what} failed on call {violation.call}{rank} of {violation.frame} "
                                   f"(torch: {violation.reason}); the cached code runs", StaleGuardWarning,
                                   stacklevel=_caller_stacklevel())
+
+    def frame_function(self) -> Any:
+        """The function whose frame is verified (a module's ``forward``, unbound)."""
+        fn = self.module.forward if self.module is not None else self.function
+        return getattr(fn, "__func__", fn)
 
     def frame_locals(self, args: tuple, kwargs: dict) -> tuple[Any, dict[str, Any]] | None:
         """``(code, frame locals)`` of the top-level frame this call will run, or None when
@@ -143,6 +182,31 @@ class CallPath(CallLayer):
         except TypeError:
             return None
         return func.__code__, f_locals
+
+
+class _Compared:
+    """What ``CallLayer`` calls in place of ``inner`` on one sampled call that is compared
+    with eager (``CallPath._sampled``): it puts ``inner`` back, then runs the comparison,
+    which runs the call (and, when it must run again on a new compile, ``inner`` once more).
+    A call of another thread that meets it runs ``inner`` as usual."""
+
+    __slots__ = ("path", "inner", "comparison", "thread")
+
+    def __init__(self, path: CallPath, inner: Callable, comparison: _compared.Comparison):
+        self.path = path
+        self.inner = inner
+        self.comparison = comparison
+        self.thread = threading.get_ident()
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        inner = self.inner
+        if threading.get_ident() != self.thread:
+            return inner(*args, **kwargs)
+        if self.path.inner is self:
+            self.path.inner = inner
+        comparison, self.comparison = self.comparison, None
+        out = comparison.run(lambda: inner(*args, **kwargs))
+        return inner(*args, **kwargs) if out is _compared.RERUN else out
 
 
 def _caller_stacklevel() -> int:

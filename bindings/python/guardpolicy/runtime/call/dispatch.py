@@ -32,6 +32,7 @@ import torch
 
 from .. import torch_internals as _tp
 from .capture import GENERATION, Refusal, Refused, Target, build, bump, where
+from .compared import RERUN
 
 #: Quiet calls before the first capture, for a policy without a ``stance ... after N calls`` line.
 DEFAULT_WARMUP = 8
@@ -196,8 +197,12 @@ class DirectDispatch:
         stance = target.stance
         call = stance.call_count = stance.call_count + 1
         every = target.verify_every
-        if every and call % every == 0 and self._verify_caught(target, call, args, kwargs, (cache_entry, f_locals)):
-            return _MISS
+        if every and call % every == 0 and (caught := self._verify_caught(target, call, args, kwargs,
+                                                                          (cache_entry, f_locals))):
+            if caught is True:
+                return _MISS
+            del f_locals, cache_entry
+            return self._compared(target, caught, call, entry, lead, args, kwargs)  # run against eager
         del f_locals, cache_entry  # no reference to the call's inputs while it runs
         self.direct_calls += 1
         try:
@@ -207,14 +212,32 @@ class DirectDispatch:
                 _tp.functorch_pop_to(0)
             raise
 
-    def _verify_caught(self, target: Target, call: int, args: tuple, kwargs: dict, served: tuple) -> bool:
+    def _compared(self, target: Target, comparison: Any, call: int, entry: Any, lead: Any, args: tuple,
+                  kwargs: dict) -> Any:
+        """Direct call ``call`` settled by ``comparison`` (``compared.Comparison``): its result,
+        or ``_MISS`` when it must run again on a new compile (verify recompiles: the normal
+        path runs it, as ``_verify_caught`` sends it)."""
+        out = comparison.run(lambda: _run(entry, lead, args, kwargs))
+        if out is not RERUN:
+            self.direct_calls += 1
+            return out
+        target.stance.call_count = call - 1
+        self._stats.counts.verified_calls -= 1  # one call, verified once: the normal path counts it
+        self.reset()
+        self.fallbacks[VERIFY_CAUGHT] += 1
+        return _MISS
+
+    def _verify_caught(self, target: Target, call: int, args: tuple, kwargs: dict, served: tuple) -> Any:
         """verify's sampled check of a direct call, before it runs (issue 14's path: it
         records, logs and acts), on ``served``: the cache entry whose kept guards just passed
         and the frame locals they passed on. True when the call must take the normal path
         instead: under ``on_violation recompile`` the stale entry is invalidated and the normal
         path, which counts and verifies the call again, compiles anew. ``raise`` raises;
-        ``warn`` lets the call go on."""
+        ``warn`` lets the call go on (False). Where only dropped value guards failed, the
+        ``compared.Comparison`` that settles the call when it runs."""
         verdict = target.path.verify(call, args, kwargs, served)
+        if verdict.comparable:
+            return target.path.comparison(verdict, served, args, kwargs)
         if verdict.stale and self._stats.on_violation == "recompile":
             target.stance.call_count = call - 1
             self._stats.counts.verified_calls -= 1  # one call, verified once: the normal path counts it
@@ -274,6 +297,16 @@ class DirectDispatch:
         if isinstance(forward, types.MethodType) and forward.__self__ is mod:
             return forward.__func__, mod
         return forward, None
+
+def _run(entry: Any, lead: Any, args: tuple, kwargs: dict) -> Any:
+    """The captured entry's compiled code on the call's arguments."""
+    try:
+        return entry.fn(*args, **kwargs) if lead is None else entry.fn(lead, *args, **kwargs)
+    except BaseException:
+        if _tp.functorch_depth():  # what compile_wrapper undoes when a graph raises
+            _tp.functorch_pop_to(0)
+        raise
+
 
 def _hooked(module_dict: dict) -> bool:
     """Whether the module whose ``__dict__`` this is has forward or backward hooks (read
