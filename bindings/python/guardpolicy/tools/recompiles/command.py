@@ -5,7 +5,8 @@
    failed in each cache entry (``gp.stats(c).recompiles``);
 2. the guards that failed in ``verdicts.STORM_AFTER`` recompiles or more are the storms; the
    value guards among them are candidate drops, which the mutation audit tries on the
-   model's example call (outputs *and* the state the call writes compared with eager's);
+   model's example call, at its own values and at the values the run's cache entries were
+   compiled for (outputs *and* the state the call writes compared with eager's);
 3. each storm gets its verdict (``verdicts.classify``); the policy ``fix`` extends
    ``watch_state`` with the proven drops and the config lines;
 4. the loop runs again under ``fix``; ``after`` counts its compiles, eager fallbacks and the
@@ -115,6 +116,20 @@ def _outcome(p: loop.Pass, eager: loop.Pass) -> Outcome:
     return Outcome(st.compiles, bool(st.eager_fallbacks), wrong, wrong_state, first, round(p.seconds, 3))
 
 
+def _values(texts: list[str]) -> list:
+    """The values a storm's cache entries were compiled for, as Python values where torch's
+    text of them is a literal (``'req-3'``, ``7``, ``0.125``): the audit tries each."""
+    import ast
+
+    out = []
+    for text in texts:
+        try:
+            out.append(ast.literal_eval(text))
+        except (ValueError, SyntaxError):
+            continue
+    return out
+
+
 def _prove(storms: list[Storm], built: Any, backend: str, progress: Callable | None) -> dict:
     """The mutation audit of dropping every value-guard storm on the example call: its
     verdict and first detail per ``(guard, guard_type)``."""
@@ -130,8 +145,9 @@ def _prove(storms: list[Storm], built: Any, backend: str, progress: Callable | N
 
         s.line = drop_line(s)
     policy = load(fix_policy("recompiles_candidate", drops))
+    seen = {s.guard: _values(s.values) for s in candidates}
     result = audit(built.fn, built.args, built.kwargs, policy, label="recompiles", backend=backend,
-                   progress=progress)
+                   progress=progress, seen=seen)
     out = {}
     for group in result.groups:
         for g in group.dropped:
