@@ -22,8 +22,14 @@ declaration
 
 // ---------------------------------------------------------------- policies
 
+// `extends BASE`: BASE's rules after this policy's own, and its `default` and runtime lines
+// where this policy has none of the kind (docs/language.md, "Extending a policy").
 policyDecl
-    : UNSAFE? POLICY name=IDENT paramList? LBRACE policyItem* RBRACE
+    : UNSAFE? POLICY name=IDENT paramList? extendsClause? LBRACE policyItem* RBRACE
+    ;
+
+extendsClause
+    : EXTENDS base=qualifiedName argList?
     ;
 
 paramList
@@ -122,6 +128,7 @@ literal
 GUARDPOLICY : 'guardpolicy' ;
 UNSAFE      : 'unsafe' ;
 POLICY      : 'policy' ;
+EXTENDS     : 'extends' ;
 DOC         : 'doc' ;
 KEEP        : 'keep' ;
 DROP        : 'drop' ;

@@ -166,9 +166,12 @@ def render() -> str:
         lines += [f"### {name} ({kind})", "", " ".join(str(e.get("doc", "")).split()), "",
                   ", ".join(f"`{m}`" for m in e["members"]), ""]
     lines += between_releases(data)
-    lines += ["## Config knobs (`config KNOB = VALUE`)", "", "| knob | type | meaning |", "|---|---|---|"]
+    lines += ["## Config knobs (`config KNOB = VALUE`)", "",
+              "Set while the compiled object's frames compile, for that object alone. A value below `min` is",
+              "GP2010; a value with a risk is warning GP2021, with the schema's text.", "",
+              "| knob | type | meaning | risks |", "|---|---|---|---|"]
     for name, k in data.get("config", {}).items():
-        lines.append(f"| `{name}` | {k['type']} | {k.get('doc', '')} |")
+        lines.append(f"| `{name}` | {k['type']} | {' '.join(str(k.get('doc', '')).split())} | {knob_risks(k)} |")
     lines += ["", "## Stances (`stance NAME after N calls`)", ""]
     lines += [f"- `{s}`" for s in data.get("stances", [])]
     lines += ["", "## Violation actions (`on_violation ACTION` and `on_recompile ACTION`; the first is the default)", ""]
@@ -177,6 +180,16 @@ def render() -> str:
     lines += [f"- `{m}`" for m in data.get("dispatch_modes", [])]
     lines.append("")
     return "\n".join(lines)
+
+
+def knob_risks(knob: dict) -> str:
+    """A config knob's `min` and `risks` as one table cell."""
+    out = [f"below {knob['min']}: error" if "min" in knob else ""]
+    for risk in knob.get("risks", []):
+        value = (f"above {risk['above']}" if "above" in risk
+                 else f"`{str(risk['equals']).lower() if isinstance(risk['equals'], bool) else risk['equals']}`")
+        out.append(f"{value}: {risk['text']}")
+    return "; ".join(filter(None, out))
 
 
 def main(argv: list[str]) -> int:

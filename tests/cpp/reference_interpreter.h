@@ -2,7 +2,8 @@
 //
 // The reference the differential tests and the benchmark compare the bytecode VM against:
 // it walks the AST directly (first matching rule decides, `use` expands in place with the
-// used policy's parameters bound, the default decides last) with no compilation at all.
+// used policy's parameters bound, an `extends`'s base's rules come after the policy's own, the
+// default, its own or its nearest base's, decides last) with no compilation at all.
 #pragma once
 
 #include <deque>
@@ -34,7 +35,7 @@ class ReferenceInterpreter {
     for (const auto& [k, v] : params) bound[k] = v;
     int index = 0;
     if (auto d = RunItems(policy, bound, entry, index, 0)) return *d;
-    return {policy.EffectiveDefault(), -1};
+    return {DefaultOf(policy), -1};
   }
 
  private:
@@ -46,16 +47,32 @@ class ReferenceInterpreter {
         if (Eval(*item.rule.condition, bound, entry).i) return Outcome{item.rule.decision, mine};
         continue;
       }
-      const PolicyDecl* target = p.module ? resolver_.Resolve(item.use.target, *p.module) : nullptr;
-      if (target == nullptr || target == &p || depth >= 16) continue;
-      ParamValues args;
-      for (const Param& param : target->params) {
-        if (param.default_value) args[param.name] = *param.default_value;
-      }
-      for (const Arg& a : item.use.args) args[a.name] = a.value;
-      if (auto d = RunItems(*target, args, entry, index, depth + 1)) return d;
+      if (auto d = RunUse(p, item.use, entry, index, depth)) return d;
     }
+    if (p.extends) return RunUse(p, *p.extends, entry, index, depth);
     return std::nullopt;
+  }
+
+  std::optional<Outcome> RunUse(const PolicyDecl& p, const Use& use, const FieldValues& entry,
+                                int& index, int depth) {
+    const PolicyDecl* target = p.module ? resolver_.Resolve(use.target, *p.module) : nullptr;
+    if (target == nullptr || target == &p || depth >= 16) return std::nullopt;
+    ParamValues args;
+    for (const Param& param : target->params) {
+      if (param.default_value) args[param.name] = *param.default_value;
+    }
+    for (const Arg& a : use.args) args[a.name] = a.value;
+    return RunItems(*target, args, entry, index, depth + 1);
+  }
+
+  // The first `default` line along the `extends` chain; `keep` when none has one.
+  Decision DefaultOf(const PolicyDecl& policy) {
+    const PolicyDecl* p = &policy;
+    for (int hops = 0; p != nullptr && hops < 64; ++hops) {
+      if (p->default_decision) return *p->default_decision;
+      p = p->extends && p->module ? resolver_.Resolve(p->extends->target, *p->module) : nullptr;
+    }
+    return Decision::kKeep;
   }
 
   // Literal text lives in the AST, which outlives every evaluation.

@@ -54,7 +54,7 @@ TEST(Watch, ParsesAsARuleADefaultAndAnExpectation) {
   ASSERT_EQ(p.items.size(), 2u);
   EXPECT_EQ(p.items[0].rule.decision, Decision::kKeep);
   EXPECT_EQ(p.items[1].rule.decision, Decision::kWatch);
-  EXPECT_EQ(p.EffectiveDefault(), Decision::kWatch);
+  EXPECT_EQ(p.default_decision, Decision::kWatch);
   EXPECT_EQ(r.module->tests.at(0).expectations.at(0).decision, Decision::kWatch);
   EXPECT_STREQ(DecisionName(Decision::kWatch), "watch");
   EXPECT_TRUE(KeptByTorch(Decision::kWatch));

@@ -104,14 +104,16 @@ struct PolicyDecl {
   SourceRange range;       // the whole declaration
   SourceRange name_range;
   std::vector<Param> params;
+  // `extends BASE [(ARGS)]`, as a `use` of the base: the base's rules come after this policy's
+  // own, its `default` and runtime lines apply where this policy has none of the kind (the
+  // linker's Inherit). Unset: no base.
+  std::optional<Use> extends;
   std::optional<std::string> doc;
   SourceRange doc_range;
   std::vector<Item> items;
-  std::optional<Decision> default_decision;  // unset: `default keep`
+  std::optional<Decision> default_decision;  // its own line; unset: the base's, else `default keep`
   SourceRange default_range;
-  RuntimeSettings runtime;  // config, stance, verify, on_violation, ..., on_error
-
-  Decision EffectiveDefault() const { return default_decision.value_or(Decision::kKeep); }
+  RuntimeSettings runtime;  // its own config, stance, verify, on_violation, ..., on_error lines
 };
 
 struct FieldInit {

@@ -1,7 +1,8 @@
 // checker.h: names and types of a parsed Module, checked against the Schema.
 //
 // Resolves every path to a field, a parameter or an enum literal; checks operand and
-// literal types, conditions, parameters, `use` targets (and cycles), config knobs,
+// literal types, conditions, parameters, `use` and `extends` targets (and cycles), config knobs
+// (and the risks of their values),
 // stances, regexes and guard_type names; and proves that a policy which can drop a guard
 // is marked `unsafe`. Annotates Expr::type / Expr::resolved in place. Every problem is a
 // diagnostic; the checker never throws on author mistakes.
@@ -34,7 +35,8 @@ struct CheckResult {
 CheckResult Check(Module& module, const Schema& schema, PolicyResolver& resolver,
                   const CompileOptions& options = {});
 
-// True when some input can make `policy` (with `use` expanded) decide drop.
+// True when some input can make `policy` (with `use` and `extends` expanded, its default
+// inherited) decide drop.
 bool CanDrop(const PolicyDecl& policy, PolicyResolver& resolver);
 
 }  // namespace guardpolicy

@@ -27,6 +27,7 @@ inline constexpr const char kBadParameter[] = "GP2006";      // unknown type, ba
 inline constexpr const char kDuplicatePolicy[] = "GP2007";
 inline constexpr const char kUseCycle[] = "GP2008";
 inline constexpr const char kBadRegex[] = "GP2009";
+// unknown knob, or a value below its `min`
 inline constexpr const char kUnknownConfig[] = "GP2010";
 inline constexpr const char kUnknownStance[] = "GP2011";
 inline constexpr const char kUnknownGuardType[] = "GP2012";  // warning: open enum
@@ -38,6 +39,7 @@ inline constexpr const char kBadCall[] = "GP2017";            // argument count 
 inline constexpr const char kBadVerify[] = "GP2018";          // `verify every 0 calls`, unknown on_violation
 inline constexpr const char kUnknownDispatch[] = "GP2019";    // `dispatch` mode not in the schema
 inline constexpr const char kReleaseMember[] = "GP2020";      // note: a member only newer torch produces
+inline constexpr const char kConfigRisk[] = "GP2021";  // warning: a risky value (schema `risks`)
 
 inline constexpr const char kDropsWithoutUnsafe[] = "GP3001";
 inline constexpr const char kUnsafeNeverDrops[] = "GP3002";  // warning

@@ -1,8 +1,10 @@
-// linker.h: the resolve/link stage of the front end: `use` expanded once.
+// linker.h: the resolve/link stage of the front end: `use` and `extends` expanded once.
 //
 // A policy's rules after `use` expansion, first match deciding: the rules of each used
 // policy stand in place of its `use`, with the used policy's parameters bound to the `use`'s
-// arguments over their defaults. `use` arguments are literals, so the rules a `use` brings in
+// arguments over their defaults; the rules of the policy it `extends` come after its own (the
+// `extends` clause is a `use` at the end of the body). Its `default` and runtime lines are its
+// own over its base's (Inherit). `use` arguments are literals, so the rules a `use` brings in
 // depend on that `use` alone: Summarize counts a policy's expansion once however often it is
 // used (fan-out costs one visit per policy), and LinkPolicy lists the rules, bounded.
 // The checker, the analysis and the code generator all read the expansion from here.
@@ -10,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,7 +27,8 @@ struct LinkedRule {
   const Rule* rule = nullptr;
   const PolicyDecl* owner = nullptr;  // the policy that wrote it
   ParamValues bound;                  // the owner's parameter values
-  const Use* via = nullptr;           // the linked policy's own `use` that brought it in (null: its own rule)
+  const Use* via = nullptr;  // the linked policy's own `use` (or `extends`) that brought it in
+                             // (null: its own rule)
   const Use* filter_use = nullptr;    // the outermost `use` of a plugin filter on its way in, if any
 
   // Where to report the rule: itself, or the linked policy's `use` that brought it in.
@@ -43,8 +47,25 @@ struct LinkProblem {
   std::string param;  // kMissingValue
 };
 
+// A policy's `default` and runtime lines: its own, then for each kind of line it lacks, its
+// base's (`extends`), then the base's base's, ...; `config` knob by knob (its own knobs first).
+// An unknown base, or one met again on a cycle, ends the chain (the checker reports both).
+struct Inherited {
+  std::optional<Decision> default_decision;   // unset: no policy of the chain has a `default`
+  const PolicyDecl* default_owner = nullptr;  // the policy whose `default` line it is
+  RuntimeSettings runtime;                    // ranges point into the file of the line's policy
+  std::vector<const PolicyDecl*> chain;       // the policy, its base, its base's base, ...
+
+  Decision EffectiveDefault() const { return default_decision.value_or(Decision::kKeep); }
+};
+Inherited Inherit(const PolicyDecl& policy, PolicyResolver& resolver);
+
+// The policy `extends` of `policy` names (null: none, unknown, or `policy` itself).
+const PolicyDecl* BaseOf(const PolicyDecl& policy, PolicyResolver& resolver);
+
 struct LinkedPolicy {
   const PolicyDecl* policy = nullptr;
+  Inherited settings;  // the policy's `default` and runtime lines, with its base's
   std::vector<LinkedRule> rules;
   std::vector<LinkProblem> problems;
   // The expansion stopped early: more than the rule limit, or a `use` cycle (reported by
@@ -74,11 +95,11 @@ LinkedPolicy WithParams(LinkedPolicy linked, const ParamValues& params);
 // What the expansion of one policy amounts to, computed once per policy.
 struct LinkSummary {
   int64_t items = 0;      // rules and `use`s after expansion (capped at 2^40)
-  int depth = 0;          // the deepest chain of `use`s
+  int depth = 0;          // the deepest chain of `use`s (and `extends`)
   bool can_drop = false;  // a rule (not `drop when false`) can decide drop
   bool can_watch = false;  // a rule (not `watch when false`) can decide watch
 };
-// `use` cycles add nothing (the checker reports them as GP2008).
+// `use` and `extends` cycles add nothing (the checker reports them as GP2008).
 class LinkSummaries {
  public:
   explicit LinkSummaries(PolicyResolver& resolver) : resolver_(resolver) {}

@@ -3,7 +3,8 @@
 // loaded policy (`PolicyMeta`), the `.gpolc` artifact and the Python extension.
 //
 // Adding a line: its grammar rule, its build in the parser (ast_builder.cpp), a member here
-// with its entry in `VisitRuntimeSettings`, its check in the checker. The artifact, the
+// with its entry in `kRuntimeSettingMembers` (an `extends` inherits it then), its check in the
+// checker. The artifact, the
 // formatter and `_core`'s `runtime_settings` dict read every member through the visitor (a new
 // member of a new type needs one overload in each; a new member changes the artifact's format,
 // so `kArtifactFormatVersion` moves with it).
@@ -14,6 +15,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "guardpolicy/literal.h"
@@ -85,16 +88,38 @@ struct RuntimeSettings {
   OnError EffectiveOnError() const { return on_error ? on_error->action : OnError::kKeep; }
 };
 
+// The members of RuntimeSettings with their line names, in the artifact's order: the one list
+// VisitRuntimeSettings and InheritRuntimeSettings walk.
+inline constexpr auto kRuntimeSettingMembers = std::make_tuple(
+    std::pair{"on_error", &RuntimeSettings::on_error},
+    std::pair{"stance", &RuntimeSettings::stance}, std::pair{"verify", &RuntimeSettings::verify},
+    std::pair{"on_violation", &RuntimeSettings::on_violation},
+    std::pair{"on_recompile", &RuntimeSettings::on_recompile},
+    std::pair{"dispatch", &RuntimeSettings::dispatch},
+    std::pair{"config", &RuntimeSettings::config});
+
 // Calls `f(name, member)` for each member of `s` (const or not), in the artifact's order.
 template <typename Settings, typename F>
 void VisitRuntimeSettings(Settings& s, F&& f) {
-  f("on_error", s.on_error);
-  f("stance", s.stance);
-  f("verify", s.verify);
-  f("on_violation", s.on_violation);
-  f("on_recompile", s.on_recompile);
-  f("dispatch", s.dispatch);
-  f("config", s.config);
+  std::apply([&](const auto&... m) { (f(m.first, s.*(m.second)), ...); }, kRuntimeSettingMembers);
+}
+
+// `base`'s lines where `into` has none of the kind: an `extends`'s inheritance. A `config`
+// knob is inherited knob by knob (`into`'s own knobs first, in their order).
+inline void InheritLine(std::vector<ConfigSetting>& into, const std::vector<ConfigSetting>& base) {
+  for (const ConfigSetting& c : base) {
+    bool own = false;
+    for (const ConfigSetting& mine : into) own = own || mine.knob == c.knob;
+    if (!own) into.push_back(c);
+  }
+}
+template <typename T>
+void InheritLine(std::optional<T>& into, const std::optional<T>& base) {
+  if (!into) into = base;
+}
+inline void InheritRuntimeSettings(RuntimeSettings& into, const RuntimeSettings& base) {
+  std::apply([&](const auto&... m) { (InheritLine(into.*(m.second), base.*(m.second)), ...); },
+             kRuntimeSettingMembers);
 }
 
 }  // namespace guardpolicy

@@ -69,10 +69,24 @@ struct FunctionInfo {
   std::vector<int> reads;  // filters: core field indices each entry view carries
 };
 
+// What one value of a config knob costs (the YAML's `risks`): the checker's warning GP2021,
+// "`config KNOB = VALUE` <text>", with `help`.
+struct ConfigRisk {
+  enum class Kind : uint8_t { kEquals, kAbove };  // the value equals `value`; an int above it
+  Kind kind = Kind::kEquals;
+  Literal value;  // of the knob's type (kAbove: an int)
+  std::string text;
+  std::string help;
+
+  bool Holds(const Literal& v) const;
+};
+
 struct ConfigKnob {
   std::string name;  // a torch._dynamo.config attribute
   Type type;
   std::string doc;
+  std::optional<int64_t> min;     // int knobs: the least value (below it: GP2010)
+  std::vector<ConfigRisk> risks;  // in the YAML's order
 };
 
 class Schema {

@@ -146,7 +146,7 @@ class Analyzer {
         continue;
       }
       if (!Sat(analysis::Not(r.cond))) {
-        const bool more = i + 1 < rules_.size() || policy_.default_decision.has_value();
+        const bool more = i + 1 < rules_.size() || linked_.settings.default_decision.has_value();
         diags_.Warning(codes::kAlwaysTrue, r.rule->condition->range, "condition is always true",
                        more ? "every guard is decided here: later rules and the default never apply"
                             : "write `default " + std::string(DecisionName(r.rule->decision)) + "` instead");
@@ -200,7 +200,7 @@ class Analyzer {
     for (size_t i = 0; i < rules_.size(); ++i) {
       if (KeptByTorch(rules_[i].rule->decision)) kept = analysis::Or(kept, Reach(i));
     }
-    if (KeptByTorch(policy_.EffectiveDefault())) kept = analysis::Or(kept, ReachDefault());
+    if (KeptByTorch(linked_.settings.EffectiveDefault())) kept = analysis::Or(kept, ReachDefault());
     if (!Sat(kept)) {  // said once; the specific risks below still name what goes stale
       diags_.Warning(codes::kDropsEverything, policy_.name_range,
                      fmt::format("policy `{}` drops every guard", policy_.name),
@@ -220,12 +220,16 @@ class Analyzer {
         sites.emplace_back(rules_[i].site, Reach(i));
       }
     }
-    if (policy_.EffectiveDefault() == d) sites.emplace_back(DefaultSite(), ReachDefault());
+    if (linked_.settings.EffectiveDefault() == d) sites.emplace_back(DefaultSite(), ReachDefault());
     return sites;
   }
 
+  // The policy's own `default` line; an inherited one is reported at its `extends` clause.
   SourceRange DefaultSite() const {
-    return policy_.default_range.valid() ? policy_.default_range : policy_.name_range;
+    const PolicyDecl* owner = linked_.settings.default_owner;
+    if (owner == &policy_ && policy_.default_range.valid()) return policy_.default_range;
+    if (owner != nullptr && policy_.extends) return policy_.extends->range;
+    return policy_.name_range;
   }
 
   void CheckSiteRisks(const SourceRange& site, const FormulaPtr& reach) {

@@ -1,4 +1,4 @@
-// checker.cpp: policy-level checks (parameters, use, config, stance, unsafe, tests).
+// checker.cpp: policy-level checks (parameters, use, extends, config, stance, unsafe, tests).
 #include "guardpolicy/checker.h"
 
 #include <algorithm>
@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "config_checks.h"
 #include "expr_checker.h"
 #include "guardpolicy/diag_codes.h"
 #include "guardpolicy/linker.h"
@@ -25,9 +26,15 @@ class PolicyChecker {
   // its rules cannot be analyzed or compiled.
   PolicyChecker(Module& module, PolicyDecl& policy, const Schema& schema, PolicyResolver& resolver,
                 const CompileOptions& options, Diagnostics& diags, bool uses_unchecked)
-      : module_(module), policy_(policy), schema_(schema), resolver_(resolver),
-        options_(options), diags_(diags), exprs_(schema, policy, options, diags),
-        uses_unchecked_(uses_unchecked) {}
+      : module_(module),
+        policy_(policy),
+        schema_(schema),
+        resolver_(resolver),
+        options_(options),
+        diags_(diags),
+        exprs_(schema, policy, options, diags),
+        uses_unchecked_(uses_unchecked),
+        inherited_(Inherit(policy, resolver)) {}
 
   // Where in this policy's diagnostics the analysis' findings go; none: not analysable.
   std::optional<size_t> analysis_at() const { return analysis_at_; }
@@ -35,10 +42,14 @@ class PolicyChecker {
   void Run() {
     CheckParams();
     for (Item& item : policy_.items) {
-      if (item.kind == Item::Kind::kRule) CheckRule(item.rule);
-      else CheckUse(item.use);
+      if (item.kind == Item::Kind::kRule) {
+        CheckRule(item.rule);
+      } else {
+        CheckUse(item.use, "uses");
+      }
     }
-    CheckConfig();
+    if (policy_.extends) CheckUse(*policy_.extends, "extends");
+    checker_internal::CheckConfigLines(policy_.runtime.config, schema_, exprs_, diags_);
     CheckStance();
     CheckOnRecompile();
     CheckRuntimeLines();
@@ -83,7 +94,8 @@ class PolicyChecker {
     }
   }
 
-  void CheckUse(const Use& use) {
+  // A `use` item, or the `extends` clause (`verb`: "uses", "extends").
+  void CheckUse(const Use& use, const char* verb) {
     const PolicyDecl* target = resolver_.Resolve(use.target, module_);
     if (target == nullptr) {
       const std::string best = ClosestMatch(use.target, resolver_.KnownPolicies(module_));
@@ -93,7 +105,8 @@ class PolicyChecker {
       return;
     }
     if (target == &policy_) {
-      diags_.Error(codes::kUseCycle, use.range, fmt::format("policy `{}` uses itself", policy_.name));
+      diags_.Error(codes::kUseCycle, use.range,
+                   fmt::format("policy `{}` {} itself", policy_.name, verb));
       return;
     }
     CheckArgs(use, *target);
@@ -134,27 +147,6 @@ class PolicyChecker {
     }
   }
 
-  void CheckConfig() {
-    const RuntimeSettings& rt = policy_.runtime;
-    std::set<std::string> seen;
-    for (const ConfigSetting& c : rt.config) {
-      const ConfigKnob* knob = schema_.FindConfig(c.knob);
-      if (knob == nullptr) {
-        std::vector<std::string> names;
-        for (const ConfigKnob& k : schema_.config()) names.push_back(k.name);
-        const std::string best = ClosestMatch(c.knob, names);
-        diags_.Error(codes::kUnknownConfig, c.range, fmt::format("unknown config knob `{}`", c.knob),
-                     best.empty() ? "the schema's `config` section lists the knobs"
-                                  : fmt::format("did you mean `{}`?", best));
-        continue;
-      }
-      exprs_.CheckLiteral(c.value, knob->type, c.value.range);
-      if (!seen.insert(c.knob).second) {
-        diags_.Error(codes::kDuplicateItem, c.range, fmt::format("`config {}` given more than once", c.knob));
-      }
-    }
-  }
-
   void CheckStance() {
     const RuntimeSettings& rt = policy_.runtime;
     if (!rt.stance) return;
@@ -165,11 +157,12 @@ class PolicyChecker {
     }
   }
 
-  // `on_recompile <action>`: only with a `stance` line; the action from the schema's list.
+  // `on_recompile <action>`: only with a `stance` line (its own or its base's); the action from
+  // the schema's list.
   void CheckOnRecompile() {
     const RuntimeSettings& rt = policy_.runtime;
     if (!rt.on_recompile) return;
-    if (!rt.stance) {
+    if (!inherited_.runtime.stance) {
       diags_.Error(codes::kUnknownStance, rt.on_recompile->range,
                    "`on_recompile` without a `stance` line",
                    "add `stance skip_guard_eval_unsafe after N calls`: without it every call "
@@ -180,14 +173,15 @@ class PolicyChecker {
   }
 
   // `verify every N calls`, `on_violation <action>`, `dispatch <mode>`: the interval is at least
-  // one call, the action and the mode come from the schema's lists.
+  // one call, the action and the mode come from the schema's lists; `on_violation` needs a
+  // `verify` line (its own or its base's).
   void CheckRuntimeLines() {
     const RuntimeSettings& rt = policy_.runtime;
     if (rt.verify && rt.verify->every_calls < 1) {
       diags_.Error(codes::kBadVerify, rt.verify->range,
                    "`verify every N calls` needs N of at least 1");
     }
-    if (rt.on_violation && !rt.verify) {
+    if (rt.on_violation && !inherited_.runtime.verify) {
       diags_.Error(
           codes::kBadVerify, rt.on_violation->range,
           "`on_violation` without `verify every N calls`",
@@ -228,15 +222,25 @@ class PolicyChecker {
     }
   }
 
+  // Where to report a line the policy may inherit: its own line, or its `extends` clause.
+  const SourceRange& OwnOrExtends(const SourceRange& line) const {
+    const bool own = line.file == policy_.range.file && line.begin >= policy_.range.begin &&
+                     line.end <= policy_.range.end;
+    return own || !policy_.extends ? line : policy_.extends->range;
+  }
+
+  // The proof of `unsafe`, over the policy with what it inherits (`extends`): its base's rules,
+  // default, stance and config lines count as its own.
   void CheckUnsafe() {
     if (diags_.HasErrors()) return;  // analysis needs a well-typed policy
     if (!uses_unchecked_) {          // ... and well-typed policies under its `use`s
       analysis_at_ = diags_.size();
     }
     const bool can_drop = CanDrop(policy_, resolver_);
-    if (policy_.runtime.stance && !policy_.is_unsafe) {
+    const RuntimeSettings& rt = inherited_.runtime;
+    if (rt.stance && !policy_.is_unsafe) {
       diags_.Error(
-          codes::kDropsWithoutUnsafe, policy_.runtime.stance->range,
+          codes::kDropsWithoutUnsafe, OwnOrExtends(rt.stance->range),
           fmt::format("policy `{}` skips guard evaluation after warm-up but is not marked `unsafe`",
                       policy_.name),
           "skip_guard_eval_unsafe can run stale compiled code; write `unsafe policy`");
@@ -244,32 +248,35 @@ class PolicyChecker {
     }
     const ConfigSetting* free = UnwatchedFreeTensors();
     if (free != nullptr && !policy_.is_unsafe) {
-      diags_.Error(codes::kDropsWithoutUnsafe, free->range,
-                   fmt::format("policy `{}` installs free tensors without a `watch` but is not marked `unsafe`",
-                               policy_.name),
-                   "torch's guard on an installed tensor checks its metadata, not its identity: a second "
-                   "instance of a class, or the next block of a model compiled block by block, runs with the "
-                   "first one's weights; add `default watch` (guardpolicy.compile watches each tensor's "
-                   "identity) or write `unsafe policy`");
+      diags_.Error(
+          codes::kDropsWithoutUnsafe, OwnOrExtends(free->range),
+          fmt::format(
+              "policy `{}` installs free tensors without a `watch` but is not marked `unsafe`",
+              policy_.name),
+          "torch's guard on an installed tensor checks its metadata, not its identity: a second "
+          "instance of a class, or the next block of a model compiled block by block, runs with "
+          "the first one's weights; add `default watch` (guardpolicy.compile watches each "
+          "tensor's identity) or write `unsafe policy`");
       return;
     }
     if (can_drop && !policy_.is_unsafe) {
       diags_.Error(codes::kDropsWithoutUnsafe, policy_.name_range,
                    fmt::format("policy `{}` can drop guards but is not marked `unsafe`", policy_.name),
                    "dropping a guard can run stale compiled code; write `unsafe policy`");
-    } else if (!can_drop && policy_.is_unsafe && !policy_.runtime.stance && free == nullptr) {
+    } else if (!can_drop && policy_.is_unsafe && !rt.stance && free == nullptr) {
       diags_.Warning(codes::kUnsafeNeverDrops, policy_.name_range,
                      fmt::format("policy `{}` is marked `unsafe` but never drops a guard", policy_.name),
                      "remove `unsafe`");
     }
   }
 
-  // The policy's `config install_free_tensors = true` when no rule of it (or of a policy it
-  // uses) and not its default can decide `watch`, else nullptr.
+  // The policy's `config install_free_tensors = true` (its own or inherited) when no rule of it
+  // (or of a policy it uses or extends) and not its default can decide `watch`, else nullptr.
   const ConfigSetting* UnwatchedFreeTensors() const {
-    if (policy_.EffectiveDefault() == Decision::kWatch || LinkSummaries(resolver_).Of(policy_).can_watch)
+    if (inherited_.EffectiveDefault() == Decision::kWatch ||
+        LinkSummaries(resolver_).Of(policy_).can_watch)
       return nullptr;
-    for (const ConfigSetting& setting : policy_.runtime.config)
+    for (const ConfigSetting& setting : inherited_.runtime.config)
       if (setting.knob == "install_free_tensors" && setting.value.kind == Literal::Kind::kBool && setting.value.b)
         return &setting;
     return nullptr;
@@ -283,6 +290,7 @@ class PolicyChecker {
   Diagnostics& diags_;
   ExprChecker exprs_;
   bool uses_unchecked_ = false;
+  const Inherited inherited_;  // its `default` and runtime lines with its base's
   std::optional<size_t> analysis_at_;
 };
 
@@ -297,19 +305,38 @@ void CheckDuplicatePolicies(const Module& module, Diagnostics& diags) {
   }
 }
 
-// Depth-first search over same-module `use` edges; reports each cycle once.
-void CheckUseCycles(const Module& module, Diagnostics& diags) {
+// The same-module policies `p` names in a `use` or its `extends` (not itself), each with the
+// clause that names it, in source order (`extends` last).
+std::vector<std::pair<const Use*, PolicyDecl*>> SameModuleTargets(Module& module,
+                                                                  const PolicyDecl& p) {
+  std::vector<std::pair<const Use*, PolicyDecl*>> out;
+  const auto add = [&](const Use& use) {
+    for (PolicyDecl& target : module.policies) {
+      if (target.name == use.target && &target != &p) {
+        out.emplace_back(&use, &target);
+        return;
+      }
+    }
+  };
+  for (const Item& item : p.items) {
+    if (item.kind == Item::Kind::kUse) add(item.use);
+  }
+  if (p.extends) add(*p.extends);
+  return out;
+}
+
+// Depth-first search over same-module `use` and `extends` edges; reports each cycle once.
+void CheckUseCycles(Module& module, Diagnostics& diags) {
   enum class Mark { kNone, kActive, kDone };
   std::map<const PolicyDecl*, Mark> marks;
   std::function<void(const PolicyDecl&)> visit = [&](const PolicyDecl& p) {
     marks[&p] = Mark::kActive;
-    for (const Item& item : p.items) {
-      if (item.kind != Item::Kind::kUse) continue;
-      const PolicyDecl* target = module.FindPolicy(item.use.target);
-      if (target == nullptr || target == &p) continue;
+    for (const auto& [use, target] : SameModuleTargets(module, p)) {
       if (marks[target] == Mark::kActive) {
-        diags.Error(codes::kUseCycle, item.use.range,
-                    fmt::format("`use {}` forms a cycle back to `{}`", target->name, target->name));
+        const char* verb = use == (p.extends ? &*p.extends : nullptr) ? "extends" : "use";
+        diags.Error(
+            codes::kUseCycle, use->range,
+            fmt::format("`{} {}` forms a cycle back to `{}`", verb, target->name, target->name));
       } else if (marks[target] == Mark::kNone) {
         visit(*target);
       }
@@ -321,19 +348,14 @@ void CheckUseCycles(const Module& module, Diagnostics& diags) {
   }
 }
 
-// The policies of `module`, each after the same-file policies it uses (depth first; on a
-// cycle, reported by CheckUseCycles, the policy reached again comes later).
+// The policies of `module`, each after the same-file policies it uses or extends (depth
+// first; on a cycle, reported by CheckUseCycles, the policy reached again comes later).
 std::vector<PolicyDecl*> UsesFirst(Module& module) {
   std::vector<PolicyDecl*> order;
   std::set<const PolicyDecl*> seen;
   std::function<void(PolicyDecl&)> visit = [&](PolicyDecl& p) {
     if (!seen.insert(&p).second) return;
-    for (const Item& item : p.items) {
-      if (item.kind != Item::Kind::kUse) continue;
-      for (PolicyDecl& target : module.policies) {
-        if (target.name == item.use.target) visit(target);
-      }
-    }
+    for (const auto& [use, target] : SameModuleTargets(module, p)) visit(*target);
     order.push_back(&p);
   };
   for (PolicyDecl& p : module.policies) visit(p);
@@ -372,7 +394,8 @@ void CheckTests(const Module& module, const Schema& schema, Diagnostics& diags) 
 }  // namespace
 
 bool CanDrop(const PolicyDecl& policy, PolicyResolver& resolver) {
-  return policy.EffectiveDefault() == Decision::kDrop || LinkSummaries(resolver).Of(policy).can_drop;
+  return Inherit(policy, resolver).EffectiveDefault() == Decision::kDrop ||
+         LinkSummaries(resolver).Of(policy).can_drop;
 }
 
 CheckResult Check(Module& module, const Schema& schema, PolicyResolver& resolver,
@@ -389,12 +412,8 @@ CheckResult Check(Module& module, const Schema& schema, PolicyResolver& resolver
   std::set<const PolicyDecl*> failed;  // errors of its own or in a policy it uses
   for (PolicyDecl* policy : UsesFirst(module)) {
     bool uses_unchecked = false;
-    for (const Item& item : policy->items) {
-      if (item.kind != Item::Kind::kUse) continue;
-      const PolicyDecl* target = module.FindPolicy(item.use.target);
-      if (target != nullptr && target != policy) {
-        uses_unchecked |= failed.count(target) > 0 || !policy_diags.count(target);
-      }
+    for (const auto& [use, target] : SameModuleTargets(module, *policy)) {
+      uses_unchecked |= failed.count(target) > 0 || !policy_diags.count(target);
     }
     Diagnostics& own = policy_diags[policy];
     PolicyChecker checker(module, *policy, schema, resolver, options, own, uses_unchecked);

@@ -37,9 +37,14 @@ class CodeGen {
     }
   }
 
-  void EmitDefault(const PolicyDecl& policy) {
-    prog_.default_decision = policy.EffectiveDefault();
-    const SourceRange& r = policy.default_range.valid() ? policy.default_range : policy.name_range;
+  // The default: the policy's own `default` line, or the one it inherits (reported at the
+  // base's line, in the base's file), or `keep` at the policy's name.
+  void EmitDefault(const LinkedPolicy& linked) {
+    const PolicyDecl& policy = *linked.policy;
+    const PolicyDecl* owner = linked.settings.default_owner;
+    prog_.default_decision = linked.settings.EffectiveDefault();
+    const SourceRange& r =
+        owner && owner->default_range.valid() ? owner->default_range : policy.name_range;
     prog_.default_file = r.file ? r.file->path() : "";
     prog_.default_line = r.start().line;
     Emit(Opcode::kDecide, static_cast<int>(prog_.default_decision), -1);
@@ -411,7 +416,7 @@ ProgramImage Compile(const LinkedPolicy& linked, const Schema& schema, const Par
   if (diags.HasErrors()) return prog;
   CodeGen gen(prog, schema, diags, options);
   gen.CompileRules(WithParams(linked, bound));
-  gen.EmitDefault(policy);
+  gen.EmitDefault(linked);
   return prog;
 }
 

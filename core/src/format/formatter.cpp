@@ -259,17 +259,38 @@ class Formatter {
     return out;
   }
 
-  // `policy NAME(PARAMS) {`: its range ends at the body's `{`.
+  static std::string ArgsText(const std::vector<ListItem>& items) {
+    return items.empty() ? "" : "(" + Joined(items) + ")";
+  }
+
+  // `policy NAME(PARAMS) extends BASE(ARGS) {`: its range ends at the body's `{`. Its bracketed
+  // lists (the parameters, the base's arguments) keep the comments inside them in place.
   Construct PolicyHeader(const PolicyDecl& p) const {
     const std::string head = std::string(p.is_unsafe ? "unsafe " : "") + "policy " + p.name;
-    const uint32_t brace = FindCode('{', p.name_range.end, p.range.end);
-    Construct c{{p.range.file, p.range.begin, brace + 1}, head + " {", {}};
-    if (p.params.empty()) return c;
-    BracketList list{head + "(", {}, FindCode('(', p.name_range.end, brace), RFindCode(')', p.name_range.end, brace),
-                     ") {"};
-    for (const Param& param : p.params) list.items.push_back({param.range, ParamText(param)});
-    c.text = head + "(" + Joined(list.items) + ") {";
-    c.lists.push_back(std::move(list));
+    const uint32_t brace =
+        FindCode('{', p.extends ? p.extends->range.end : p.name_range.end, p.range.end);
+    const uint32_t params_end = p.extends ? p.extends->range.begin : brace;
+    std::vector<ListItem> params, args;
+    for (const Param& param : p.params) params.push_back({param.range, ParamText(param)});
+    if (p.extends) {
+      for (const Arg& a : p.extends->args) {
+        args.push_back({a.range, a.name + " = " + PrintLiteral(a.value)});
+      }
+    }
+    const std::string base = p.extends ? " extends " + p.extends->target : "";
+    Construct c{{p.range.file, p.range.begin, brace + 1},
+                head + ArgsText(params) + base + ArgsText(args) + " {",
+                {}};
+    if (!params.empty()) {
+      c.lists.push_back({head + "(", params, FindCode('(', p.name_range.end, params_end),
+                         RFindCode(')', p.name_range.end, params_end),
+                         ")" + base + ArgsText(args) + " {"});
+    }
+    if (!args.empty()) {
+      const SourceRange& r = p.extends->range;
+      c.lists.push_back({head + ArgsText(params) + base + "(", args, FindCode('(', r.begin, r.end),
+                         RFindCode(')', r.begin, r.end), ") {"});
+    }
     return c;
   }
 

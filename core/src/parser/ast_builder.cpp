@@ -239,16 +239,18 @@ class Builder {
     return p;
   }
 
-  Use BuildUse(P::UseItemContext* ctx) {
+  // A `use` item, or an `extends` clause (a `use` of the base): `ctx` spans it.
+  Use BuildUse(antlr4::ParserRuleContext* ctx, P::QualifiedNameContext* target,
+               P::ArgListContext* args) {
     Use u;
     u.range = Range(ctx);
-    if (ctx->target) {
-      for (auto* id : ctx->target->IDENT()) {
+    if (target) {
+      for (auto* id : target->IDENT()) {
         if (!u.target.empty()) u.target += '.';
         u.target += id->getText();
       }
     }
-    if (auto* args = ctx->argList()) {
+    if (args) {
       for (auto* a : args->arg()) u.args.push_back({Text(a->name), BuildLiteral(a->literal()), Range(a)});
     }
     return u;
@@ -279,7 +281,7 @@ class Builder {
     } else if (auto* use = dynamic_cast<P::UseItemContext*>(ctx)) {
       Item item;
       item.kind = Item::Kind::kUse;
-      item.use = BuildUse(use);
+      item.use = BuildUse(use, use->target, use->argList());
       policy.items.push_back(std::move(item));
     } else if (auto* config = dynamic_cast<P::ConfigItemContext*>(ctx)) {
       policy.runtime.config.push_back(
@@ -351,6 +353,7 @@ class Builder {
     if (auto* params = ctx->paramList()) {
       for (auto* param : params->param()) p.params.push_back(BuildParam(param));
     }
+    if (auto* base = ctx->extendsClause()) p.extends = BuildUse(base, base->base, base->argList());
     for (auto* item : ctx->policyItem()) BuildItem(p, item);
     return p;
   }

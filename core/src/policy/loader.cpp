@@ -59,7 +59,7 @@ std::shared_ptr<const CompiledPolicy> Loader::Load(SourceFilePtr file, const std
   PolicyMeta meta;
   meta.is_unsafe = decl->is_unsafe;
   meta.doc = decl->doc.value_or("");
-  meta.runtime = decl->runtime;
+  meta.runtime = Inherit(*decl, *this).runtime;  // its own lines over its base's (`extends`)
   for (const Param& p : decl->params) {
     if (p.default_value) meta.params[p.name] = *p.default_value;
   }

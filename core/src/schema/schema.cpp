@@ -34,7 +34,64 @@ std::string Scalar(const YAML::Node& node, const char* key, const std::string& o
 // that ("ab", "c") and ("a", "bc") differ.
 void Mix(uint64_t& h, std::string_view s) { h = Fnv1a64("\xff", Fnv1a64(s, h)); }
 
+// A YAML scalar as a literal of `type` (bool, int or string).
+Literal LiteralOf(const YAML::Node& node, const Type& type, const std::string& origin) {
+  Literal lit;
+  if (!node.IsScalar()) Fail(origin, node, "a value must be a scalar");
+  try {
+    if (type.kind == TypeKind::kBool) {
+      lit.kind = Literal::Kind::kBool;
+      lit.b = node.as<bool>();
+    } else if (type.kind == TypeKind::kInt) {
+      lit.kind = Literal::Kind::kInt;
+      lit.i = node.as<int64_t>();
+    } else {
+      lit.kind = Literal::Kind::kString;
+      lit.str = node.as<std::string>();
+    }
+  } catch (const YAML::Exception&) {
+    Fail(origin, node, "a value not of the knob's type");
+  }
+  return lit;
+}
+
+// A knob's `min` and `risks` (schema.h, ConfigRisk).
+void ReadKnobLimits(ConfigKnob& k, const YAML::Node& node, const std::string& origin) {
+  if (const YAML::Node min = node["min"]) {
+    if (k.type.kind != TypeKind::kInt) Fail(origin, min, "`min` is for int knobs");
+    k.min = LiteralOf(min, k.type, origin).i;
+  }
+  const YAML::Node risks = node["risks"];
+  if (!risks) return;
+  if (!risks.IsSequence()) Fail(origin, risks, "`risks` must be a list");
+  for (const auto& r : risks) {
+    ConfigRisk risk;
+    if (r["equals"] && !r["above"]) {
+      risk.value = LiteralOf(r["equals"], k.type, origin);
+    } else if (r["above"] && !r["equals"] && k.type.kind == TypeKind::kInt) {
+      risk.kind = ConfigRisk::Kind::kAbove;
+      risk.value = LiteralOf(r["above"], k.type, origin);
+    } else {
+      Fail(origin, r, "a risk needs `equals: VALUE` or, for an int knob, `above: N`");
+    }
+    risk.text = Scalar(r, "text", origin);
+    risk.help = Scalar(r, "help", origin, false);
+    k.risks.push_back(std::move(risk));
+  }
+}
+
 }  // namespace
+
+bool ConfigRisk::Holds(const Literal& v) const {
+  if (v.kind != value.kind) return false;
+  if (kind == Kind::kAbove) return v.i > value.i;
+  switch (v.kind) {
+    case Literal::Kind::kBool: return v.b == value.b;
+    case Literal::Kind::kInt: return v.i == value.i;
+    case Literal::Kind::kString: return v.str == value.str;
+  }
+  return false;
+}
 
 int EnumInfo::Find(std::string_view member) const {
   for (size_t i = 0; i < members.size(); ++i) {
@@ -167,6 +224,7 @@ Schema Schema::FromYaml(const std::string& yaml_text, const std::string& origin)
     k.type = s.ParseType(type);
     if (k.type.is_error()) Fail(origin, kv.second, fmt::format("unknown type `{}`", type));
     k.doc = Scalar(kv.second, "doc", origin, false);
+    ReadKnobLimits(k, kv.second, origin);
     Mix(h, k.name);
     s.config_.push_back(std::move(k));
   }
