@@ -8,7 +8,10 @@ verifies it before it runs, passes the verdict through ``agree`` (identity here;
 multi-process run replaces it with a collective so that all ranks act alike), acts on it,
 then runs the call (torch's compiled callable). The counting, the sampling and the call
 are the extension's ``CallLayer`` (bindings/runtime/call_layer.h): an unsampled call runs no Python
-code of guardpolicy, only a count, a remainder and a vectorcall in C.
+code of guardpolicy, only a count, a remainder and a vectorcall in C. A sampled call on which
+only dropped value guards fail is settled while it runs instead: ``CallLayer`` calls
+``inner`` after ``_sampled``, which sets ``inner`` to a one-call ``_Compared`` that puts it
+back, runs the call against eager and agrees and acts (``compared``).
 
 The frame verified is the top-level frame: the module's ``forward`` (or the compiled
 function), whose frame locals are built as the frame itself will hold them (parameters
@@ -93,9 +96,7 @@ class CallPath(CallLayer):
         guards pass (direct dispatch), so that neither is done again. A ``comparable``
         verdict comes back unsettled: the caller runs ``comparison(verdict, served, ...)``."""
         verdict, entry, _ = self.check(call, args, kwargs, served)
-        if not verdict.comparable:
-            self.settle(verdict, entry)
-        return verdict
+        return verdict if verdict.comparable else self.settle(verdict, entry)
 
     def check(self, call: int, args: tuple, kwargs: dict,
               served: tuple[Any, dict] | None = None) -> tuple[_verify.Verdict, Any, dict | None]:
@@ -135,7 +136,9 @@ class CallPath(CallLayer):
     def act(self, verdict: _verify.Verdict, entry: Any) -> None:
         """Records and logs the violations, then: ``recompile``, the entry torch would serve
         is invalidated (and the stance, if any, goes back to full guards) so that this call
-        compiles anew; ``raise``, ``StaleGuardError``; ``warn``, one warning per guard."""
+        compiles anew, and leaves the count torch compares with ``recompile_limit``
+        (``torch_internals.uncount``: verify's recompiles never send the frame to eager);
+        ``raise``, ``StaleGuardError``; ``warn``, one warning per guard."""
         stats = self.compile_stats
         stats.registries.violations.extend(verdict.violations)
         for violation in verdict.violations:

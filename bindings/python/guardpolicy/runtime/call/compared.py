@@ -179,11 +179,11 @@ def _differs(result: Any, expected: Any, written: Written, eager_written: Writte
         return "the cached code wrote a tensor in place that eager did not"
     if not same_value(result, expected):
         return "the outputs differ"
-    if written.changes.keys() != eager_written.changes.keys():
-        return "they wrote different objects"
-    for key, (kind, now) in written.changes.items():
-        if eager_written.changes[key][0] != kind or not same_value(now, eager_written.changes[key][1]):
-            return "they wrote different values"
+    ours, theirs = written.changes, eager_written.changes
+    for key in (*ours, *(k for k in theirs if k not in ours)):
+        mine, eager = ours.get(key), theirs.get(key)
+        if mine is None or eager is None or mine[0] != eager[0] or not same_value(mine[1], eager[1]):
+            return f"the state they wrote differs: {(mine or eager)[2]}"
     return ""
 
 

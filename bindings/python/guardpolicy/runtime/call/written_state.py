@@ -44,13 +44,14 @@ MISSING = object()
 
 class Written:
     """What differs from a ``WrittenState`` after a run: per container (its ``id``; a global:
-    ``("global", id(globals), name)``) what it holds now, ``(kind, contents)``: ``"dict"`` and
-    its items, ``"list"`` its items, ``"set"`` a set, ``"object"`` its class and ``__dict__``
-    items, ``"global"`` the value bound (or ``MISSING``)."""
+    ``("global", id(globals), name)``) what it holds now, ``(kind, contents, label)``:
+    ``"dict"`` and its items, ``"list"`` its items, ``"set"`` a set, ``"object"`` its class and
+    ``__dict__`` items, ``"global"`` the value bound (or ``MISSING``); ``label`` says where, for
+    a message (``"`Denoiser` attribute 'last'"``)."""
 
     __slots__ = ("changes",)
 
-    def __init__(self, changes: dict[Any, tuple[str, Any]]):
+    def __init__(self, changes: dict[Any, tuple[str, Any, str]]):
         self.changes = changes
 
     def __len__(self) -> int:
@@ -141,23 +142,26 @@ class WrittenState:
 
     def written(self) -> Written:
         """Which recorded containers and bindings differ now, and what they hold."""
-        changes: dict[Any, tuple[str, Any]] = {}
+        changes: dict[Any, tuple[str, Any, str]] = {}
         for scope, name, value in self.bindings:
             now = scope.get(name, MISSING)
             if now is not value:
-                changes[("global", id(scope), name)] = ("global", now)
+                changes[("global", id(scope), name)] = ("global", now, f"global `{name}`")
         for obj, cls, items in self.objects:
             if type(obj) is not cls or not _same_items(obj.__dict__.items(), items):
-                changes[id(obj)] = ("object", (type(obj), list(obj.__dict__.items())))
+                now = list(obj.__dict__.items())
+                what = f"`{type(obj).__name__}` attribute {_keys_differing(now, items)}"
+                changes[id(obj)] = ("object", (type(obj), now), what)
         for d, items in self.dicts:
             if not _same_items(d.items(), items):
-                changes[id(d)] = ("dict", list(d.items()))
+                now = list(d.items())
+                changes[id(d)] = ("dict", now, f"dict items {_keys_differing(now, items)}")
         for seq, items in self.lists:
             if not _same_seq(seq, items):
-                changes[id(seq)] = ("list", list(seq))
+                changes[id(seq)] = ("list", list(seq), f"a list of {len(items)} items")
         for s, items in self.sets:
             if len(s) != len(items) or not all(x in s for x in items):
-                changes[id(s)] = ("set", set(s))
+                changes[id(s)] = ("set", set(s), f"a set of {len(items)} items")
         return Written(changes)
 
     def tensors_moved(self) -> bool:
@@ -193,3 +197,9 @@ def _same_items(now: Iterable, was: list) -> bool:
 
 def _same_seq(now: list, was: list) -> bool:
     return len(now) == len(was) and all(a is b for a, b in zip(now, was))
+
+
+def _keys_differing(now: list, was: list) -> str:
+    a, b = dict(now), dict(was)
+    keys = [k for k in {**a, **b} if a.get(k, MISSING) is not b.get(k, MISSING)]
+    return ", ".join(repr(k) for k in keys[:3]) + (f" and {len(keys) - 3} more" if len(keys) > 3 else "")
