@@ -33,6 +33,12 @@ class Counts:
     serve_time_compiles: int = 0
     checked_by_eager: int = 0
 
+    def __setstate__(self, state: Any) -> None:
+        """A pickle's counters; a counter added since it was made starts at 0."""
+        values = state[1] if isinstance(state, tuple) else state
+        for field in dataclasses.fields(self):
+            setattr(self, field.name, (values or {}).get(field.name, field.default))
+
 
 class Registries:
     """``explanations``: per compiled frame, a ``FrameExplanations``; ``violations``: verify's
