@@ -8,7 +8,9 @@ kernels that write them without saying so (``native_batch_norm`` and its cuDNN a
 variants, with ``training`` true: they move no version counter either). A tensor was created
 by the run when its storage came out of an op of the run that does not return a view of its
 inputs. Anything else written (a parameter, a buffer, an input, a global, a cache) stops the
-run: the exception says which op.
+run: the exception says which op. So does a write to a tensor made by ``torch.tensor``,
+``torch.as_tensor`` or ``torch.from_numpy`` (``aten.lift_fresh`` returns what it is given:
+it may be a NumPy array's memory), which only costs the comparison.
 """
 
 from __future__ import annotations
