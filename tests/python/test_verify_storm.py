@@ -103,6 +103,31 @@ def test_a_run_id_storm_fix_survives_verify(every, calls, direct, caplog):
     assert "only dropped value guards failed (`opts['run_id']`)" in said[0]
 
 
+class Dropped(torch.nn.Module):
+    """A float attribute set per step (a dropout ``p``) that the output does not depend on in
+    ``eval()``."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.p = 0.1
+
+    def forward(self, x):
+        return torch.nn.functional.dropout(self.fc(x), self.p, self.training)
+
+
+def test_a_float_attribute_set_per_step_and_dropped_survives_verify():
+    torch.manual_seed(0)
+    model, x = Dropped().eval(), torch.randn(2, 8)
+    compiled = gp.compile(model, storm_fix('drop when name == "self.p"', 10), backend="eager")
+    with torch.no_grad():
+        for step in range(300):
+            model.p = 0.1 + step * 1e-3
+            assert torch.equal(compiled(x), model(x)), f"call {step + 1}"
+    st = gp.stats(compiled)
+    assert st.compiles == 1 and st.violations == [] and st.eager_fallbacks == [] and st.checked_by_eager == 30
+
+
 def test_a_storm_fix_that_also_writes_the_options_dict_writes_it_once():
     """The eager run's write (``opts['seen'] = True``) is undone before the cached code runs:
     each dict ends up as eager leaves it, and the writes compare equal."""
