@@ -57,7 +57,10 @@ _WATCH_PREFIX = re.compile(r"^guardpolicy watch: [^:]*: (a watched guard failed:
 _LOCAL = re.compile(r"L\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 _COMPARED = re.compile(r"^(?P<lhs>.+?) (?:==|is) (?P<rhs>.+)$")
 _MISSING_KEY = re.compile(r"^KeyError on (?P<dict>.+)\[(?P<key>[^\[\]]+)\]$")
-_MODULE_ITEM = re.compile(r"\.__dict__\['_(?:modules|parameters|buffers)'\]\['([A-Za-z_][A-Za-z0-9_]*)'\]")
+_MODULE_ITEM = re.compile(r"(?:\.__dict__\['_(?:modules|parameters|buffers)'\]|\._(?:modules|parameters|buffers))"
+                          r"\['([A-Za-z_][A-Za-z0-9_]*)'\]")
+#: How torch 2.11 prints a float's SHAPE_ENV guard: ``___as_tensor(self.scale).item() == 0.135``.
+_AS_TENSOR = re.compile(r"___as_tensor\((.+?)\)\.item\(\)")
 _DICT_ITEM = re.compile(r"\.__dict__\['([A-Za-z_][A-Za-z0-9_]*)'\]")
 _TENSOR = re.compile(r"^tensor '(?P<name>[^']+)' (?P<what>.+)$")
 
@@ -99,14 +102,15 @@ def failing_guards(recompile: Recompile, explanations: Iterable[Any]) -> list[En
         name, guard_type = _named(code, by_entry.get(entry, ()))
         compared = _COMPARED.match(code)
         if not name and compared:  # a SHAPE_ENV guard has no name: the value it compares
-            name = compared.group("lhs")
+            name = _AS_TENSOR.sub(r"\1", compared.group("lhs"))
         out.append(EntryFailure(entry, code, name, guard_type, compared.group("rhs") if compared else "", hint,
                                watched))
     return out
 
 
 def attribute_path(source: str) -> str:
-    """A source as attribute reads: ``self.__dict__['_modules']['base_model'].peft_config`` ->
+    """A source as attribute reads: ``self.__dict__['_modules']['base_model'].peft_config``
+    (torch 2.13) and ``self._modules['base_model'].peft_config`` (2.11) ->
     ``self.base_model.peft_config``."""
     return _DICT_ITEM.sub(r".\1", _MODULE_ITEM.sub(r".\1", source))
 
