@@ -149,6 +149,28 @@ def test_a_watched_change_and_the_frames_after_a_graph_break():
         gp.would_recompile(step, y=x)
 
 
+def _scale(x, k=2):
+    return x * k
+
+
+@pytest.mark.parametrize("make", [
+    lambda: gp.compile(_scale, "watch_state", backend="eager", dynamic=False, dispatch="direct"),
+    lambda: gp.compile(_scale, gp.load_std("skip_guard_on_all_nn_modules"), backend="eager", dynamic=False, verify=3),
+    lambda: gp.compile(Scaled(), "watch_state", backend="eager", dynamic=False, inplace=True),
+], ids=["function-direct-dispatch", "function-verify", "module-in-place"])
+def test_would_recompile_finds_the_first_frame_behind_each_wrapper(make):
+    step = make()
+    args = (Options(1.0, "relu"),) if isinstance(step, nn.Module) else ()
+    with torch.no_grad():
+        for _ in range(10):
+            step(torch.randn(2, 4), *args)
+        assert gp.would_recompile(step, torch.randn(2, 4), *args).served_by == "0/0"
+        answer = gp.would_recompile(step, torch.randn(3, 4), *args)
+        assert answer.would_compile and answer.failures[0].expected == "size[0] 2"
+        step(torch.randn(3, 4), *args)
+    assert gp.stats(step).compiles == 2
+
+
 def test_coverage_table():
     step = gp.compile(Scaled().eval(), "watch_state", backend="eager", dynamic=False)
     with torch.no_grad():

@@ -27,15 +27,13 @@ from ..frames import CompiledFrame, code_frame
 from .frame import TopFrame, top_frame
 from .naming import GuardFailure, name_failure
 
-_RESUME_PREFIX = "__resume_at_"  # Dynamo's name for the continuation after a graph break
-
-
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class EntryCheck:
     """What one cache entry of the first frame says of the call: ``compile_id`` (``"0/1"``),
-    ``passes`` (it would serve the call), and when it does not, ``failure`` (a
-    ``GuardFailure``). ``failing_guard``, ``expected`` and ``got`` are the failure's (``""``
-    when it passes)."""
+    ``passes`` (it would serve the call), and when no entry serves it, ``failure`` (a
+    ``GuardFailure``; None for the entries tried before the one that serves: nothing is named
+    when nothing compiles). ``failing_guard``, ``expected`` and ``got`` are the failure's
+    (``""`` without one)."""
 
     compile_id: str
     passes: bool
@@ -54,17 +52,20 @@ class EntryCheck:
         return self.failure.got if self.failure is not None else ""
 
     def __str__(self) -> str:
-        return f"{self.compile_id}: serves the call" if self.passes else f"{self.compile_id}: {self.failure}"
+        if self.passes:
+            return f"{self.compile_id}: serves the call"
+        return f"{self.compile_id}: {self.failure if self.failure is not None else 'does not serve the call'}"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class WouldRecompile:
     """The answer of ``guardpolicy.would_recompile``.
 
     ``would_compile``: the call would compile the first frame (no cache entry serves it, and
     the frame is not at its recompile limit); ``served_by``: the compile id of the entry that
     would serve it (``None`` otherwise); ``entries``: per cache entry tried, in torch's lookup
-    order, an ``EntryCheck`` (up to the one that serves); ``frame``: the first frame (a
+    order, an ``EntryCheck`` (up to the one that serves; each failing guard named when none
+    serves); ``frame``: the first frame (a
     ``CompiledFrame``); ``checked_frames`` and ``unchecked_frames``: the frames checked (the
     first) and the frames that run after a graph break, which cannot be checked without
     running the first graph (labels ``function at file:line``); ``runs_eagerly``: no entry
@@ -96,7 +97,7 @@ class WouldRecompile:
             verdict = "would run eagerly (recompile limit)" if self.runs_eagerly else "would compile"
             head = f"{verdict} {where}: none of its {n} cache entr{'y' if n == 1 else 'ies'} serves the call"
         lines = [head + (" (stance: differentiating guards only)" if self.stance else "")]
-        lines += [f"  {e}" for e in self.entries if not e.passes]
+        lines += [f"  {e}" for e in self.entries if e.failure is not None]
         if self.unchecked_frames:
             lines.append(f"  not checked (after a graph break): {', '.join(self.unchecked_frames)}")
         return "\n".join(lines)
@@ -116,16 +117,11 @@ def would_recompile(compiled: Any, *args: Any, **kwargs: Any) -> WouldRecompile:
 
 def check_frame(frame: TopFrame, f_locals: dict[str, Any]) -> WouldRecompile:
     """``would_recompile`` for the frame locals ``f_locals`` of ``frame``'s first frame."""
-    from .. import torch_internals as _tp
-
-    if absent := _tp.missing_for_serving():
-        raise RuntimeError(f"guardpolicy.would_recompile needs {', '.join(absent)}, which this torch lacks"
-                           f"{_tp.DOCTOR_HINT}")
-    stats = frame.stats
-    stance = bool(stats is not None and stats.stance_active)
-    region = _tp.region_of(frame.ctx)
-    entries = _tp.lookup_entries(frame.code, frame.ctx.callback, region)
-    return answer(frame.code, entries, f_locals, stats, region, stance)
+    _tp = _torch()
+    stats, ctx, code = frame.stats, frame.ctx, frame.function.__code__
+    stance = stats is not None and stats.stance_active
+    region = _tp.region_of(ctx)
+    return answer(code, _tp.lookup_entries(code, ctx.callback, region), f_locals, stats, region, stance)
 
 
 def answer(code: Any, entries: list, f_locals: dict[str, Any], stats: Any, region: int = -1,
@@ -134,30 +130,58 @@ def answer(code: Any, entries: list, f_locals: dict[str, Any], stats: Any, regio
     ``entries`` (``torch_internals.lookup_entries``) for a call with ``f_locals``;
     ``stats``: the compiled object's ``CompileStats`` (None for a plain ``torch.compile``);
     ``stance``: entries asked for their differentiating guards only."""
-    from .. import torch_internals as _tp
-
-    checks, served = [], None
+    passes = _torch().passes
+    served, checks = None, []
     for entry in entries:
-        if _tp.passes(entry.manager, f_locals, stance):
-            checks.append(EntryCheck(entry.compile_id, True))
+        if passes(entry.manager, f_locals, stance):
             served = entry
+            checks.append(EntryCheck(entry.compile_id, True))
             break
-        checks.append(EntryCheck(entry.compile_id, False, _failure(entry, f_locals, stats)))
-    eager = served is None and bool(entries) and _tp.at_recompile_limit(code, region, f_locals)
-    label = code_frame(code)
+        checks.append(EntryCheck(entry.compile_id, False))  # not named while an entry serves: nothing compiles
+    if served is None:
+        checks = [EntryCheck(e.compile_id, False, _failure(e, f_locals, stats)) for e in entries]
+    eager = served is None and bool(entries) and _torch().at_recompile_limit(code, region, f_locals)
+    label = _label(code)
     return WouldRecompile(served is None and not eager, served.compile_id if served is not None else None,
-                          tuple(checks), label, (_where(label),), _unchecked(stats, entries, label), eager, stance)
+                          tuple(checks), label, (_where(label),), _unchecked(stats, served, label), eager, stance)
+
+
+_LABELS: dict[Any, CompiledFrame] = {}
+
+
+def _label(code: Any) -> CompiledFrame:
+    """``code_frame(code)``, made once per code object (a few hundred kept at most)."""
+    label = _LABELS.get(code)
+    if label is None:
+        if len(_LABELS) > 256:
+            _LABELS.clear()
+        label = _LABELS[code] = code_frame(code)
+    return label
 
 
 def _where(frame: CompiledFrame) -> str:
     return f"{frame.function} at {frame.file}:{frame.line}" if frame.file else frame.function
 
 
+_TP: list = []
+
+
+def _torch() -> Any:
+    """``torch_internals`` (imported with torch on first use), checked once for what this
+    needs. Raises RuntimeError on a torch without it."""
+    if not _TP:
+        from .. import torch_internals as _tp
+
+        if absent := _tp.missing_for_serving():
+            raise RuntimeError(f"guardpolicy.would_recompile needs {', '.join(absent)}, which this torch lacks"
+                               f"{_tp.DOCTOR_HINT}")
+        _TP.append(_tp)
+    return _TP[0]
+
+
 def _failure(entry: Any, f_locals: dict[str, Any], stats: Any) -> GuardFailure:
     """The failing guard of ``entry`` on ``f_locals``, named with its explanations."""
-    from .. import torch_internals as _tp
-
-    parts = _tp.failing_parts(entry.manager, f_locals)
+    parts = _torch().failing_parts(entry.manager, f_locals)
     if not parts:  # the full check passes where the stance's did not, or torch said nothing
         return GuardFailure("(unknown)", "", "", "", "torch's guard manager named no failing guard")
     explained = None
@@ -168,17 +192,15 @@ def _failure(entry: Any, f_locals: dict[str, Any], stats: Any) -> GuardFailure:
     return name_failure(parts[0], explained, entry.manager, f_locals, plans)
 
 
-def _unchecked(stats: Any, entries: list, first: CompiledFrame) -> tuple[str, ...]:
-    """The frames that run after a graph break: the continuations the first frame's entries
-    call, and the other frames the object compiled (``explain``)."""
-    names: dict[str, None] = {}
-    for entry in entries:
-        for name in entry.code.co_names:
-            if name.startswith(_RESUME_PREFIX):
-                names[name] = None
+def _unchecked(stats: Any, served: Any, first: CompiledFrame) -> tuple[str, ...]:
+    """The frames that run after a graph break: the continuations the serving entry's code
+    calls, and the other frames the object compiled (``explain``)."""
+    names = list(served.resumes) if served is not None else []
     if stats is not None:
         for explained in stats.explanations:
             f = explained.frame
-            if (f.function, f.file, f.line) != (first.function, first.file, first.line):
-                names[_where(f)] = None
+            if f.line != first.line or f.function != first.function or f.file != first.file:
+                label = _where(f)
+                if label not in names and not any(label.startswith(n + " at ") for n in names):
+                    names.append(label)
     return tuple(n for n in names if not any(m.startswith(n + " at ") for m in names))

@@ -8,8 +8,8 @@ the frame locals a call binds (``TopFrame.bind``), made by CPython itself
   the frame is the original module's ``forward`` with ``self`` bound (its hooks run outside
   Dynamo, before it); for a torch.nn module whose ``forward`` Dynamo does not trace as a frame,
   torch's wrapper function (``external_utils.wrap_inline``) around the module.
-* a module compiled in place (``inplace=True``, ``nn.Module.compile()``): ``Module._call_impl``
-  with the module bound.
+* a module compiled in place (``inplace=True``, ``nn.Module.compile()``): torch compiles
+  ``Module._call_impl``, which Dynamo skips: the frame is the module's ``forward``, as above.
 * a function (``guardpolicy.compile(fn)``, ``torch.compile(fn)``, with verify's path or direct
   dispatch around it): the function, a bound method's ``self`` first.
 """
@@ -71,7 +71,9 @@ def top_frame(compiled: Any) -> TopFrame:
         target = inplace if inplace is not None else compiled
         ctx = _context(target)
         original = _original(target)
-        if isinstance(original, types.MethodType):
+        if isinstance(original, types.MethodType) and original.__func__ is _tp.module_call_impl():
+            fn, lead = _forward_of(original.__self__)  # Dynamo skips _call_impl: the frame is forward's
+        elif isinstance(original, types.MethodType):
             fn, lead = original.__func__, original.__self__
         else:
             fn, lead = original, None
@@ -96,11 +98,16 @@ def _stats_of(compiled: Any) -> CompileStats | None:
 def _module_frame(wrapper: Any) -> tuple[Any, Any]:
     """The function whose frame Dynamo compiles for the ``OptimizedModule`` ``wrapper``, and
     the argument it takes first (as direct dispatch finds it)."""
-    mod = wrapper._orig_mod
     forward = wrapper.forward  # torch's compile_wrapper, or verify's per-call path around it
     inner = getattr(getattr(forward, "inner", forward), "__wrapped__", None)
     if isinstance(inner, types.FunctionType):  # external_utils.wrap_inline's function
         return inner, None
+    return _forward_of(wrapper._orig_mod)
+
+
+def _forward_of(mod: Any) -> tuple[Any, Any]:
+    """The function of ``mod``'s ``forward`` and the module it takes first (its frame is what
+    Dynamo compiles: ``Module._call_impl`` runs the hooks outside Dynamo, then calls it)."""
     forward = mod.forward
     if isinstance(forward, types.MethodType) and forward.__self__ is mod:
         return forward.__func__, mod

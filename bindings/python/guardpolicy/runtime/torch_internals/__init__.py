@@ -55,7 +55,7 @@ from .eager import dispatch_mode, global_module_hooks, returns_alias, tree_map
 from .graph import AttributeReads
 from .lookup import (COMPILE_KNOBS, LookupEntry, at_recompile_limit, compile_identity, compile_knobs, current_region,
                      dynamo_skips, evaluate, failing_parts, fx_graph_cache_enabled, global_state_now, lookup_entries,
-                     missing_for_serving, passes, region_of, strip_local_scope, total_entries)
+                     missing_for_serving, module_call_impl, passes, region_of, strip_local_scope, total_entries)
 
 __all__ = [
     # context
@@ -86,5 +86,5 @@ __all__ = [
     # lookup
     "COMPILE_KNOBS", "LookupEntry", "at_recompile_limit", "compile_identity", "compile_knobs", "current_region",
     "dynamo_skips", "evaluate", "failing_parts", "fx_graph_cache_enabled", "global_state_now", "lookup_entries",
-    "missing_for_serving", "passes", "region_of", "strip_local_scope", "total_entries",
+    "missing_for_serving", "module_call_impl", "passes", "region_of", "strip_local_scope", "total_entries",
 ]

@@ -17,7 +17,6 @@ entries come first, then the default region's.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 import types
 import warnings
@@ -52,15 +51,36 @@ def missing_for_serving() -> list[str]:
     return [name for name, value in wanted.items() if value is None]
 
 
-@dataclasses.dataclass(frozen=True)
 class LookupEntry:
     """One cache entry as torch's lookup meets it: Dynamo's ``compile_id`` (``"0/1"``), its
-    kept guard ``manager`` (a ``GuardManagerWrapper``: ``check``, ``check_verbose``) and its
-    transformed ``code``. Holds no ``CacheEntry`` (a borrowed C++ reference)."""
+    kept guard ``manager`` (a ``GuardManagerWrapper``: ``check``, ``check_verbose``) and
+    ``resumes``, the continuations after a graph break its transformed code calls
+    (``__resume_at_...``). Holds no ``CacheEntry`` (a borrowed C++ reference). What is read of
+    an entry once is kept on its manager (``_READ``), so a question costs torch's check, not
+    torch's ``CompileId.__str__``."""
 
-    compile_id: str
-    manager: Any
-    code: Any
+    __slots__ = ("compile_id", "manager", "resumes")
+
+    def __init__(self, compile_id: str, manager: Any, resumes: tuple[str, ...]):
+        self.compile_id = compile_id
+        self.manager = manager
+        self.resumes = resumes
+
+
+#: The attribute of a guard manager (``GuardManagerWrapper``, a Python object of torch's) where
+#: ``(compile id, resumes)`` of its cache entry are kept once read: they never change.
+_READ = "_guardpolicy_lookup"
+_RESUME_PREFIX = "__resume_at_"  # Dynamo's name for the continuation after a graph break
+
+
+def _read(entry: Any, manager: Any) -> tuple[str, tuple[str, ...]]:
+    own = getattr(manager, "__dict__", None)
+    found = own.get(_READ) if own is not None else None
+    if found is None:
+        found = (str(entry.compile_id), tuple(n for n in entry.code.co_names if n.startswith(_RESUME_PREFIX)))
+        if own is not None:
+            own[_READ] = found
+    return found
 
 
 def region_of(ctx: Any) -> int:
@@ -104,8 +124,15 @@ def lookup_entries(code: types.CodeType, callback: Any = None, region: int = -1)
             continue  # invalidated: torch never picks it
         if backend is not None and not (entry.backend is backend or entry.backend == backend):
             continue  # extra_state.cpp backend_match
-        out.append(LookupEntry(str(entry.compile_id), manager, entry.code))
+        compile_id, resumes = _read(entry, manager)
+        out.append(LookupEntry(compile_id, manager, resumes))
     return out
+
+
+def module_call_impl() -> Any:
+    """``torch.nn.Module._call_impl``: what a module compiled in place (``nn.Module.compile()``)
+    hands ``torch.compile``; Dynamo skips its frame (a torch file) and compiles ``forward``'s."""
+    return torch.nn.Module._call_impl
 
 
 def total_entries(code: types.CodeType) -> int:
@@ -120,7 +147,7 @@ def passes(manager: Any, f_locals: dict[str, Any], stance_skips: bool = False) -
     if stance_skips:
         diff = getattr(manager, "diff_guard_root", None)
         return True if diff is None else bool(diff.check(f_locals))
-    return bool(manager.check(f_locals))
+    return manager.root.check(f_locals)  # what GuardManagerWrapper.check runs, without its Python frame
 
 
 def guard_scope(manager: Any, f_locals: dict[str, Any]) -> dict[str, Any]:
