@@ -75,14 +75,14 @@ def _calls_of(path: str) -> tuple[list, list | None]:
 
 
 def _compiled(fn: Any, args: argparse.Namespace) -> Any:
-    import guardpolicy as gp
+    from ..runtime.compiled import compile as gp_compile, stats
 
     try:
-        gp.stats(fn)
+        stats(fn)
         return fn
     except TypeError:
         pass
-    return gp.compile(fn, args.policy, backend=args.backend, dynamic=_DYNAMIC[args.dynamic])
+    return gp_compile(fn, args.policy, backend=args.backend, dynamic=_DYNAMIC[args.dynamic])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,9 +91,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     import torch
 
-    import guardpolicy as gp
     from .common import model_spec
-    from ..runtime.serving.coverage import split_call
+    from ..api.errors import PolicyError
+    from ..runtime.serving.coverage import coverage, split_call
 
     try:
         built = model_spec.resolve(args.model).build()
@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
         compiled = _compiled(built.fn, args)
     except ModelSpecError as e:
         return _error(str(e))
-    except (gp.PolicyError, ValueError, TypeError, RuntimeError) as e:
+    except (PolicyError, ValueError, TypeError, RuntimeError) as e:
         return _error(f"{type(e).__name__}: {e}")
     first = [(built.args, built.kwargs)] if warmup is None else warmup
     with torch.set_grad_enabled(args.grad):
@@ -112,7 +112,7 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as e:  # noqa: BLE001 - the model's own error: one line
             return _error(f"warm-up call {i} raised {type(e).__name__}: {e}")
         try:
-            table = gp.coverage(compiled, calls)
+            table = coverage(compiled, calls)
         except (TypeError, RuntimeError) as e:
             return _error(str(e))
     print(table)
