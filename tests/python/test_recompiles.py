@@ -50,7 +50,17 @@ def test_a_storm_with_a_fix_is_fixed_and_proven(storm, guard, verdict, line):
     assert report.after.compiles <= 3 and not report.after.eager_fallback
     assert (report.after.wrong, report.after.wrong_state) == (0, 0)
     assert report.proven and not report.unfixed
-    assert f"extends watch_state" in report.policy and line in report.policy
+    assert "extends watch_state" in report.policy and line in report.policy
+
+
+def test_a_check_no_call_fails_is_kept_its_drop_would_skip_the_check():
+    """`if len(options["request_id"]) > 64: raise`: no call of the loop fails it, but the audit
+    tries a long id, eager raises, and the compiled code with the guard dropped would not."""
+    report = recompiles(*_storm("validation"))
+    first = report.storms[0]
+    assert (first.guard, first.verdict, first.line) == ("options['request_id']", "keep", "")
+    assert "eager raised ValueError: request id too long" in first.advice
+    assert report.after is None and not report.proven
 
 
 def test_a_counter_s_drop_is_never_proposed():
@@ -119,7 +129,9 @@ def test_the_command_writes_a_proven_fix_and_its_json(tmp_path):
     script = os.path.join(STORMS, "options_dict.py")
     done = _cli("--model", script, "--run", script, "-o", "fix.gpol", "--json", "r.json", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    assert "proven: outputs and state equal eager's on every call; wrote fix.gpol" in done.stdout
+    assert "proven: outputs and state equal eager's on every call, the storms its lines fix gone; wrote fix.gpol" \
+        in done.stdout
+    assert "verify every 100 calls" in (tmp_path / "fix.gpol").read_text()  # the default, as suggest's
     gp.load(str(tmp_path / "fix.gpol"))  # a policy that loads
     data = json.loads((tmp_path / "r.json").read_text())
     assert [(s["guard"], s["verdict"], s["failures"]) for s in data["storms"]] == [
@@ -139,6 +151,10 @@ def test_the_command_exits_1_on_a_storm_no_policy_fixes_and_2_on_bad_input(tmp_p
     assert done.returncode == 2
     assert done.stderr.strip() == ("python -m guardpolicy recompiles: error: --run: norun.py: defines no function "
                                    "`run(compiled, model)`")
+    done = _cli("--model", script, "--run", script, "-o", "same.out", "--json", "same.out", cwd=tmp_path)
+    assert done.returncode == 2 and "-o and --json name the same file" in done.stderr
+    done = _cli("--model", script, "--run", script, "-o", "no/such/fix.gpol", cwd=tmp_path)
+    assert done.returncode == 2 and "no folder" in done.stderr and "Traceback" not in done.stderr
     (tmp_path / "fix.gpol").write_text("keep me\n")
     done = _cli("--model", script, "--run", script, "-o", "fix.gpol", cwd=tmp_path)
     assert done.returncode == 2 and (tmp_path / "fix.gpol").read_text() == "keep me\n"
@@ -166,3 +182,33 @@ def test_the_structure_advice_holds_peft_s_hotswap_compiles_once_under_watch_sta
             hotswap_adapter_from_state_dict(model, state_dict, "default", model.peft_config["default"])
             torch.testing.assert_close(compiled(x), model(x))
     assert gp.stats(compiled).compiles == 1 and not gp.stats(compiled).recompiles
+
+
+class _Head(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return self.proj(x)
+
+
+def test_an_int_counter_on_a_submodule_is_config_not_structure():
+    """The guard reads `self._modules['head'].calls`: a module's dict on the way is no change of
+    the module tree; torch's HINT names the knob, and the counter keeps counting under it."""
+    from guardpolicy.tools.common.model_spec import BuiltModel
+
+    def build():
+        return BuiltModel(torch.nn.Sequential(torch.nn.Linear(8, 8), _Head()).eval(), (torch.randn(2, 8),), {})
+
+    def run(compiled, model):
+        x = torch.randn(2, 8)
+        for _ in range(12):
+            compiled(x)
+
+    report = recompiles(build, run)
+    first = report.storms[0]
+    assert (first.verdict, first.line) == ("config", "config allow_unspec_int_on_nn_module = true"), first
+    assert report.proven and report.after.compiles <= 3 and report.after.wrong_state == 0

@@ -1,5 +1,5 @@
-"""A storm of the ComfyUI kind: a new options dict per call whose request id is read only by
-a validation branch that never fires; every call compiles anew under plain torch.compile."""
+"""A storm of the ComfyUI kind: a new options dict per call whose request id only a deny-list
+lookup reads (the list is empty); every call compiles anew under plain torch.compile."""
 
 import torch
 
@@ -8,10 +8,11 @@ class Block(torch.nn.Module):
     def __init__(self):
         super().__init__()
         self.proj = torch.nn.Linear(8, 8)
+        self.blocked = frozenset()  # request ids refused; none in practice
 
     def forward(self, x, options):
-        if len(options["request_id"]) > 64:  # validation: never true for a real id
-            raise ValueError("request id too long")
+        if options["request_id"] in self.blocked:
+            raise PermissionError(options["request_id"])
         y = self.proj(x)
         if options.get("scale") is not None:
             y = y * options["scale"]

@@ -136,9 +136,15 @@ def most_failed(recompiles: Iterable[Recompile], explanations: list, function: s
     frame ``function`` at ``file`` (every frame when both are ""), counted over every cache
     entry; None when nothing failed."""
     counts: Counter = Counter()
+    types: dict[str, Counter] = {}
     for r in recompiles:
         if (function, file) != ("", "") and (r.frame.function, r.frame.file) != (function, file):
             continue
         for g in failing_guards(r, explanations):
-            counts[f"{g.name} ({g.guard_type})" if g.guard_type else g.name] += 1
-    return counts.most_common(1)[0] if counts else None
+            counts[g.name] += 1  # a float's CONSTANT_MATCH, then its SHAPE_ENV guard: one guard
+            types.setdefault(g.name, Counter())[g.guard_type] += 1
+    if not counts:
+        return None
+    name, n = counts.most_common(1)[0]
+    kind = types[name].most_common(1)[0][0]
+    return (f"{name} ({kind})" if kind else name), n

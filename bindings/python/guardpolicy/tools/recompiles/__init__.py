@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 
 from ...api.files import refuse_bad_outputs, write_file
@@ -19,6 +20,8 @@ from ..common.model_spec import MODEL_HELP, ModelSpecError
 from ..common.progress import for_terminal
 
 PROG = "python -m guardpolicy recompiles"
+#: The fix's ``verify every N calls`` unless told otherwise (as ``suggest``'s).
+DEFAULT_VERIFY = 100
 
 
 def _error(message: str) -> int:
@@ -42,8 +45,10 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--name", default="fix", help="the fix policy's name (default fix)")
     parser.add_argument("--backend", default="eager",
                         help="the compiles' backend (default eager: guards and recompiles do not depend on it)")
-    parser.add_argument("--verify-every", type=int, metavar="N",
-                        help="give the fix `verify every N calls` (its drops re-checked on every N-th call)")
+    parser.add_argument("--verify-every", type=int, default=DEFAULT_VERIFY, metavar="N",
+                        help=f"the fix's `verify every N calls` when it drops a guard (default {DEFAULT_VERIFY}): "
+                             "its drops re-checked on every N-th call, a value guard against an eager call")
+    parser.add_argument("--no-verify", action="store_true", help="write no verify line")
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     return parser
 
@@ -55,8 +60,16 @@ def main(argv: list[str] | None = None) -> int:
         if path and os.path.lexists(path) and not args.force:
             return _error(f"{path} exists; give --force to replace it")
     refuse_bad_outputs(parser, [args.output, args.json], [args.model, args.run])
-    if args.verify_every is not None and args.verify_every < 1:
+    if args.output and args.json and os.path.abspath(args.output) == os.path.abspath(args.json):
+        parser.error("-o and --json name the same file")
+    for path in (args.output, args.json):
+        folder = os.path.dirname(os.path.abspath(path)) if path else ""
+        if folder and not os.path.isdir(folder):
+            return _error(f"cannot write {path}: no folder {folder}")
+    if args.verify_every < 1:
         parser.error("--verify-every must be at least 1")
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", args.name) or args.name == "watch_state":
+        parser.error(f"--name {args.name!r}: a policy name is an identifier other than watch_state")
     from ...api.errors import PolicyError
     from ..common import model_spec
     from .command import recompiles
@@ -72,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         return _error(f"--run: {e}")
     progress = for_terminal("recompiles", args.quiet)
     try:
-        report = recompiles(spec.build, run, name=args.name, backend=args.backend, verify=args.verify_every,
-                            progress=progress)
+        report = recompiles(spec.build, run, name=args.name, backend=args.backend,
+                            verify=None if args.no_verify else args.verify_every, progress=progress)
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted; nothing was written", file=sys.stderr)
         return 130
@@ -82,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if progress:
             progress.done()
-    if args.output and report.policy and report.proven:
+    if args.output and report.proven:
         write_file(args.output, report.policy, inputs=[model_spec.split_spec(args.model)[0], args.run])
     if args.json:
         write_file(args.json, report.to_json() + "\n")

@@ -23,6 +23,7 @@ import json
 from typing import Any, Callable
 
 from ...api.policy_text import PolicyText
+from ..mutation.plan import SEEN
 from . import loop
 from .verdicts import UNSPEC_INT, Storm, classify, failed, storms_of
 
@@ -55,7 +56,8 @@ class RecompilesReport:
     ``recompiles``: every failure of every recompile (``runtime.recompiles.FailedGuard``);
     ``storms``: ``verdicts.Storm``, most failures first; ``policy``: the fix's text (``""``
     when nothing a policy can fix stormed); ``before``, ``after``: ``Outcome`` of the loop
-    under ``watch_state`` and under the fix (``after`` None without a fix)."""
+    under ``watch_state`` and under the fix (``after`` None without a fix); ``live``: made by
+    ``gp.recompiles`` from a live object (nothing run: ``wrong`` -1, nothing proven)."""
 
     calls: int
     recompiles: list
@@ -63,6 +65,7 @@ class RecompilesReport:
     policy: str = ""
     before: Outcome | None = None
     after: Outcome | None = None
+    live: bool = False
 
     @property
     def unfixed(self) -> list[Storm]:
@@ -71,9 +74,10 @@ class RecompilesReport:
 
     @property
     def proven(self) -> bool:
-        """The fix ran the loop with no eager fallback and every output and state equal eager's."""
+        """The fix ran the loop with every output and state equal eager's, and none of the
+        storms its lines fix stormed again (an eager fallback that other storms cause is theirs)."""
         a = self.after
-        return a is not None and not a.eager_fallback and a.wrong == 0 and a.wrong_state == 0
+        return bool(self.policy) and a is not None and a.wrong == 0 and a.wrong_state == 0
 
     def table(self, out_path: str | None = None) -> str:
         """The report as the command prints it (``render.table``)."""
@@ -130,6 +134,60 @@ def _values(texts: list[str]) -> list:
     return out
 
 
+#: Strings of the model's code tried per string storm at most, and the long string tried (a
+#: length check: ``if len(options["request_id"]) > 64``).
+MAX_CODE_STRINGS = 8
+LONG_STRING = "x" * 300
+
+
+def _code_strings(model: Any) -> list[str]:
+    """Short strings in the constants of the model's ``forward`` code (each submodule's) and of
+    a function model: what its code may compare a guarded string with (``"admin-"``)."""
+    codes = [type(m).forward.__code__ for m in _modules(model) if hasattr(type(m).forward, "__code__")]
+    codes += [model.__code__] if hasattr(model, "__code__") else []
+    out: dict[str, None] = {}
+    stack, seen = list(codes), set()
+    while stack:
+        code = stack.pop()
+        if id(code) in seen:
+            continue
+        seen.add(id(code))
+        for c in code.co_consts:
+            if hasattr(c, "co_consts"):
+                stack.append(c)
+            elif isinstance(c, str) and 0 < len(c) <= 64 and "\n" not in c:
+                out[c] = None
+    return list(out)
+
+
+def _modules(model: Any) -> list:
+    modules = getattr(model, "modules", None)
+    return list(modules()) if callable(modules) else []
+
+
+def _string_values(values: list, strings: list[str]) -> list:
+    """For a storm of string values: the strings of the model's code, each also as a prefix of
+    the first value seen (``"admin-" + "req-0"``), and a long string."""
+    if not values or not all(isinstance(v, str) for v in values):
+        return []
+    picked = strings[:MAX_CODE_STRINGS]
+    return [*picked, *(c + values[0] for c in picked), LONG_STRING]
+
+
+def _same_type(mutation: str, kind: type | None) -> bool:
+    """Whether a change ``"'req-0' -> 'xxx'"`` gave a value of the type the storm's values have
+    (a value of another type fails a kept type guard: the compiled code would raise too)."""
+    import ast
+
+    new = mutation.partition(" -> ")[2].removesuffix(SEEN)
+    if new[:1] in ("'", '"'):  # a string, perhaps shortened ("'xxx…")
+        return kind is str
+    try:
+        return kind is not None and type(ast.literal_eval(new)) is kind
+    except (ValueError, SyntaxError):
+        return False
+
+
 def _prove(storms: list[Storm], built: Any, backend: str, progress: Callable | None) -> dict:
     """The mutation audit of dropping every value-guard storm on the example call: its
     verdict and first detail per ``(guard, guard_type)``."""
@@ -145,17 +203,47 @@ def _prove(storms: list[Storm], built: Any, backend: str, progress: Callable | N
 
         s.line = drop_line(s)
     policy = load(fix_policy("recompiles_candidate", drops))
-    seen = {s.guard: _values(s.values) for s in candidates}
+    strings = _code_strings(built.fn)
+    seen = {s.guard: _values(s.values) + _string_values(_values(s.values), strings) for s in candidates}
     result = audit(built.fn, built.args, built.kwargs, policy, label="recompiles", backend=backend,
                    progress=progress, seen=seen)
+    kinds = {s.guard: type(v[0]) for s in candidates if (v := _values(s.values))}
     out = {}
     for group in result.groups:
         for g in group.dropped:
             verdict = group.verdict(g.guard_type)
             detail = next((t.detail for t in group.trials if t.outcome == verdict and g.guard_type in t.guard_types),
                           "")
+            raised = next((t for t in group.trials if t.outcome == "not applied" and g.guard_type in t.guard_types
+                           and t.detail.startswith("eager raised") and _same_type(t.mutation, kinds.get(group.name))),
+                          None)
+            if verdict == "harmless" and raised is not None:  # a check of the value: dropping it skips the check
+                verdict, detail = "dangerous", (f"at {raised.mutation.removesuffix(SEEN)} {raised.detail}, which the compiled code, "
+                                                f"its guard dropped, would not")
             out.setdefault((group.name, g.guard_type), (verdict, detail))
     return out
+
+
+def _learn(storms: list[Storm], after: list[Storm], model: Any, backend: str, progress: Callable | None) -> bool:
+    """What a run under the fix taught: a storm whose line did not stop it loses the line
+    (a module int made a symbol that the graph specializes on again: ``tensor``), and storms
+    the fix uncovered (torch names only the first failing guard of each entry) are added,
+    classified. Whether anything changed."""
+    known = {(s.frame, s.guard): s for s in storms}
+    changed = False
+    for a in after:
+        s = known.get((a.frame, a.guard))
+        if s is None:
+            _classify([a], model, backend, progress)
+            storms.append(a)
+            changed = changed or bool(a.line)
+        elif s.line:
+            s.line, changed = "", True
+            s.verdict = "tensor" if s.verdict == "config" else "keep"
+            s.advice = (f"still storms under `{UNSPEC_INT}`: the graph specializes on it again (an index, a "
+                        f"size); convert this integer into a tensor" if s.verdict == "tensor" else
+                        "still storms with its guard dropped: keep it")
+    return changed
 
 
 def _classify(storms: list[Storm], model: Any, backend: str, progress: Callable | None) -> None:
@@ -182,9 +270,10 @@ def recompiles(build: Callable[[], Any], run: Callable, *, name: str = "fix", ba
             progress(f"recompiles · {phase} · call {calls['n']}")
 
     phase = "eager"
-    eager = loop.run_pass(run, build, None, tick)
+    eager = loop.run_pass(run, build, None, tick, "in the eager pass")
     phase, calls["n"] = "watch_state", 0
-    before = loop.run_pass(run, build, lambda m: gp_compile(m, "watch_state", backend=backend), tick)
+    before = loop.run_pass(run, build, lambda m: gp_compile(m, "watch_state", backend=backend), tick,
+                           "compiled with watch_state (eager ran it)")
     st = stats(before.compiled)
     storms = storms_of(st.recompiles, st.explanations)
     report = RecompilesReport(len(eager.outputs), failed(st.recompiles, st.explanations), storms,
@@ -194,22 +283,24 @@ def recompiles(build: Callable[[], Any], run: Callable, *, name: str = "fix", ba
     torch.manual_seed(0)
     model = build()
     _classify(storms, model, backend, progress)
+    ran = ""
     for _ in range(MAX_ROUNDS):
-        if not any(s.line for s in storms):
+        text = fix_policy(name, storms, verify) if any(s.line for s in storms) else ""
+        if not text or text == ran:
             break
-        report.policy = fix_policy(name, storms, verify)
-        policy = load(report.policy)
+        ran, policy = text, load(text)
         phase, calls["n"] = "fix", 0
-        after = loop.run_pass(run, build, lambda m, p=policy: gp_compile(m, p, backend=backend), tick)
+        after = loop.run_pass(run, build, lambda m, p=policy: gp_compile(m, p, backend=backend), tick,
+                              "compiled with the fix (eager ran it)")
         report.after = _outcome(after, eager)
         st = stats(after.compiled)
-        known = {(s.frame, s.guard) for s in storms}
-        new = [s for s in storms_of(st.recompiles, st.explanations) if (s.frame, s.guard) not in known]
-        _classify(new, model, backend, progress)
-        storms += new
         report.recompiles += failed(st.recompiles, st.explanations)
-        if not any(s.line for s in new):
+        if not _learn(storms, storms_of(st.recompiles, st.explanations), model, backend, progress):
             break
+    current = fix_policy(name, storms, verify) if any(s.line for s in storms) else ""
+    report.policy = current
+    if current != ran:  # what the loop last ran is not the fix: not proven
+        report.after = None
     report.storms = sorted(storms, key=lambda s: (-s.failures, s.guard))
     return report
 
@@ -221,15 +312,20 @@ def report_of(compiled: Any) -> RecompilesReport:
     compiles and whether it fell back to eager (``wrong`` is unknown: -1)."""
     from ...runtime.compiled import stats
 
-    st = stats(compiled)
+    try:
+        st = stats(compiled)
+    except TypeError:
+        raise TypeError(f"guardpolicy.recompiles() takes what guardpolicy.compile returned, "
+                        f"not {type(compiled).__name__}") from None
     storms = storms_of(st.recompiles, st.explanations)
     model = getattr(compiled, "_orig_mod", compiled)
     for s in storms:
         classify(s, {}, model)
         if s.verdict == "keep":
-            s.advice += "; `python -m guardpolicy recompiles` proves whether dropping it is harmless"
-    return RecompilesReport(st.counts.compiles, failed(st.recompiles, st.explanations), storms,
-                            before=Outcome(st.counts.compiles, bool(st.eager_fallbacks), -1, -1))
+            s.advice = ("not proven either way from a live object: `python -m guardpolicy recompiles` runs the "
+                        "loop and proves whether dropping it is harmless")
+    return RecompilesReport(st.call_count or 0, failed(st.recompiles, st.explanations), storms,
+                            before=Outcome(st.counts.compiles, bool(st.eager_fallbacks), -1, -1), live=True)
 
 
 __all__ = ["Outcome", "RecompilesReport", "UNSPEC_INT", "fix_policy", "recompiles", "report_of"]

@@ -125,9 +125,10 @@ def _quiet() -> Iterator[None]:
 
 
 def run_pass(run: Callable, build: Callable[[], Any], compile_fn: Callable[[Any], Any] | None,
-             tick: Callable[[], None] = lambda: None) -> Pass:
+             tick: Callable[[], None] = lambda: None, label: str = "") -> Pass:
     """Builds the model (seed 0), compiles it with ``compile_fn`` (None: the eager pass) and
-    runs ``run(recording, model)`` under ``torch.no_grad()`` (``LoopError`` if it raises).
+    runs ``run(recording, model)`` under ``torch.no_grad()`` (``LoopError`` if it raises, naming
+    the pass: ``label``, e.g. "in the eager pass").
     Dynamo's caches are reset before and after."""
     import time
 
@@ -147,7 +148,8 @@ def run_pass(run: Callable, build: Callable[[], Any], compile_fn: Callable[[Any]
     except KeyboardInterrupt:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code: one line
-        raise LoopError(f"run() raised {type(e).__name__}: {e}") from None
+        where = f" {label}" if label else ""
+        raise LoopError(f"run() raised {type(e).__name__}{where}: {e}") from None
     finally:
         result.seconds = time.perf_counter() - t0
         torch.compiler.reset()

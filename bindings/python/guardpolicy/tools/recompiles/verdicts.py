@@ -1,7 +1,8 @@
 """Storms and what to do about each: the guards that failed on recompile after recompile,
 grouped and counted, each with a verdict.
 
-A **storm** is a guard that failed in at least ``STORM_AFTER`` recompiles of one frame. Its
+A **storm** is a guard that failed in at least ``STORM_AFTER`` cache entries of one frame (each
+compiled for another value). Its
 verdict says what fixes it:
 
 * ``drop``: the mutation audit proved dropping it harmless, the state the call writes
@@ -25,16 +26,19 @@ from collections import Counter
 from typing import Any, Iterable
 
 from ...api.policy_text import gpol_string
-from ...runtime.recompiles import EntryFailure, Recompile, failing_guards
+from ...runtime.recompiles import EntryFailure, Recompile, attribute_path, failing_guards
 
-#: A guard is a storm once it failed in this many recompiles of one frame.
+#: A guard is a storm once it failed in this many cache entries of one frame.
 STORM_AFTER = 2
 #: The values a storm keeps, for its report.
 MAX_VALUES = 8
 
 VERDICTS = ("drop", "config", "dynamic", "tensor", "structure", "keep")
 
-_STRUCTURE = re.compile(r"(_modules|_parameters|_buffers|lora_|scaling\[|adapter|peft_config)")
+#: What an adapter library changes per request (PEFT's, diffusers'): its config and layers.
+_ADAPTER = re.compile(r"(peft_config|lora_[A-Za-z]|\.scaling\b|active_adapter|adapter_name)")
+#: A module's own dicts of submodules, parameters and buffers (their keys, their length).
+_TREE = re.compile(r"(_modules|_parameters|_buffers)'?\]?$")
 _SIZE = re.compile(r"size\(\)|\.size\[|stride|numel|size mismatch|shape")
 _FLOAT = re.compile(r"^-?(\d+\.\d*(e-?\d+)?|\d+e-?\d+|inf|nan)$")
 _INT = re.compile(r"^-?\d+$")
@@ -72,6 +76,7 @@ def storms_of(recompiles: Iterable[Recompile], explanations: list) -> list[Storm
     ``.explanations``), most failures first."""
     found: dict[tuple[str, str], Storm] = {}
     types: dict[tuple[str, str], Counter] = {}
+    entries: dict[tuple[str, str], set[str]] = {}
     for r in recompiles:
         frame = f"{r.frame.function} at {r.frame.file}:{r.frame.line}"
         seen: set[tuple[str, str]] = set()
@@ -86,9 +91,12 @@ def storms_of(recompiles: Iterable[Recompile], explanations: list) -> list[Storm
             if key not in seen:
                 storm.recompiles += 1
                 seen.add(key)
+            entries.setdefault(key, set()).add(g.entry)
     for key, storm in found.items():
         storm.guard_type = types[key].most_common(1)[0][0]
-    storms = [s for s in found.values() if s.recompiles >= STORM_AFTER]
+    # a storm fails in one cache entry after another; a guard failing again and again in the
+    # same old entry (an int made dynamic after one recompile) made one compile only
+    storms = [s for key, s in found.items() if len(entries[key]) >= STORM_AFTER]
     return sorted(storms, key=lambda s: (-s.failures, s.guard))
 
 
@@ -133,9 +141,6 @@ def classify(storm: Storm, proven: dict[tuple[str, str], tuple[str, str]], model
         storm.advice = (f"a size changes per call: mark it dynamic before the first call "
                         f"(torch._dynamo.mark_dynamic(x, dim), or maybe_mark_dynamic) or pad to a few buckets and "
                         f"warm each up ({name})")
-    elif _STRUCTURE.search(name) or kind in ("ID_MATCH", "DICT_KEYS_MATCH", "DICT_KEYS") and "." in name:
-        storm.verdict = "structure"
-        storm.advice = "the module tree changes between calls; no guard filter fixes that. " + library_fix(model)
     elif kind in _LENGTHS and audit != "harmless":
         storm.verdict = "keep"
         why = f"the audit found dropping it {audit}: {detail}" if audit else "not proven harmless"
@@ -144,11 +149,15 @@ def classify(storm: Storm, proven: dict[tuple[str, str], tuple[str, str]], model
     elif audit == "harmless":
         storm.verdict, storm.line = "drop", drop_line(storm)
         storm.advice = "the audit proved dropping it harmless: outputs and the state the call writes equal eager's"
+    elif _structural(name, kind):
+        storm.verdict = "structure"
+        storm.advice = "the module tree changes between calls; no guard filter fixes that. " + library_fix(model)
     elif values and all(_FLOAT.match(v) for v in values) or kind == "SHAPE_ENV":
         storm.verdict = "tensor"
         storm.advice = (f"a Python float the graph specializes on: keep it in a tensor, e.g. "
                         f"register_buffer('{_leaf(name)}', torch.tensor(v)) once and `.fill_(v)` per step (or pass "
-                        f"torch.tensor(v) as an input) instead of assigning a new float")
+                        f"torch.tensor(v) as an input) instead of assigning a new float; where an op takes only a "
+                        f"Python float (dropout's p, a norm's eps), round it to a few values and warm each up")
     elif values and all(_INT.match(v) for v in values) and (
             "allow_unspec_int_on_nn_module" in storm.hint or _module_attribute(name)):
         storm.verdict, storm.line = "config", UNSPEC_INT
@@ -158,6 +167,17 @@ def classify(storm: Storm, proven: dict[tuple[str, str], tuple[str, str]], model
         storm.verdict = "keep"
         why = f"the audit found dropping it {audit}: {detail}" if audit else "not proven harmless"
         storm.advice = f"the graph changes with it ({why}); make the value stable across calls, or pass it as a tensor"
+
+
+def _structural(name: str, kind: str) -> bool:
+    """Whether a storm's guard reads the module tree: an adapter's config or layers, a
+    module's dict of submodules, parameters or buffers, or a module's identity or class."""
+    path = attribute_path(name)
+    if _ADAPTER.search(path) or (not kind and name != path):  # a key gone from a module's dict
+        return True
+    if kind in ("DICT_KEYS_MATCH", "DICT_KEYS", "DICT_LENGTH", "LENGTH_CHECK") and _TREE.search(name):
+        return True
+    return kind in ("ID_MATCH", "TYPE_MATCH") and "." in path
 
 
 def _leaf(name: str) -> str:
