@@ -278,6 +278,7 @@ def recompiles(build: Callable[[], Any], run: Callable, *, name: str = "fix", ba
     storms = storms_of(st.recompiles, st.explanations)
     report = RecompilesReport(len(eager.outputs), failed(st.recompiles, st.explanations), storms,
                               before=_outcome(before, eager))
+    del before, st  # the compiled model and its cache entries: not kept while the audit runs
     import torch
 
     torch.manual_seed(0)
@@ -295,7 +296,9 @@ def recompiles(build: Callable[[], Any], run: Callable, *, name: str = "fix", ba
         report.after = _outcome(after, eager)
         st = stats(after.compiled)
         report.recompiles += failed(st.recompiles, st.explanations)
-        if not _learn(storms, storms_of(st.recompiles, st.explanations), model, backend, progress):
+        learned = storms_of(st.recompiles, st.explanations)
+        del after, st
+        if not _learn(storms, learned, model, backend, progress):
             break
     current = fix_policy(name, storms, verify) if any(s.line for s in storms) else ""
     report.policy = current

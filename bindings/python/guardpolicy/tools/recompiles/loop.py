@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import logging
 import warnings
 from typing import Any, Callable, Iterator
@@ -135,6 +136,7 @@ def run_pass(run: Callable, build: Callable[[], Any], compile_fn: Callable[[Any]
     import torch
 
     torch.compiler.reset()
+    gc.collect()  # the last pass's model and cache entries go before this one's are made
     torch.manual_seed(0)
     built = build()
     model = built.fn
