@@ -110,7 +110,8 @@ def on_miss(stats: Any, callback: Any, args: tuple) -> None:
     found = answer(code, _tp.lookup_entries(code, callback, region), f_locals, stats, region)
     if found.runs_eagerly:
         return  # torch runs it uncompiled (recorded in eager_fallbacks)
-    stats.counts.serve_time_compiles += 1
+    counts = stats.counts  # (a Counts unpickled from before the counter has none yet)
+    counts.serve_time_compiles = getattr(counts, "serve_time_compiles", 0) + 1
     if scope.on_compile == "raise":
         raise ServeTimeCompile(found)
     _warn_once(stats, found)
