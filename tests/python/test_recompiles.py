@@ -184,24 +184,15 @@ def test_the_structure_advice_holds_peft_s_hotswap_compiles_once_under_watch_sta
     assert gp.stats(compiled).compiles == 1 and not gp.stats(compiled).recompiles
 
 
-class _Head(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.proj = torch.nn.Linear(8, 8)
-        self.calls = 0
-
-    def forward(self, x):
-        self.calls += 1
-        return self.proj(x)
-
-
 def test_an_int_counter_on_a_submodule_is_config_not_structure():
-    """The guard reads `self._modules['head'].calls`: a module's dict on the way is no change of
+    """The guard reads `self._modules['1'].step`: a module's dict on the way is no change of
     the module tree; torch's HINT names the knob, and the counter keeps counting under it."""
     from guardpolicy.tools.common.model_spec import BuiltModel
 
+    counted = import_file(os.path.join(STORMS, "counter.py")).Counted  # `self.step += 1`
+
     def build():
-        return BuiltModel(torch.nn.Sequential(torch.nn.Linear(8, 8), _Head()).eval(), (torch.randn(2, 8),), {})
+        return BuiltModel(torch.nn.Sequential(torch.nn.Linear(8, 8), counted()).eval(), (torch.randn(2, 8),), {})
 
     def run(compiled, model):
         x = torch.randn(2, 8)

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any
+from typing import Any, Iterator
 
 LARGE_INT = 1 << 20
 LARGE_FLOAT = 1e6
@@ -100,10 +100,8 @@ def _value_guards_compare_bits() -> bool:
     return torch_internals.value_guards_compare_bits()
 
 
-def code_constants(codes: Any) -> tuple:
-    """The numbers (not bools) in the constants of code objects ``codes`` and the code
-    objects nested in them: what a model's ``forward`` can compare a guarded number with."""
-    out: set = set()
+def _constants(codes: Any) -> Iterator[Any]:
+    """The constants of code objects ``codes`` and of the code objects nested in them."""
     stack = list(codes)
     seen: set = set()
     while stack:
@@ -114,9 +112,22 @@ def code_constants(codes: Any) -> tuple:
         for c in code.co_consts:
             if hasattr(c, "co_consts"):
                 stack.append(c)
-            elif isinstance(c, (int, float)) and not isinstance(c, bool) and abs(c) < 1e9:
-                out.add(c)
-    return tuple(sorted(out))
+            else:
+                yield c
+
+
+def code_constants(codes: Any) -> tuple:
+    """The numbers (not bools) in the constants of code objects ``codes`` and the code
+    objects nested in them: what a model's ``forward`` can compare a guarded number with."""
+    return tuple(sorted({c for c in _constants(codes)
+                         if isinstance(c, (int, float)) and not isinstance(c, bool) and abs(c) < 1e9}))
+
+
+def code_strings(codes: Any, longest: int = 64) -> list[str]:
+    """The short one-line strings (up to ``longest`` characters) in the constants of code
+    objects ``codes`` and the code objects nested in them, in a fixed order: what a model's
+    ``forward`` can compare a guarded string with (``"admin-"`` of ``startswith``)."""
+    return sorted({c for c in _constants(codes) if isinstance(c, str) and 0 < len(c) <= longest and "\n" not in c})
 
 
 def scalar_values(v: Any, code: tuple = (), constants: tuple = ()) -> list[Any]:

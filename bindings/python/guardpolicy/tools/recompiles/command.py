@@ -143,21 +143,10 @@ LONG_STRING = "x" * 300
 def _code_strings(model: Any) -> list[str]:
     """Short strings in the constants of the model's ``forward`` code (each submodule's) and of
     a function model: what its code may compare a guarded string with (``"admin-"``)."""
+    from ..mutation.values import code_strings
+
     codes = [type(m).forward.__code__ for m in _modules(model) if hasattr(type(m).forward, "__code__")]
-    codes += [model.__code__] if hasattr(model, "__code__") else []
-    out: dict[str, None] = {}
-    stack, seen = list(codes), set()
-    while stack:
-        code = stack.pop()
-        if id(code) in seen:
-            continue
-        seen.add(id(code))
-        for c in code.co_consts:
-            if hasattr(c, "co_consts"):
-                stack.append(c)
-            elif isinstance(c, str) and 0 < len(c) <= 64 and "\n" not in c:
-                out[c] = None
-    return list(out)
+    return code_strings(codes + ([model.__code__] if hasattr(model, "__code__") else []))
 
 
 def _modules(model: Any) -> list:

@@ -20,7 +20,6 @@ import warnings
 from typing import Any, Callable, Iterator
 
 from ..common.compare import compare
-from ..common.model_spec import ModelSpecError, import_file
 
 
 class LoopError(Exception):
@@ -28,15 +27,14 @@ class LoopError(Exception):
 
 
 def load_run(path: str) -> Callable[[Any, Any], Any]:
-    """``run`` of the file ``path`` (``LoopError`` if it has none)."""
+    """``run`` of the file ``path`` (``LoopError`` if it has none), read as ``suggest
+    --from-run`` reads it."""
+    from ..suggest.from_run import FromRunError, load
+
     try:
-        module = import_file(path)
-    except ModelSpecError as e:
+        return load(path)
+    except FromRunError as e:
         raise LoopError(str(e)) from None
-    run = getattr(module, "run", None)
-    if not callable(run):
-        raise LoopError(f"{path}: defines no function `run(compiled, model)`")
-    return run
 
 
 #: Module attributes of these types are compared after each call (what a call writes: a
