@@ -236,7 +236,10 @@ def _learn(storms: list[Storm], after: list[Storm], model: Any, backend: str, pr
 
 
 def _classify(storms: list[Storm], model: Any, backend: str, progress: Callable | None) -> None:
+    from ..common.timing.machine import give_back_freed_memory
+
     proven = _prove(storms, model, backend, progress) if storms else {}
+    give_back_freed_memory()  # the audit's trials: the next pass grows from what is in use
     for s in storms:
         classify(s, proven, model.fn)
 

@@ -47,10 +47,12 @@ _COMPILE_MARKS = ("_is_torch_compile", "_torchdynamo", "_guardpolicy", "_compile
 MAX_BUFFER = 1 << 16
 
 
-def state_of(model: Any) -> dict[str, Any]:
+def state_of(model: Any, previous: dict[str, Any] | None = None) -> dict[str, Any]:
     """What a call may have written, by value: every submodule's plain attributes (numbers,
     strings, lists and tuples of them) and its buffers (cloned up to ``MAX_BUFFER``
-    elements), keyed ``"layers.0.step"``. Nothing for a function."""
+    elements), keyed ``"layers.0.step"``. Nothing for a function. A buffer equal to its copy
+    in ``previous`` (the state after the call before) shares that copy: a loop of N calls
+    keeps one copy of a buffer no call writes."""
     import torch
 
     out: dict[str, Any] = {}
@@ -68,9 +70,17 @@ def state_of(model: Any) -> dict[str, Any]:
             elif isinstance(v, (list, tuple)) and all(isinstance(x, torch.Tensor) for x in v):
                 out[prefix + k] = [len(v)]  # a list of tensors it appends to: its length
         for k, b in m._buffers.items():
-            if b is not None:
-                with torch.no_grad():
-                    out[f"{prefix}{k}"] = b.detach().clone() if b.numel() <= MAX_BUFFER else (tuple(b.shape), b.dtype)
+            if b is None:
+                continue
+            key, last = f"{prefix}{k}", (previous or {}).get(f"{prefix}{k}")
+            with torch.no_grad():
+                if b.numel() > MAX_BUFFER:
+                    out[key] = (tuple(b.shape), b.dtype)
+                elif isinstance(last, torch.Tensor) and last.shape == b.shape and last.dtype == b.dtype and \
+                        torch.equal(last, b.detach()):
+                    out[key] = last
+                else:
+                    out[key] = b.detach().clone()
     return out
 
 
@@ -98,7 +108,8 @@ class _Recording:
 
         out = self._target(*args, **kwargs)
         self._into.outputs.append(detached(out))
-        self._into.states.append(state_of(self._model))
+        states = self._into.states
+        states.append(state_of(self._model, states[-1] if states else None))
         self._tick()
         return out
 

@@ -34,6 +34,20 @@ def machine_description() -> str:
             f"{platform.release()}, Python {platform.python_version()}, {torch_version}")
 
 
+def give_back_freed_memory() -> None:
+    """Collects garbage and hands the C heap's free pages back to the system (glibc's
+    ``malloc_trim(0)``; nothing elsewhere), so that a tool's next phase grows from what is in
+    use, not from the last phase's peak."""
+    import ctypes
+    import gc
+
+    gc.collect()
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 def peak_rss_mib() -> float:
     """This process's peak resident set so far, in MiB (``getrusage``'s ``ru_maxrss``: KiB on
     Linux, bytes on macOS); 0.0 where ``resource`` does not exist (Windows)."""
