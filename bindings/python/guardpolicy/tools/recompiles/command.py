@@ -140,13 +140,15 @@ MAX_CODE_STRINGS = 8
 LONG_STRING = "x" * 300
 
 
-def _code_strings(model: Any) -> list[str]:
-    """Short strings in the constants of the model's ``forward`` code (each submodule's) and of
-    a function model: what its code may compare a guarded string with (``"admin-"``)."""
+def _code_strings(model: Any, frames: set[str]) -> list[str]:
+    """Short strings in the constants of the code that read the storms (``frames``: their
+    ``"forward at FILE:LINE"``), among the ``forward`` of each submodule and a function model:
+    what that code may compare a guarded string with (``"admin-"``)."""
     from ..mutation.values import code_strings
 
     codes = [type(m).forward.__code__ for m in _modules(model) if hasattr(type(m).forward, "__code__")]
-    return code_strings(codes + ([model.__code__] if hasattr(model, "__code__") else []))
+    codes += [model.__code__] if hasattr(model, "__code__") else []
+    return code_strings([c for c in codes if f"{c.co_name} at {c.co_filename}:{c.co_firstlineno}" in frames])
 
 
 def _modules(model: Any) -> list:
@@ -192,7 +194,7 @@ def _prove(storms: list[Storm], built: Any, backend: str, progress: Callable | N
 
         s.line = drop_line(s)
     policy = load(fix_policy("recompiles_candidate", drops))
-    strings = _code_strings(built.fn)
+    strings = _code_strings(built.fn, {s.frame for s in candidates})
     seen = {s.guard: _values(s.values) + _string_values(_values(s.values), strings) for s in candidates}
     result = audit(built.fn, built.args, built.kwargs, policy, label="recompiles", backend=backend,
                    progress=progress, seen=seen)
@@ -238,6 +240,7 @@ def _learn(storms: list[Storm], after: list[Storm], model: Any, backend: str, pr
 def _classify(storms: list[Storm], model: Any, backend: str, progress: Callable | None) -> None:
     from ..common.timing.machine import give_back_freed_memory
 
+    give_back_freed_memory()  # the last pass's compiles: the audit grows from what is in use
     proven = _prove(storms, model, backend, progress) if storms else {}
     give_back_freed_memory()  # the audit's trials: the next pass grows from what is in use
     for s in storms:
