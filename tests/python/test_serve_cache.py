@@ -21,10 +21,13 @@ import guardpolicy as gp
 from guardpolicy.runtime.serving import cache_file
 
 SCRIPT = textwrap.dedent("""
-    import dataclasses, json, sys, time
+    import dataclasses, json, os, sys, time
     import torch
     import guardpolicy as gp
     from torch._dynamo.utils import counters
+
+    for plugin, config in json.loads(os.environ["PLUGINS"]):  # those of the test's process: same fingerprint
+        gp.load_plugin(plugin, config=config)
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -68,7 +71,10 @@ SCRIPT = textwrap.dedent("""
 
 
 def _run(tmp: Path, mode: str, path: Path, policy: Path) -> dict:
-    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor_{mode}")}
+    from guardpolicy.api.registry import loaded_plugins
+
+    plugins = [list(p) for p in loaded_plugins() if p[0] != "builtin"]  # other tests may have loaded some
+    env = {**os.environ, "TORCHINDUCTOR_CACHE_DIR": str(tmp / f"inductor_{mode}"), "PLUGINS": json.dumps(plugins)}
     proc = subprocess.run([sys.executable, str(tmp / "serve.py"), mode, str(path), str(policy)], env=env,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
