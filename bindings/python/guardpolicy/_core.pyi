@@ -232,7 +232,8 @@ class WatchState:
     (torch's check of the tensors' metadata, or None) and ``info``. Armed on the dicts' state at
     construction, with no verdict. Raises TypeError for a missing or extra keyword, a malformed
     row or a watched object that is neither a dict nor a class. ``stale()``: whether it must be
-    built anew."""
+    built anew. It keeps no root alive: a root's own ``__dict__`` is held by identity, and a bound
+    method in a ``held`` row by its function and a weak reference to its ``__self__``."""
 
     def __init__(self, *, roots: tuple[tuple[Any, ...], ...], dicts: tuple[Any, ...],
                  objects: tuple[tuple[Any, ...], ...], functions: tuple[tuple[Any, ...], ...],
@@ -281,3 +282,6 @@ class WatchGate:
     def states(self) -> tuple[WatchState, ...]: ...
     def install(self, state: WatchState) -> None: ...
     def prune(self, *_: Any) -> None: ...
+    def release(self) -> None:
+        """Drops its states, its recheck and its hot check, for good: its plan or cache entry is
+        gone (``guardpolicy.runtime.watch.release``); every later call fails."""

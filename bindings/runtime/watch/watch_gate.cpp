@@ -23,6 +23,7 @@ struct WatchGate {
   long long hot_left;
   long long hot_calls;  // the calls hot_check answered
   bool hot_with_state;  // hot only where the call's state holds what it was built of
+  bool released;        // release(): its cache entry is gone, and what it held with it
 };
 
 // Replaces the gate's states (a new reference, stolen) and their index; the old tuple is freed
@@ -79,7 +80,14 @@ PyObject* Recheck(WatchGate* self, PyObject* f_locals, WatchState* state) {
   ++self->rechecks;
   PyObject* given = state != nullptr ? reinterpret_cast<PyObject*>(state) : Py_None;
   PyObject* call_args[2] = {f_locals, given};
-  PyObject* out = PyObject_Vectorcall(self->recheck, call_args, 2, nullptr);
+  if (self->recheck == nullptr) {  // released since the call began
+    ReleaseSnapshot(&snap);
+    Py_RETURN_FALSE;
+  }
+  // a release() while it runs drops the field, not this reference
+  PyObject* recheck = Py_NewRef(self->recheck);
+  PyObject* out = PyObject_Vectorcall(recheck, call_args, 2, nullptr);
+  Py_DECREF(recheck);
   if (out == nullptr || !PyTuple_Check(out) || PyTuple_GET_SIZE(out) != 2 ||
       (PyTuple_GET_ITEM(out, 1) != Py_None && PyTuple_GET_ITEM(out, 1) != Py_False &&
        !IsWatchState(PyTuple_GET_ITEM(out, 1)))) {
@@ -93,10 +101,10 @@ PyObject* Recheck(WatchGate* self, PyObject* f_locals, WatchState* state) {
   const bool drop = PyTuple_GET_ITEM(out, 1) == Py_False;  // the given state holds what is no longer there
   auto* fresh = reinterpret_cast<WatchState*>(PyTuple_GET_ITEM(out, 1) == Py_None || drop ? nullptr
                                                                                          : PyTuple_GET_ITEM(out, 1));
-  if (truth < 0) {
+  if (truth < 0 || self->released) {  // released while it ran: nothing is installed or armed
     Py_DECREF(out);
     ReleaseSnapshot(&snap);
-    return nullptr;
+    return truth < 0 ? nullptr : PyBool_FromLong(0);
   }
   if (fresh != nullptr) {
     fresh->verdict = truth;  // armed when it was built, before the recheck evaluated anything
@@ -140,6 +148,7 @@ PyObject* HotAnswer(WatchGate* self, PyObject* f_locals, WatchState* state) {
 PyObject* Call(PyObject* self_, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* self = reinterpret_cast<WatchGate*>(self_);
   if (self->recheck == nullptr) {
+    if (self->released) Py_RETURN_FALSE;  // serves nothing once its plan or entry is gone
     PyErr_SetString(PyExc_TypeError, "WatchGate.__init__(recheck[, capacity]) was not called");
     return nullptr;
   }
@@ -217,12 +226,21 @@ PyObject* InstallMethod(PyObject* self_, PyObject* state) {
     PyErr_SetString(PyExc_TypeError, "WatchGate.install takes a WatchState");
     return nullptr;
   }
+  if (reinterpret_cast<WatchGate*>(self_)->released) Py_RETURN_NONE;
   if (Install(reinterpret_cast<WatchGate*>(self_), state, nullptr) < 0) return nullptr;
   Py_RETURN_NONE;
 }
 
 PyObject* Prune(PyObject* self_, PyObject*) {
   if (Install(reinterpret_cast<WatchGate*>(self_), nullptr, nullptr) < 0) return nullptr;
+  Py_RETURN_NONE;
+}
+
+int Clear(PyObject* self_);
+
+PyObject* Release(PyObject* self_, PyObject*) {
+  reinterpret_cast<WatchGate*>(self_)->released = true;
+  if (Clear(self_) < 0) return nullptr;
   Py_RETURN_NONE;
 }
 
@@ -236,6 +254,7 @@ PyObject* GoHot(PyObject* self_, PyObject* args) {
     return nullptr;
   }
   auto* self = reinterpret_cast<WatchGate*>(self_);
+  if (self->released) Py_RETURN_NONE;
   Py_INCREF(check);
   Py_XSETREF(self->hot_check, check);
   self->hot_left = calls > 0 ? calls : 0;
@@ -249,6 +268,9 @@ PyMethodDef methods[] = {
      "go_hot(check, calls, with_state=False): the next `calls` calls are answered by check(f_locals), with no "
      "state; with_state: only where the call's state holds what it was built of (then its tensor check too)"},
     {"prune", Prune, METH_VARARGS, "prune(*_): drops the states whose roots died (a weak reference's callback)"},
+    {"release", Release, METH_NOARGS,
+     "release(): drops its states, recheck and hot check; every later call fails (its cache "
+     "entry or plan is gone)"},
     {nullptr, nullptr, 0, nullptr},
 };
 

@@ -31,6 +31,10 @@
 //   gate.prune(*_): drops the states whose roots died (the weak references' callback), so a
 //     cache entry lets go of a dead model's dicts and parameters; a call whose roots have no
 //     state is checked in full, never served on nothing.
+//   gate.release(): drops its states, its recheck and its hot check, for good: its plan died
+//     with its compiled object, or torch dropped its cache entry (torch._dynamo.reset()), and
+//     torch's manager may outlive both (runtime/watch/release.py). A later call fails; a
+//     recheck running then installs nothing, and install() and go_hot() do nothing.
 //
 // At most `capacity` states are kept (the oldest dropped first). `rechecks` counts the calls
 // that ran `recheck`.

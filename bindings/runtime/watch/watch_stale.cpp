@@ -100,9 +100,9 @@ bool ListsMoved(const WatchState* s) {
 int HeldMoved(const WatchState* s) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->held); ++i) {
     PyObject* row = PyTuple_GET_ITEM(s->held, i);
-    PyObject* now = PyDict_GetItemWithError(PyTuple_GET_ITEM(row, 0), PyTuple_GET_ITEM(row, 1));
+    PyObject* now = PyDict_GetItemWithError(HeldDict(s, row), PyTuple_GET_ITEM(row, 1));
     if (now == nullptr && PyErr_Occurred()) return -1;
-    if (now != PyTuple_GET_ITEM(row, 2)) return 1;
+    if (!HeldIs(row, now)) return 1;
   }
   return 0;
 }

@@ -51,9 +51,8 @@ bool DictsChanged(WatchState* s) {
   if (s->epoch == watch_epoch) return false;
 #endif
 #ifdef GUARDPOLICY_DICT_VERSIONS
-  const Py_ssize_t n = PyTuple_GET_SIZE(s->dicts);
-  for (Py_ssize_t i = 0; i < n; ++i)
-    if (VersionOf(PyTuple_GET_ITEM(s->dicts, i)) != s->versions[i]) return true;
+  for (Py_ssize_t i = 0; i < s->n_watched; ++i)
+    if (VersionOf(s->watched[i]) != s->versions[i]) return true;
 #if PY_VERSION_HEX >= 0x030C0000
   s->epoch = watch_epoch;
 #endif
@@ -94,7 +93,8 @@ bool AnyOk(PyObject*) { return true; }
 
 // The tuple fields of a WatchState, named once: the keyword each is given by, the width of its
 // rows and their check (width 0: a plain tuple, not rows). `dicts` is given as dicts and
-// classes and kept as the dicts they stand for (WatchedDicts).
+// classes and kept as the dicts they stand for (WatchedDicts); `roots`, `dicts` and `held` are
+// kept as watch_hold.cpp holds them.
 struct RowField {
   const char* name;
   PyObject* WatchState::*field;
@@ -109,7 +109,12 @@ constexpr RowField kRowFields[] = {
     {"tensors", &WatchState::tensors, 0, AnyOk},
 };
 constexpr size_t kRowCount = sizeof(kRowFields) / sizeof(*kRowFields);
-static_assert(kRowFields[1].field == &WatchState::dicts, "New() reads the dicts given at index 1");
+// The fields New() holds through watch_hold.cpp.
+constexpr size_t kRoots = 0, kDicts = 1, kHeld = 7;
+static_assert(kRowFields[kRoots].field == &WatchState::roots &&
+                  kRowFields[kDicts].field == &WatchState::dicts &&
+                  kRowFields[kHeld].field == &WatchState::held,
+              "New() reads the roots, dicts and held rows given at kRoots, kDicts and kHeld");
 
 // The dicts `given` (dicts and classes) stand for, as a new tuple, each watched (3.12+); a
 // static class cannot change and stands for nothing. NULL with an exception set.
@@ -161,6 +166,7 @@ int Clear(PyObject* self_) {
     PyObject* empty = PyTuple_New(0);
     Py_XSETREF(s->*row.field, empty);
   }
+  s->n_watched = 0;
   s->verdict = -1;
   Py_CLEAR(s->tensor_check);
   Py_CLEAR(s->info);
@@ -174,19 +180,24 @@ void Dealloc(PyObject* self_) {
   Py_CLEAR(s->tensor_check);
   Py_CLEAR(s->info);
   PyMem_Free(s->versions);
+  PyMem_Free(s->root_dicts);
+  PyMem_Free(s->watched);
   Py_TYPE(self_)->tp_free(self_);
 }
 
 PyObject* Stale(PyObject* self_, PyObject*) {
-  const int stale = StateStale(reinterpret_cast<WatchState*>(self_));
+  auto* s = reinterpret_cast<WatchState*>(self_);
+  // a root died or its __dict__ was replaced: that dict is not read
+  if (!RootDictsInPlace(s)) Py_RETURN_TRUE;
+  const int stale = StateStale(s);
   return stale < 0 ? nullptr : PyBool_FromLong(stale);
 }
 
 PyMethodDef methods[] = {
     {"stale", Stale, METH_NOARGS,
-     "stale(): whether the state must be built anew: an object's class or __dict__, a function "
-     "attribute, a keyed value, a dict's order, a list's items or an object where it was read "
-     "differ from the state's construction"},
+     "stale(): whether the state must be built anew: a root's __dict__, an object's class or "
+     "__dict__, a function attribute, a keyed value, a dict's order, a list's items or an "
+     "object where it was read differ from the state's construction"},
     {nullptr, nullptr, 0, nullptr},
 };
 
@@ -197,7 +208,7 @@ PyObject* GetVerdict(PyObject* self_, void*) {
 }
 
 PyObject* GetWatched(PyObject* self_, void*) {
-  return PyLong_FromSsize_t(PyTuple_GET_SIZE(reinterpret_cast<WatchState*>(self_)->dicts));
+  return PyLong_FromSsize_t(reinterpret_cast<WatchState*>(self_)->n_watched);
 }
 
 PyObject* GetInfo(PyObject* self_, void*) {
@@ -251,23 +262,24 @@ PyObject* New(PyTypeObject* type, PyObject* args, PyObject* kwargs) {
   PyObject* check = Keyword(kwargs, "tensor_check");
   PyObject* info = Keyword(kwargs, "info");
   if (check == nullptr || info == nullptr) return nullptr;
-  PyObject* dicts = WatchedDicts(given[1]);
+  PyObject* dicts = WatchedDicts(given[kDicts]);
   if (dicts == nullptr) return nullptr;
   auto* s = reinterpret_cast<WatchState*>(type->tp_alloc(type, 0));
   if (s == nullptr) {
     Py_DECREF(dicts);
     return nullptr;
   }
-  for (size_t i = 0; i < kRowCount; ++i) {
-    PyObject* value = kRowFields[i].field == &WatchState::dicts ? dicts : (Py_INCREF(given[i]), given[i]);
-    s->*kRowFields[i].field = value;
-  }
-  Py_INCREF(check);
-  s->tensor_check = check;
-  Py_INCREF(info);
-  s->info = info;
+  for (size_t i = 0; i < kRowCount; ++i)
+    if (i != kRoots && i != kDicts && i != kHeld) s->*kRowFields[i].field = Py_NewRef(given[i]);
+  s->tensor_check = Py_NewRef(check);
+  s->info = Py_NewRef(info);
+  const int held = HoldRoots(s, given[kRoots]) < 0 || HoldDicts(s, dicts) < 0 ||
+                           HoldHeld(s, given[kHeld]) < 0
+                       ? -1
+                       : 0;
+  Py_DECREF(dicts);
   WatchSnapshot snap;
-  if (TakeSnapshot(s, &snap) < 0) {
+  if (held < 0 || TakeSnapshot(s, &snap) < 0) {
     Py_DECREF(s);
     return nullptr;
   }
@@ -323,9 +335,9 @@ int RootsMatch(const WatchState* s, PyObject* f_locals) {
     PyObject* expected = RootReferent(PyTuple_GET_ITEM(root, 2));
     if (expected == nullptr || value != expected) return 0;
     if (reinterpret_cast<PyObject*>(Py_TYPE(value)) != PyTuple_GET_ITEM(root, 3)) return 0;  // __class__ =
-    PyObject* dict = PyTuple_GET_ITEM(root, 4);
-    PyObject** slot = dict == Py_None ? nullptr : _PyObject_GetDictPtr(value);
-    if (dict != Py_None && (slot == nullptr || *slot != dict)) return 0;  // __dict__ =
+    PyObject* dict = s->root_dicts[i];  // borrowed: compared, never read, until found in place
+    PyObject** slot = dict == nullptr ? nullptr : _PyObject_GetDictPtr(value);
+    if (dict != nullptr && (slot == nullptr || *slot != dict)) return 0;  // __dict__ =
   }
   return 1;
 }
@@ -349,13 +361,13 @@ int TakeSnapshot(const WatchState* s, WatchSnapshot* snap) {
   snap->epoch = watch_epoch;
 #endif
 #ifdef GUARDPOLICY_DICT_VERSIONS
-  const Py_ssize_t n = PyTuple_GET_SIZE(s->dicts);
+  const Py_ssize_t n = s->n_watched;
   snap->versions = static_cast<uint64_t*>(PyMem_Malloc(sizeof(uint64_t) * static_cast<size_t>(n > 0 ? n : 1)));
   if (snap->versions == nullptr) {
     PyErr_NoMemory();
     return -1;
   }
-  for (Py_ssize_t i = 0; i < n; ++i) snap->versions[i] = VersionOf(PyTuple_GET_ITEM(s->dicts, i));
+  for (Py_ssize_t i = 0; i < n; ++i) snap->versions[i] = VersionOf(s->watched[i]);
 #else
   (void)s;
 #endif

@@ -28,7 +28,8 @@
 //   lists      (list, its items): a plain list's items (identity), which no event tells of
 //   held       (dict, key, object): where each object a source read was found; another object
 //              there (a submodule replaced by one of its class) means the state must be built
-//              anew. Compared by stale() only, when a dict changed, never on every call
+//              anew. Compared by stale() only, when a dict changed, never on every call; a bound
+//              method by its function and its `__self__` (watch_hold.cpp)
 //   tensors    parameters whose metadata (`.half()`, `param.data = ...`) changes without any
 //              dict changing: `tensor_check(*tensors)` (torch's TensorGuards) on every pass
 //   info       whatever the Python side keeps with the state (opaque here)
@@ -36,6 +37,16 @@
 // On construction the dicts are watched and the state is armed on their state then, with no
 // verdict: the Python side builds it before it evaluates the guards, so a change made while
 // they are evaluated is seen by the next call.
+//
+// Lifetimes: a state keeps no root alive (its roots are weak references; the gate drops the
+// state when one dies), so it does not hold what holds a root by construction
+// (watch_hold.cpp): a root's own __dict__ (which holds the bound methods of the root kept in
+// it, `self.act = self._double`) is held by identity, borrowed from the root, and read only
+// once the root is found in place with that very dict (RootsMatch); a bound method in a held
+// row is held by its function and a weak reference to its `__self__`. What else it holds is
+// held strongly (a submodule's dict, a hook dict, a function and its closure cells): a model
+// whose submodule, hook or closure holds the model itself lives as long as the gate, which
+// goes with its cache entry (runtime/watch/release.py).
 #pragma once
 
 #include <pybind11/pybind11.h>
@@ -46,18 +57,22 @@ namespace guardpolicy::python {
 
 struct WatchState {
   PyObject_HEAD
-  PyObject* roots;
-  PyObject* dicts;
+  PyObject* roots;  // the rows given, their __dict__ (last item) None: in root_dicts
+  PyObject* dicts;  // the dicts watched that the state holds: all but the roots' own
   PyObject* objects;
   PyObject* functions;
   PyObject* keyed;
   PyObject* orders;
   PyObject* lists;
+  // (dict or index of a root's, key, object or a method's function, None or weak __self__)
   PyObject* held;
   PyObject* tensors;
   PyObject* tensor_check;  // callable or None
   PyObject* info;
-  uint64_t* versions;  // each dict's version when armed (PyMem, len(dicts) entries; 3.11 to 3.13)
+  PyObject** root_dicts;  // per root row, its __dict__ when built (borrowed) or NULL (PyMem)
+  PyObject** watched;     // every dict watched, in the order given (borrowed; PyMem, n_watched)
+  Py_ssize_t n_watched;
+  uint64_t* versions;  // each watched dict's version when armed (PyMem, n_watched; 3.11 to 3.13)
   uint64_t epoch;      // 3.12+: the watch epoch when armed (or when its versions were last found equal)
   int verdict;         // 1 pass, 0 fail, -1 none yet
 };
@@ -112,6 +127,23 @@ PyObject* FollowPath(PyObject* value, PyObject* path);
 
 // Whether each root's weak reference (if any) still refers to a live object.
 bool RootsAlive(const WatchState* state);
+
+// How a state holds what it is given (watch_hold.cpp), each 0 or -1 with an exception set:
+// HoldRoots sets `roots` and `root_dicts` from the root rows given; HoldDicts sets `dicts` and
+// `watched` from the watched dicts (a tuple, after HoldRoots); HoldHeld sets `held` from the
+// held rows given (after HoldRoots).
+int HoldRoots(WatchState* state, PyObject* rows);
+int HoldDicts(WatchState* state, PyObject* dicts);
+int HoldHeld(WatchState* state, PyObject* rows);
+
+// The dict of the held row `row` of `state` (borrowed), and whether `now` is its object (by
+// identity; a bound method by its function and `__self__`).
+PyObject* HeldDict(const WatchState* state, PyObject* row);
+bool HeldIs(PyObject* row, PyObject* now);
+
+// Whether each root is alive and holds the __dict__ the state was built with: what makes the
+// borrowed root dicts safe to read outside a call that found the state (stale()).
+bool RootDictsInPlace(const WatchState* state);
 
 // Adds the type WatchState and the sentinel WATCH_ABSENT to `m`, and (3.12+) guardpolicy's
 // dict watcher. Raises error_already_set.

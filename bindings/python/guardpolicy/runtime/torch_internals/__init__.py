@@ -43,7 +43,7 @@ from .call_state import (GlobalStateGuard, backend_of, cache_entries, dispatch_m
                          is_jit_tracing, len_torch_function_stack, on_every_compile, saved_tensors_hooks_active,
                          tracing_context_set)
 from .guards import (add_last_guard, all_cache_entries, build_guard_manager, cache_entries_of, compile_id, compiling_frame,
-                     compiling_frame_locals, fail_reason, failing_guard, forget_export_info, guard_failures, guard_profiler, guard_tree_api, invalidate, is_deleted,
+                     compiling_frame_locals, drop_manager, fail_reason, failing_guard, forget_export_info, guard_failures, guard_profiler, guard_tree_api, invalidate, is_deleted,
                      leaf_sources, missing_for_verify, retire, tensor_check, torch_function_enabled, uncount)
 from .config import (DYNAMO_CONFIG, clear_compilation_metrics, compilation_metrics, config_patch, config_value,
                      counters, dynamo_config, dynamo_optimize_replaced, has_config, lookup_backend)
@@ -67,7 +67,7 @@ __all__ = [
     "len_torch_function_stack", "on_every_compile", "saved_tensors_hooks_active", "tracing_context_set",
     # guards
     "add_last_guard", "all_cache_entries", "build_guard_manager", "cache_entries_of", "compile_id", "compiling_frame",
-    "compiling_frame_locals", "fail_reason", "failing_guard", "forget_export_info", "guard_failures", "guard_profiler", "guard_tree_api", "invalidate", "is_deleted",
+    "compiling_frame_locals", "drop_manager", "fail_reason", "failing_guard", "forget_export_info", "guard_failures", "guard_profiler", "guard_tree_api", "invalidate", "is_deleted",
     "leaf_sources", "missing_for_verify", "retire", "tensor_check", "torch_function_enabled", "uncount",
     # config
     "DYNAMO_CONFIG", "clear_compilation_metrics", "compilation_metrics", "config_patch", "config_value", "counters",

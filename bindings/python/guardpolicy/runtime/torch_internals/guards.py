@@ -224,6 +224,22 @@ def invalidate(entry: Any, owner: Any, reason: str) -> bool:
     return True
 
 
+def drop_manager(owner: Any, manager: Any) -> None:
+    """Makes torch's CheckFunctionManager ``owner`` hold a ``DeletedGuardManagerWrapper`` in
+    place of ``manager`` (as ``invalidate`` does), once its cache entry is gone or holds another:
+    its ID_MATCH finalizers keep ``owner`` alive, and it would keep ``manager`` alive, and what
+    its guards hold in C++ (an epilogue guard's callable). One wrapper serves every owner (torch
+    reads only its type there). Never while ``manager`` runs."""
+    if _DELETED is None or getattr(owner, "guard_manager", None) is not manager:
+        return
+    if not _DROPPED:
+        _DROPPED.append(_DELETED("guardpolicy: its watch let go of it"))
+    owner.guard_manager = _DROPPED[0]
+
+
+_DROPPED: list = []  # the one DeletedGuardManagerWrapper drop_manager gives, once made
+
+
 class _Retired:
     """What a retired cache entry says it ID_MATCHes: alive, and never a frame's local."""
 

@@ -20,7 +20,9 @@ checked again only when the state it reads changes.
   Otherwise ``Recheck`` (``watch.recheck``) runs: it builds a new state when the roots have none (a second
   instance, an adopted KV cache) or when what the state holds moved, and then evaluates the
   watched guards' manager and compares the signature with the compile's. Roots are held weakly:
-  when one dies its state is dropped.
+  when one dies its state is dropped; a state holds nothing that holds its root by construction.
+* **Lifetimes** (``watch.release``): a gate lets go of its states when its compiled object dies
+  or torch drops its cache entry (``torch._dynamo.reset()``), and goes with torch's manager.
 
 What is watched and what stays kept is in ``guardpolicy.stats(compiled).watches``.
 """
@@ -38,6 +40,7 @@ from .free_tensors import note as note_moved_tensors
 from .hot import Hot
 from .kinds import CannotWatch
 from .recheck import Recheck
+from .release import FREED, Lease, listen, settle
 from .roots import groups, own_root
 from .reads import Reads, deref, weakly
 from .sources import Walk, read
@@ -56,7 +59,8 @@ class Unwatched:
 class GroupPlan:
     """What one group of roots of a compiled frame watches (``plan``): ``reads`` (what its
     watched guards read at compile time, a ``watch.reads.Reads``), ``sources`` (theirs, read
-    again for other roots), the watched guards' ``manager``, the compile's ``signature``
+    again for other roots, each with what it reads: ``_READING``), the watched guards'
+    ``manager``, the compile's ``signature``
     (``Reads.signature``), the ``gate`` once attached, and the frame's watched guards that
     stay checked (``unwatched``, in its first plan). ``reads_ambient``: it also reads what
     every call of the frame reads (torch's global hooks, the builtins; the frame's first plan)."""
@@ -81,6 +85,7 @@ class GroupPlan:
         self.reason_text = ""
         self.reads_ambient = reads_ambient  # what every call reads (global hooks, builtins): in one plan of a frame
         self.entry_manager: Any = None  # its cache entry's kept manager, weakly, once attached (until queued stale)
+        self.lease: Lease | None = None  # its gate's ties to torch, once attached (watch.release)
 
     @property
     def may_go_hot(self) -> bool:
@@ -142,8 +147,8 @@ class GroupPlan:
         closure = torch_internals.closure_vars()
         reads, walk = Reads(self.traced, self.free_tensors, self.code), Walk()
         try:
-            for source, tensor_match in self.sources:
-                read(source, scope, closure, reads, tensor_match, walk)
+            for source, reading in self.sources:
+                read(source, scope, closure, reads, reading == "tensor", walk, reading == "absent")
         except Exception:  # noqa: BLE001 - not watchable there: the gate checks every such call
             return None
         if self.reads_ambient:
@@ -158,6 +163,7 @@ class GroupPlan:
         reads.weaken_roots(self.gate.prune)
         rows = reads.state_rows()
         tensors = rows["tensors"]
+        reads.settle()  # the state holds its rows as it must (watch_state.h, "Lifetimes"); the reads let go of theirs
         return WatchState(**rows, tensor_check=torch_internals.tensor_check(tensors) if tensors else None, info=reads)
 
 
@@ -177,7 +183,7 @@ def _live_manager(cfm: Any) -> Any:
 class Watches:
     """The watching of one compiled object (``guardpolicy.stats(compiled).watches``):
     ``frames``, a ``GroupPlan`` per group of roots of each compiled frame (``plan``) whose
-    gate is attached (they hold strong references to the watched dicts); ``rechecks``, the
+    gate is attached (its ``gate`` None once torch dropped its cache entry: ``drop_gone``); ``rechecks``, the
     calls that evaluated watched guards, over all frames (counted in C); ``model``, the
     ``nn.Module`` compiled (held weakly; None for a function, a module compiled in place, or a
     copy), whose modules tell which frames run one of many instances (``free_tensors``)."""
@@ -187,6 +193,7 @@ class Watches:
         self._pending: list[tuple[Any, GroupPlan]] = []
         self._retiring: list[tuple[Any, str]] = []
         self._model: Any = None
+        self._gone_rechecks = 0  # the rechecks of the frames whose cache entries torch dropped (drop_gone)
 
     @property
     def model(self) -> Any:
@@ -198,7 +205,18 @@ class Watches:
 
     @property
     def rechecks(self) -> int:
-        return sum(f.gate.rechecks for f in self.frames if f.gate is not None)
+        return self._gone_rechecks + sum(f.gate.rechecks for f in self.frames if f.gate is not None)
+
+    def drop_gone(self) -> None:
+        """Lets go of the gates (and the watched guards' managers) of the frames whose cache
+        entries torch dropped (``torch._dynamo.reset()``): each gate releases its states and
+        goes with torch's manager (``watch.release``); the frames stay, a record of what was
+        watched, their rechecks counted on."""
+        for frame in self.frames:
+            if frame.gate is not None and frame.lease.entry_gone:
+                self._gone_rechecks += frame.gate.rechecks
+                frame.lease.end()
+                frame.gate = frame.manager = None
 
     @property
     def hot(self) -> dict[str, int]:
@@ -212,7 +230,7 @@ class Watches:
         calls: dict[str, int] = {}
         for f in self.frames:
             if f.hot.calls and compile_id in (None, f.compile_id):
-                calls[f.label] = calls.get(f.label, 0) + f.hot.calls + f.gate.hot_calls
+                calls[f.label] = calls.get(f.label, 0) + f.hot.calls + (f.gate.hot_calls if f.gate is not None else 0)
         return calls
 
     @property
@@ -232,6 +250,7 @@ class Watches:
         entry's kept manager (``_live_manager``: a compile that failed has none, and is dropped)."""
         from .. import torch_internals
 
+        settle()  # the managers of gates that let go leave torch's CheckFunctionManagers (never during a call)
         retiring, self._retiring = self._retiring, []
         for cfm, why in retiring:
             if (manager := _live_manager(cfm)) is not None:
@@ -247,13 +266,16 @@ class Watches:
             frame.label = _label(frame)
             frame.gate.install(frame.state(frame.reads))
             frame.reads = weakref.ref(frame.reads)  # the state holds it, until its roots die
-            frame.reason_text = f"guardpolicy watch: {frame.guards} watched guards, {len(frame.reads.watched)} dicts"
+            frame.reason_text = f"guardpolicy watch: {frame.guards} watched guards, {frame.reads.dicts} dicts"
             frame.reason = torch_internals.add_last_guard(manager, frame.gate, frame.reason_text)
             # the entry is never served once its plan is gone: torch frees it and does not count
-            # it toward recompile_limit (a model rebuilt and compiled anew ten times)
+            # it toward recompile_limit (a model rebuilt and compiled anew ten times); its gate
+            # lets go of all it holds, and goes with torch's manager (watch.release)
             frame.entry_manager = weakref.ref(manager)
-            weakref.finalize(frame, _invalidate, frame.entry_manager)
+            frame.lease = Lease(frame.gate, manager, cfm)
+            weakref.finalize(frame, frame.lease.end, FREED)
             self.frames.append(frame)
+            listen(self)
 
 
 def _label(frame: GroupPlan) -> str:
@@ -263,7 +285,7 @@ def _label(frame: GroupPlan) -> str:
     return f"{code} ({', '.join(roots)})"
 
 
-def _invalidate(manager: Any, why: str = "guardpolicy: the compiled object that watched it was freed") -> None:
+def _invalidate(manager: Any, why: str = FREED) -> None:
     """Invalidates the cache entry of the guard manager ``manager`` (a weak reference), if torch
     still holds it (``torch_internals.retire``: out of the ``recompile_limit`` count too)."""
     from .. import torch_internals
@@ -284,8 +306,10 @@ STALE_ENTRIES: list = []
 #: one per block of a model compiled block by block (regional compilation of 82 layers). The
 #: gate's own default (bindings/runtime/watch/watch_gate.h), its one home.
 STATES_PER_ENTRY = WATCH_STATES_PER_ENTRY
-#: Guard types whose value may be a tensor: a parameter's metadata is then checked on every call.
-_TENSOR_VALUED = frozenset({"TENSOR_MATCH", "DUPLICATE_INPUT"})
+#: What a watched guard's source reads, by its guard type (``sources.read``): a value that may be
+#: a tensor (a parameter's metadata is then checked on every call), or an attribute that may be
+#: absent (``HASATTR``); any other guard type reads a value.
+_READING = {"TENSOR_MATCH": "tensor", "DUPLICATE_INPUT": "tensor", "HASATTR": "absent"}
 
 
 def _sources(guard: Any, guard_type: str) -> tuple:
@@ -327,15 +351,16 @@ def plan(entries: list, explanations: Any, torch_locals: dict[str, Any], decisio
             if exp.guard_type in kept_types:
                 raise CannotWatch(f"{exp.guard_type} guards are not held in a dict a watcher can see")
             sources = _sources(entry.orig_guard, exp.guard_type)
-            roots = {own_root(read(source, scope, closure, scratch, exp.guard_type in _TENSOR_VALUED, walk), scratch)
-                     for source in sources}
+            reading = _READING.get(exp.guard_type, "")
+            roots = {own_root(read(source, scope, closure, scratch, reading == "tensor", walk, reading == "absent"),
+                              scratch) for source in sources}
         except Exception as error:  # noqa: BLE001 - also a source torch itself could not read
             why = str(error) if isinstance(error, CannotWatch) else f"its source could not be read ({error})"
             unwatched.append(Unwatched(exp.name, exp.guard_type, why))
             explanations[i] = dataclasses.replace(exp, checked=why)
             continue
         decisions[i] = False
-        watched.append((i, entry.orig_guard, [(s, exp.guard_type in _TENSOR_VALUED) for s in sources], roots))
+        watched.append((i, entry.orig_guard, [(s, reading) for s in sources], roots))
     numbers = groups([roots for *_, roots in watched])
     plans: list[GroupPlan] = []
     for n in range(max(numbers, default=-1) + 1):

@@ -11,8 +11,10 @@ from typing import Any
 
 #: ``Py_TPFLAGS_INLINE_VALUES`` (CPython 3.13): the type's instances keep their attributes inline.
 _INLINE_VALUES = 1 << 2
-#: id -> (weak reference to the object, the dict it was given): each object is given one once.
-_OWN_DICTS: dict[int, tuple[Any, dict]] = {}
+#: id -> a weak reference to each object given a dict of its own. Not the dict: an object's
+#: dict may hold the object (a bound method of it), and this table must not keep it alive. Once
+#: given one, an object never shares inline values again: any dict it has later is its own.
+_OWN_DICTS: dict[int, Any] = {}
 
 
 def own_dict(obj: Any, current: dict) -> dict | None:
@@ -23,7 +25,7 @@ def own_dict(obj: Any, current: dict) -> dict | None:
     if sys.version_info < (3, 13) or not type(obj).__flags__ & _INLINE_VALUES:
         return current
     known = _OWN_DICTS.get(id(obj))
-    if known is not None and known[0]() is obj and known[1] is current:
+    if known is not None and known() is obj:
         return current
     key = id(obj)
     try:
@@ -32,5 +34,5 @@ def own_dict(obj: Any, current: dict) -> dict | None:
         return None
     own = dict(current)
     object.__setattr__(obj, "__dict__", own)
-    _OWN_DICTS[key] = (ref, own)
+    _OWN_DICTS[key] = ref
     return own

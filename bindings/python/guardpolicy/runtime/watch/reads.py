@@ -55,6 +55,8 @@ class Reads:
         self.tensors: dict[int, Any] = {}
         self.reached: dict[tuple[int, Any], tuple[dict, Any, Any]] = {}  # (dict, key, object read there)
         self.builtins: dict[tuple[int, str], dict] = {}  # (id(globals), a builtin's name) -> the globals
+        self.present: dict[tuple[int, str], tuple] = {}  # (object, weakly; an attribute a HASATTR asks it for)
+        self.dicts = 0  # the dicts and classes watched, once settled (settle)
         self._signed: tuple | None = None  # (signature key, signature) of the last signature()
         self._read_dicts: tuple | None = None  # (sizes, held dicts and classes, functions) of _signature_key
 
@@ -148,7 +150,8 @@ class Reads:
         in some releases only): the hooks of the modules it calls (where each sits under its
         root, and the identity of each hook), the contents of the classes read, the state of
         each traced function (code, defaults, keyword defaults, closure cells), whether each
-        builtin its code reads is shadowed by a global, and with free tensors each tensor's
+        builtin its code reads is shadowed by a global, which of the attributes a ``HASATTR``
+        asks for their objects have now (``has``), and with free tensors each tensor's
         identity. Two reads with equal signatures run the same code.
 
         Computed again only when a dict it reads changed (the hook dicts, the classes', the
@@ -157,10 +160,18 @@ class Reads:
         compared by the state on every call, which is built anew with new reads when one moves."""
         key = self._signature_key()
         if key is not None and self._signed is not None and self._signed[0] == key:
-            return self._signed[1]
-        signed = self._compute_signature()
-        self._signed = (key, signed) if key is not None else None
-        return signed
+            signed = self._signed[1]
+        else:
+            signed = self._compute_signature()
+            self._signed = (key, signed) if key is not None else None
+        *inlined, tensors = signed
+        return (*inlined, self.has(), tensors)
+
+    def has(self) -> tuple:
+        """The attributes a ``HASATTR`` asks for (``present``) that their objects have now,
+        asked anew (no dict version tells of an ``nn.Module``'s ``_buffers`` gaining one)."""
+        return tuple(sorted(name for held, name in self.present.values()
+                            if (obj := deref(held)) is not None and hasattr(obj, name)))
 
     def _signature_key(self) -> tuple | None:
         """The versions of the dicts the signature reads, or None where versions are not kept.
@@ -195,6 +206,17 @@ class Reads:
         """Holds the roots weakly (``on_death`` called when one dies): a cache entry must not
         keep a model or a request's cache alive."""
         self.roots = {key: weakly(deref(obj), on_death) for key, obj in self.roots.items()}
+
+    def settle(self) -> None:
+        """Lets go of what only ``state_rows`` reads, once its state is built (the state keeps
+        these reads, and must not hold a root alive: a root's own ``__dict__`` holds the bound
+        methods kept in it, ``self.act = self._double``). Kept: what the signature and a
+        recheck read (the roots, weakly; the classes, hook dicts, functions, builtins and
+        tensors) and how many dicts and classes were watched (``dicts``)."""
+        self.dicts = len(self.watched)
+        self.watched = {k: c for k, c in self.watched.items() if isinstance(c, type)}
+        self.reached, self.objects, self.lists, self.ordered, self.keyed = {}, {}, {}, {}, {}
+        self._read_dicts = None
 
     def state_rows(self) -> dict[str, tuple]:
         """The rows of a ``_core.WatchState`` of these reads, by the keyword it takes each by
@@ -243,9 +265,11 @@ def _class_contents(cls: type) -> tuple:
 
 def signature_change(compiled: tuple, now: tuple) -> str:
     """What differs between the compile's signature and ``now`` (``Reads.signature``), in words:
-    a hook (which hook dict of which module), a class or a function (its name), a builtin
-    shadowed by a global, or an installed tensor."""
-    hooks, classes, functions, shadowed, tensors = (set(a) ^ set(b) for a, b in zip(compiled, now))
+    an attribute a ``hasattr`` reads, a hook (which hook dict of which module), a class or a
+    function (its name), a builtin shadowed by a global, or an installed tensor."""
+    hooks, classes, functions, shadowed, has, tensors = (set(a) ^ set(b) for a, b in zip(compiled, now))
+    if has:
+        return f"an attribute a hasattr reads was added or removed ({min(has)})"
     if hooks:
         root, _, path, name, _ = min(hooks, key=repr)
         return f"a hook changed ({name} of {path or root or 'a global'})"

@@ -60,9 +60,15 @@ def _watch_object(value: Any, out: Reads, hooks: bool, root: bool) -> None:
 
 
 def _watch_module(value: Any, out: Reads, hooks: bool, root: bool) -> None:
+    """A module's globals dict; for an instance of a subclass written in Python (a lazy
+    module, a config module), its class too (a ``__getattr__``, the methods it reads), and
+    its class compared on every call (``module.__class__ = Other`` changes no dict). A plain
+    ``types.ModuleType``'s class is not compared: ``torch.compile`` does not see one replaced
+    either, and every ``torch``, ``math`` or library module read would pay a compare per call."""
     out.watch(vars(value))
-    if type(value) is not types.ModuleType:  # a lazy module's __getattr__, in its class
+    if type(value) is not types.ModuleType:
         _watch_class(type(value), out)
+        out.objects.setdefault(id(value), (value, type(value), None))  # its __dict__ cannot be replaced
 
 
 def _watch_method(value: Any, out: Reads, hooks: bool, root: bool) -> None:
@@ -119,11 +125,13 @@ def watch_hooks_of(module: Any, out: Reads, where: tuple = (("", ()), "")) -> No
     held where it was found (a hook dict replaced whole, ``module._forward_hooks =
     OrderedDict()``, makes the state be built anew), and the hooks in them that the traced code
     runs."""
+    own = own_dict(module, vars(module))  # on 3.13, the dict the walk watches, not the one it replaces
+    own = own if own is not None else vars(module)
     for name in HOOK_DICTS:
-        hooks = vars(module).get(name)
+        hooks = own.get(name)
         if isinstance(hooks, dict):
             out.watch_hooks(hooks, (*where, name))
-            out.held(vars(module), name, hooks)
+            out.held(own, name, hooks)
             for hook in hooks.values():
                 if isinstance(hook, types.FunctionType) and hook.__code__ in out.traced:
                     out.watch_function(hook)

@@ -10,7 +10,7 @@ import types
 from typing import Any
 
 from .kinds import CannotWatch, check_step, kind_of
-from .reads import Reads, attribute_sources, deref
+from .reads import Reads, attribute_sources, deref, weakly
 from .record import watch_hooks_of, watch_value
 from .roots import chain_of, is_module, is_object, root_object
 
@@ -34,14 +34,17 @@ class Walk:
 
 
 def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool = False,
-         walk: Walk | None = None) -> tuple | None:
+         walk: Walk | None = None, absent: bool = False) -> tuple | None:
     """Records in ``out`` every dict ``source`` reads, from its root to its value, and returns
     its root's key in ``out.roots`` (``(local name, path)``), or None for a global; raises
     ``CannotWatch`` where one read is not of a dict. ``scope``: ``{"L": frame locals, "G":
     globals}`` as torch's guard code reads them; ``closure``: torch's guard closure names.
     ``tensor_match``: the guard is a ``TENSOR_MATCH``, whose value may be a parameter or an
     installed free tensor (its metadata then checked on every call: ``out.tensors``). ``walk``: the walk this read is one
-    of (the sources of one frame read from one scope), or None for a walk of its own."""
+    of (the sources of one frame read from one scope), or None for a walk of its own. ``absent``: the guard is a
+    ``HASATTR``, whose source may name an attribute its object lacks (torch 2.11 and 2.12 name
+    ``L['self'].extra`` where later releases name ``L['self']``): whether the object has it is
+    recorded (``Reads.present``), and an attribute it lacks ends the walk (``_watch_absent``)."""
     from .. import torch_internals
 
     S = torch_internals.dynamo_sources()  # noqa: N806 - Dynamo's source classes
@@ -58,7 +61,17 @@ def read(source: Any, scope: dict, closure: dict, out: Reads, tensor_match: bool
     at_root = chain[-1].value if isinstance(root, S.LocalSource) else _MISSING  # also behind a wrapping source
     parent = None
     for node in reversed(chain):
-        value = node.get_value(scope, closure, cache)
+        presence = absent and node is source and parent is not None and isinstance(node, attribute_sources(S))
+        if presence:  # a HASATTR's attribute: whether the object has it is asked again by each recheck
+            out.present.setdefault((id(parent), node.member), (weakly(parent, None), node.member))
+        try:
+            value = node.get_value(scope, closure, cache)
+        except AttributeError:
+            if not presence:
+                raise
+            check_step(node, parent)
+            _watch_absent(parent, node.member, out)
+            return key
         if node in walk.done and node is not source:  # a prefix another source walked
             parent = value
             continue
@@ -147,6 +160,16 @@ def _check_attribute(owner: Any, member: str, out: Reads) -> None:
         _through_getattr(owner, member, out)
     elif hasattr(type(found), "__set__") or hasattr(type(found), "__get__") and not inspect.isroutine(found):
         raise CannotWatch(f"`{member}` is computed by a {type(found).__name__}, not read from a dict")
+
+
+def _watch_absent(owner: Any, member: str, out: Reads) -> None:
+    """``owner.member`` read as absent (``hasattr(self, "extra")``, ``getattr(self, "extra",
+    None)``): what could make it present is watched (``owner``'s own dict and class, recorded
+    by the walk; a ``__getattr__``'s dicts, ``_through_getattr``), and each recheck asks again
+    whether it is (``Reads.present``, in the signature): torch 2.11's ``not hasattr`` guard,
+    alone under an ``nn.Module`` in a manager a filter built, passes once it is added."""
+    if inspect.getattr_static(type(owner), "__getattr__", _MISSING) is not _MISSING:
+        _through_getattr(owner, member, out)
 
 
 def _through_getattr(owner: Any, member: str, out: Reads) -> None:
