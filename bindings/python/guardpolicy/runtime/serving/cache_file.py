@@ -96,7 +96,7 @@ def save_cache(path: str | os.PathLike, compiled: Any) -> dict[str, Any]:
     header = header_of(compiled)
     if not _tp.fx_graph_cache_enabled():
         raise ValueError("guardpolicy.save_cache: Inductor's FX graph cache is off "
-                         "(torch._inductor.config.fx_graph_cache): torch's mega-cache has nothing to reuse")
+                         f"({_tp.INDUCTOR_CONFIG}.fx_graph_cache): torch's mega-cache has nothing to reuse")
     saved = torch.compiler.save_cache_artifacts()
     if saved is None:
         raise ValueError(f"guardpolicy.save_cache: torch's mega-cache holds nothing to save (it keeps Inductor "
@@ -197,6 +197,8 @@ def compare(saved: dict[str, Any], now: dict[str, Any]) -> list[tuple[str, Any, 
 
 def _fields(header: dict[str, Any]) -> dict[str, Any]:
     """A header's compared fields, flat, named as a mismatch line names them."""
+    from ..torch_internals import DYNAMO_CONFIG
+
     policy = header.get("policy") or {}
     flat: dict[str, Any] = {"torch": header.get("torch"), "guardpolicy": header.get("guardpolicy"),
                             "policy": f"{policy.get('name')!r} (program {policy.get('program')})",
@@ -206,7 +208,7 @@ def _fields(header: dict[str, Any]) -> dict[str, Any]:
     for name, value in (header.get("config lines") or {}).items():
         flat[f"config line {name}"] = value
     for name, value in (header.get("dynamo") or {}).items():
-        flat[f"torch._dynamo.config.{name}"] = value
+        flat[f"{DYNAMO_CONFIG}.{name}"] = value
     return flat
 
 

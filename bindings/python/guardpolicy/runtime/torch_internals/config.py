@@ -13,6 +13,12 @@ import torch._dynamo
 
 #: The module users set Dynamo's knobs on, as messages name it (``--dynamo-config``, doctor).
 DYNAMO_CONFIG = "torch._dynamo.config"
+#: Inductor's config module, as messages name it.
+INDUCTOR_CONFIG = "torch._inductor.config"
+#: The logger Dynamo warns on (a recompile limit hit): what a tool quiets while a storm runs.
+DYNAMO_LOGGER = "torch._dynamo"
+#: Where users mark a dimension dynamic, as advice names it.
+MARK_DYNAMIC = "torch._dynamo.mark_dynamic"
 
 
 def dynamo_config() -> Any:

@@ -121,7 +121,9 @@ class _Recording:
 def _quiet() -> Iterator[None]:
     """The storm's own warnings (torch's recompile limit, guardpolicy's eager fallback) held
     back while a pass runs: the report says what happened."""
-    loggers = [logging.getLogger(name) for name in ("guardpolicy", "torch._dynamo")]
+    from ...runtime.torch_internals import DYNAMO_LOGGER
+
+    loggers = [logging.getLogger(name) for name in ("guardpolicy", DYNAMO_LOGGER)]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
         lg.setLevel(logging.ERROR)

@@ -138,8 +138,10 @@ def classify(storm: Storm, proven: dict[tuple[str, str], tuple[str, str]], model
     values = storm.values
     if kind == "TENSOR_MATCH" or (kind == "SHAPE_ENV" and _SIZE.search(name)) or _SIZE.search(name):
         storm.verdict = "dynamic"
+        from ...runtime.torch_internals import MARK_DYNAMIC
+
         storm.advice = (f"a size changes per call: mark it dynamic before the first call "
-                        f"(torch._dynamo.mark_dynamic(x, dim), or maybe_mark_dynamic) or pad to a few buckets and "
+                        f"({MARK_DYNAMIC}(x, dim), or maybe_mark_dynamic) or pad to a few buckets and "
                         f"warm each up ({name})")
     elif kind in _LENGTHS and audit != "harmless":
         storm.verdict = "keep"
