@@ -125,8 +125,7 @@ bool RootDictsInPlace(const WatchState* s) {
   for (Py_ssize_t i = 0; i < PyTuple_GET_SIZE(s->roots); ++i) {
     if (s->root_dicts[i] == nullptr) continue;
     PyObject* root = RootReferent(PyTuple_GET_ITEM(PyTuple_GET_ITEM(s->roots, i), 2));
-    PyObject** slot = root == nullptr ? nullptr : _PyObject_GetDictPtr(root);
-    if (slot == nullptr || *slot != s->root_dicts[i]) return false;
+    if (root == nullptr || !DictIs(root, s->root_dicts[i])) return false;
   }
   return true;
 }

@@ -19,8 +19,7 @@ bool ObjectsMoved(const WatchState* s) {
       continue;
     }
     if (dict == Py_None) continue;
-    PyObject** slot = _PyObject_GetDictPtr(obj);
-    if (slot == nullptr || *slot != dict) return true;
+    if (!DictIs(obj, dict)) return true;
   }
   return false;
 }

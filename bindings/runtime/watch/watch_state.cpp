@@ -336,8 +336,7 @@ int RootsMatch(const WatchState* s, PyObject* f_locals) {
     if (expected == nullptr || value != expected) return 0;
     if (reinterpret_cast<PyObject*>(Py_TYPE(value)) != PyTuple_GET_ITEM(root, 3)) return 0;  // __class__ =
     PyObject* dict = s->root_dicts[i];  // borrowed: compared, never read, until found in place
-    PyObject** slot = dict == nullptr ? nullptr : _PyObject_GetDictPtr(value);
-    if (dict != nullptr && (slot == nullptr || *slot != dict)) return 0;  // __dict__ =
+    if (dict != nullptr && !DictIs(value, dict)) return 0;  // __dict__ =
   }
   return 1;
 }

@@ -145,6 +145,20 @@ bool HeldIs(PyObject* row, PyObject* now);
 // borrowed root dicts safe to read outside a call that found the state (stale()).
 bool RootDictsInPlace(const WatchState* state);
 
+// Whether `obj`'s instance dict is `dict`, through the public API (`PyObject_GenericGetDict`,
+// which makes the dict where the object has none yet, as CPython's own dict-pointer lookup
+// does for a managed dict); false for an object without an instance dict (its AttributeError
+// cleared). Compares identities only: nothing in the dict is read.
+inline bool DictIs(PyObject* obj, PyObject* dict) {
+  PyObject* now = PyObject_GenericGetDict(obj, nullptr);
+  if (now == nullptr) {
+    PyErr_Clear();
+    return false;
+  }
+  Py_DECREF(now);  // compared by identity only: `obj` keeps it alive
+  return now == dict;
+}
+
 // Adds the type WatchState and the sentinel WATCH_ABSENT to `m`, and (3.12+) guardpolicy's
 // dict watcher. Raises error_already_set.
 void BindWatchState(pybind11::module_& m);
