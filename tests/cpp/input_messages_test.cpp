@@ -71,9 +71,19 @@ TEST(InputMessages, LongQuotedNamesAreShortened) {
   const Diagnostic d = Only(LintText("guardpolicy 1\npolicy p { keep when " + name + " }\n"));
   EXPECT_EQ(d.message, "unknown field `" + name + "`");  // the value keeps it whole
   const std::string out = RenderText(d);
-  EXPECT_LT(out.size(), 600u);
+  EXPECT_LT(out.size(), 700u);
   EXPECT_EQ(out.substr(0, out.find('\n')),
-            "t.gpol:2:22: error[GP2001]: unknown field `" + std::string(80, 'a') + "...`");
+            "t.gpol:2:22: error[GP2001]: unknown field `" + std::string(100, 'a') + "..." + std::string(60, 'a') + "`");
+}
+
+// A long path is cut in its middle: the file name stays in the message.
+TEST(InputMessages, LongQuotedPathsKeepTheirFileName) {
+  Diagnostic d;
+  d.code = codes::kIoError;
+  d.message = "cannot read `/tmp/" + std::string(300, 'd') + "/missing.gpol`: No such file or directory";
+  const std::string out = RenderText(d);
+  EXPECT_EQ(out, "error[GP0001]: cannot read `/tmp/" + std::string(95, 'd') + "..." + std::string(47, 'd') +
+                     "/missing.gpol`: No such file or directory\n");
 }
 
 // Issue 17 item 14: mistakes carried over from other languages get a hint.

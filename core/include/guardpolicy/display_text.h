@@ -19,6 +19,9 @@ std::string DisplayChar(std::string_view ch, bool keep_tab = false);
 std::string EscapeInvisible(std::string_view text);
 // `text` escaped and, past `max_chars` characters, cut to its first ones and `...`.
 std::string ShortDisplay(std::string_view text, size_t max_chars = 40);
+// `text` escaped and, past `head + tail` characters, cut to its first `head` ones, `...` and
+// its last `tail` ones: a long path keeps its file name.
+std::string ElideMiddle(std::string_view text, size_t head, size_t tail);
 // The code point of one UTF-8 sequence (the byte's value when it is malformed).
 uint32_t CodePointOf(std::string_view ch);
 // True for a character DisplayChar escapes.

@@ -107,9 +107,10 @@ std::string RenderSnippet(const SourceRange& r) {
   return fmt::format("  {} | {}\n  {} | {}\n", gutter, text, pad, caret);
 }
 
-// `text` with each user text in backticks shown escaped and, past kMaxQuotedChars
-// characters, shortened: a 1 MB name is not echoed whole.
-constexpr size_t kMaxQuotedChars = 80;
+// `text` with each user text in backticks shown escaped and, past kQuotedHead + kQuotedTail
+// characters, cut in the middle: a 1 MB name is not echoed whole, and a long path keeps its
+// file name.
+constexpr size_t kQuotedHead = 100, kQuotedTail = 60;
 std::string ShortenQuoted(std::string_view text) {
   std::string out;
   size_t at = 0;
@@ -117,7 +118,7 @@ std::string ShortenQuoted(std::string_view text) {
     const size_t close = text.find('`', open + 1);
     if (close == std::string_view::npos) break;
     out += text.substr(at, open + 1 - at);
-    out += ShortDisplay(text.substr(open + 1, close - open - 1), kMaxQuotedChars);
+    out += ElideMiddle(text.substr(open + 1, close - open - 1), kQuotedHead, kQuotedTail);
     out += '`';
     at = close + 1;
   }

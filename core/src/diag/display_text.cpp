@@ -68,4 +68,12 @@ std::string ShortDisplay(std::string_view text, size_t max_chars) {
   return EscapeInvisible(text.substr(0, cut)) + "...";
 }
 
+std::string ElideMiddle(std::string_view text, size_t head, size_t tail) {
+  std::vector<size_t> starts;  // the byte offset of each character
+  for (size_t i = 0; i < text.size(); i += CharLength(text, i)) starts.push_back(i);
+  if (starts.size() <= head + tail) return EscapeInvisible(text);
+  return EscapeInvisible(text.substr(0, starts[head])) + "..." +
+         EscapeInvisible(text.substr(starts[starts.size() - tail]));
+}
+
 }  // namespace guardpolicy
