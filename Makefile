@@ -21,7 +21,7 @@ TORCH ?= 2.13.0
 # (`config.per_layer_config`) in GPT-2's forward, so a torch 2.11 or 2.12 leg keeps the
 # transformers of the GPU image (5.17.0).
 TRANSFORMERS := $(if $(filter 2.11.% 2.12.%,$(TORCH)),transformers==5.17.0,transformers)
-PIP_TOOLS := pybind11 scikit-build-core pytest hypothesis tqdm tlparse $(TRANSFORMERS) peft diffusers matplotlib cmake ninja pygments ruff
+PIP_TOOLS := pybind11 scikit-build-core pytest pytest-xdist hypothesis tqdm tlparse $(TRANSFORMERS) peft diffusers matplotlib cmake ninja pygments ruff
 PIP_PACKAGES := torch==$(TORCH) $(PIP_TOOLS)
 DEPS_STAMP := $(VENV)/.deps-installed
 
@@ -60,8 +60,14 @@ demo: build
 test-cpp: build
 	$(VENV)/bin/ctest --test-dir $(BUILD_DIR) --output-on-failure -j2
 
+# The suite runs in PYTEST_JOBS processes (pytest-xdist), a test file's tests in one process
+# (``--dist loadfile``: its module fixtures built once, its tests in order); PYTEST_JOBS=0 runs
+# it in this process alone.
+PYTEST_JOBS ?= 2
+PYTEST_PAR := $(if $(filter 0,$(PYTEST_JOBS)),,-n $(PYTEST_JOBS) --dist loadfile)
+
 test-python: build
-	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q tests/python
+	PATH=$(CURDIR)/$(VENV)/bin:$$PATH $(PY) -m pytest -q $(PYTEST_PAR) tests/python
 
 # Installs build/ to a temporary prefix and builds tests/cmake_consumer against it.
 test-cmake-consumer: build
@@ -131,7 +137,7 @@ test-python-leg: leg-deps
 	  -Cbuild-dir=$(LEG_BUILD) -Ccmake.build-type=Release -Ccmake.define.GUARDPOLICY_BUILD_TEST_PLUGINS=ON \
 	  -Ccmake.define.pybind11_DIR=$$($(LEG_PY) -m pybind11 --cmakedir)
 	PATH=$(CURDIR)/$(LEG_VENV)/bin:$(LEG_DEPS)/bin:$$PATH GUARDPOLICY_TEST_PLUGIN_DIR=$(CURDIR)/$(LEG_BUILD)/tests/plugins \
-	  $(LEG_PY) -m pytest -q tests/python -m "not soak"
+	  $(LEG_PY) -m pytest -q $(PYTEST_PAR) tests/python -m "not soak"
 
 # Each leg in turn, with its time; stops at the first that fails.
 test-python-matrix:
