@@ -130,7 +130,8 @@ def answer(code: Any, entries: list, f_locals: dict[str, Any], stats: Any, regio
     ``entries`` (``torch_internals.lookup_entries``) for a call with ``f_locals``;
     ``stats``: the compiled object's ``CompileStats`` (None for a plain ``torch.compile``);
     ``stance``: entries asked for their differentiating guards only."""
-    passes = _torch().passes
+    tp = _torch()
+    passes = tp.passes
     served, checks = None, []
     for entry in entries:
         if passes(entry.manager, f_locals, stance):
@@ -140,23 +141,25 @@ def answer(code: Any, entries: list, f_locals: dict[str, Any], stats: Any, regio
         checks.append(EntryCheck(entry.compile_id, False))  # not named while an entry serves: nothing compiles
     if served is None:
         checks = [EntryCheck(e.compile_id, False, _failure(e, f_locals, stats)) for e in entries]
-    eager = served is None and bool(entries) and _torch().at_recompile_limit(code, region, f_locals)
-    label = _label(code)
+    eager = served is None and bool(entries) and tp.at_recompile_limit(code, region, f_locals)
+    label, where = _label(code)
     return WouldRecompile(served is None and not eager, served.compile_id if served is not None else None,
-                          tuple(checks), label, (_where(label),), _unchecked(stats, served, label), eager, stance)
+                          tuple(checks), label, where, _unchecked(stats, served, label), eager, stance)
 
 
-_LABELS: dict[Any, CompiledFrame] = {}
+_LABELS: dict[Any, tuple[CompiledFrame, tuple[str]]] = {}
 
 
-def _label(code: Any) -> CompiledFrame:
-    """``code_frame(code)``, made once per code object (a few hundred kept at most)."""
-    label = _LABELS.get(code)
-    if label is None:
+def _label(code: Any) -> tuple[CompiledFrame, tuple[str]]:
+    """``code_frame(code)`` and its ``(_where(...),)``, made once per code object (a few
+    hundred kept at most)."""
+    found = _LABELS.get(code)
+    if found is None:
         if len(_LABELS) > 256:
             _LABELS.clear()
-        label = _LABELS[code] = code_frame(code)
-    return label
+        label = code_frame(code)
+        found = _LABELS[code] = (label, (_where(label),))
+    return found
 
 
 def _where(frame: CompiledFrame) -> str:

@@ -55,9 +55,7 @@ class LookupEntry:
     """One cache entry as torch's lookup meets it: Dynamo's ``compile_id`` (``"0/1"``), its
     kept guard ``manager`` (a ``GuardManagerWrapper``: ``check``, ``check_verbose``) and
     ``resumes``, the continuations after a graph break its transformed code calls
-    (``__resume_at_...``). Holds no ``CacheEntry`` (a borrowed C++ reference). What is read of
-    an entry once is kept on its manager (``_READ``), so a question costs torch's check, not
-    torch's ``CompileId.__str__``."""
+    (``__resume_at_...``). Holds no ``CacheEntry`` (a borrowed C++ reference)."""
 
     __slots__ = ("compile_id", "manager", "resumes")
 
@@ -68,16 +66,31 @@ class LookupEntry:
 
 
 #: The attribute of a guard manager (``GuardManagerWrapper``, a Python object of torch's) where
-#: ``(compile id, resumes)`` of its cache entry are kept once read: they never change.
+#: what never changes of its cache entry is kept once read (``_Fixed``): a question then costs
+#: torch's check, not torch's ``CompileId.__str__`` and a pybind11 read per field.
 _READ = "_guardpolicy_lookup"
 _RESUME_PREFIX = "__resume_at_"  # Dynamo's name for the continuation after a graph break
 
 
-def _read(entry: Any, manager: Any) -> tuple[str, tuple[str, ...]]:
+class _Fixed:
+    """What never changes of a cache entry: ``compile_id``, ``resumes``, ``backend`` (what
+    torch's ``backend_match`` compares) and ``compiled`` (its code is a code object; torch
+    never picks an entry without one). Holds no manager: kept in the manager's own dict."""
+
+    __slots__ = ("compile_id", "resumes", "backend", "compiled")
+
+    def __init__(self, entry: Any):
+        self.compile_id = str(entry.compile_id)
+        self.compiled = isinstance(entry.code, types.CodeType)
+        self.resumes = tuple(n for n in entry.code.co_names if n.startswith(_RESUME_PREFIX)) if self.compiled else ()
+        self.backend = entry.backend
+
+
+def _fixed(entry: Any, manager: Any) -> _Fixed:
     own = getattr(manager, "__dict__", None)
     found = own.get(_READ) if own is not None else None
     if found is None:
-        found = (str(entry.compile_id), tuple(n for n in entry.code.co_names if n.startswith(_RESUME_PREFIX)))
+        found = _Fixed(entry)
         if own is not None:
             own[_READ] = found
     return found
@@ -120,12 +133,12 @@ def lookup_entries(code: types.CodeType, callback: Any = None, region: int = -1)
     out = []
     for entry in _region_entries(code, region):
         manager = entry.guard_manager
-        if not isinstance(entry.code, types.CodeType) or getattr(manager, "cache_entry", None) is None:
+        fixed = _fixed(entry, manager)
+        if not fixed.compiled or getattr(manager, "cache_entry", None) is None:
             continue  # invalidated: torch never picks it
-        if backend is not None and not (entry.backend is backend or entry.backend == backend):
+        if backend is not None and not (fixed.backend is backend or fixed.backend == backend):
             continue  # extra_state.cpp backend_match
-        compile_id, resumes = _read(entry, manager)
-        out.append(LookupEntry(compile_id, manager, resumes))
+        out.append(LookupEntry(fixed.compile_id, manager, fixed.resumes))
     return out
 
 
