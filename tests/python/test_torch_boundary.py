@@ -4,12 +4,14 @@ Every other module of the package and every script under bench/ reaches torch's 
 (``torch._dynamo``, ``torch._C``, ``torch._guards``, ``torch._inductor``, ``torch._logging``,
 any dotted ``torch`` name with a ``_private`` part) through that one package (a module per
 torch subsystem, every name handed out by its ``__init__.py``), so a new torch release is a
-change there only. Read with ``ast``: names in docstrings and comments are prose, not uses.
+change there only. Read with ``ast``: names in docstrings and comments are prose, not uses;
+a name in another string (a message, a logger's name) is a use: it changes with torch too.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import guardpolicy
@@ -37,9 +39,25 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
+_DOTTED_IN_TEXT = re.compile(r"\btorch(?:\.\w+)+")
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """The ``id`` of each docstring's constant (a module's, class's or function's)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant):
+                found.add(id(first.value))
+    return found
+
+
 def private_torch_names(source: str) -> list[str]:
-    """``"line: name"`` for each private torch name the code imports or reads."""
+    """``"line: name"`` for each private torch name the code imports or reads, or writes in a
+    string that is not a docstring."""
     tree = ast.parse(source)
+    docstrings = _docstrings(tree)
     for parent in ast.walk(tree):
         for child in ast.iter_child_nodes(parent):
             child.parent = parent  # type: ignore[attr-defined]
@@ -52,6 +70,8 @@ def private_torch_names(source: str) -> list[str]:
             names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
         elif isinstance(node, ast.Attribute) and not isinstance(getattr(node, "parent", None), ast.Attribute):
             names = [n for n in [_dotted(node)] if n]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            names = _DOTTED_IN_TEXT.findall(node.value)
         found += [f"{node.lineno}: {n}" for n in names if _private(n)]
     return sorted(set(found), key=lambda s: (int(s.split(":")[0]), s))
 
@@ -71,10 +91,13 @@ def test_the_check_finds_a_private_name_in_each_spelling():
             "from torch._guards import CompileContext\n"
             "from torch.utils import _pytree\n"
             "torch._dynamo.config.patch(x=1)\n"
-            "print(torch.__version__, torch.compiler.reset)\n")
+            "print(torch.__version__, torch.compiler.reset)\n"
+            "def f():\n"
+            "    \"\"\"Calls torch._dynamo.reset().\"\"\"\n"
+            "    log.warning(f\"{x}: torch._dynamo hit config.recompile_limit\")\n")
     assert private_torch_names(code) == [
         "1: torch._dynamo", "2: torch._guards", "2: torch._guards.CompileContext",
-        "3: torch.utils._pytree", "4: torch._dynamo.config.patch"]
+        "3: torch.utils._pytree", "4: torch._dynamo.config.patch", "8: torch._dynamo"]
 
 
 def test_the_boundary_package_is_the_packages_and_says_its_releases():

@@ -40,10 +40,16 @@ class EagerFallback:
     last_reason: str
     most_failed: str = ""
 
+    @property
+    def hit(self) -> str:
+        """torch's words for the limit this frame reached (``torch_internals.limit_hit``)."""
+        from . import torch_internals
+
+        return torch_internals.limit_hit(self.limit, self.value)
+
     def __str__(self) -> str:
         most = f"; most often: {self.most_failed}" if self.most_failed else ""
-        return (f"{self.frame}: torch._dynamo hit config.{self.limit} ({self.value}), "
-                f"last reason: {self.last_reason or 'not recorded'}{most}")
+        return f"{self.frame}: {self.hit}, last reason: {self.last_reason or 'not recorded'}{most}"
 
 
 def code_frame(code: Any, compile_id: str = "") -> CompiledFrame:

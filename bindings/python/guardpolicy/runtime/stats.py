@@ -194,11 +194,11 @@ class CompileStats:
         """torch stopped compiling a frame of this object at a recompile limit (seen by the
         scoped callback, once per frame, at compile time): recorded and logged."""
         self.registries.eager_fallbacks.append(fallback)
-        _log.warning("guardpolicy: %s of policy %r falls back to eager: torch._dynamo hit config.%s (%s); %s"
+        _log.warning("guardpolicy: %s of policy %r falls back to eager: %s; %s"
                      "last reason: %s; from now on a call that none of its cache entries accepts runs it uncompiled "
                      "(gp.stats(compiled).eager_fallbacks; `python -m guardpolicy recompiles` says which guard "
                      "storms and proves a fix)",
-                     fallback.frame, self.policy.name, fallback.limit, fallback.value,
+                     fallback.frame, self.policy.name, fallback.hit,
                      f"most often: {fallback.most_failed}; " if fallback.most_failed else "",
                      fallback.last_reason or "not recorded")
 

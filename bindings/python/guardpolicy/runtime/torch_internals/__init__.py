@@ -45,7 +45,7 @@ from .call_state import (GlobalStateGuard, backend_of, cache_entries, dispatch_m
 from .guards import (add_last_guard, all_cache_entries, build_guard_manager, cache_entries_of, compile_id, compiling_frame,
                      compiling_frame_locals, drop_manager, fail_reason, failing_guard, forget_export_info, guard_failures, guard_profiler, guard_tree_api, invalidate, is_deleted,
                      leaf_sources, missing_for_verify, retire, tensor_check, torch_function_enabled, uncount)
-from .config import (DYNAMO_CONFIG, DYNAMO_LOGGER, INDUCTOR_CONFIG, MARK_DYNAMIC, clear_compilation_metrics, compilation_metrics, config_patch, config_value,
+from .config import (DYNAMO_CONFIG, DYNAMO_LOGGER, INDUCTOR_CONFIG, MARK_DYNAMIC, clear_compilation_metrics, limit_hit, compilation_metrics, config_patch, config_value,
                      counters, dynamo_config, dynamo_optimize_replaced, has_config, lookup_backend)
 from .sources import (closure_vars, duplicate_source, dynamo_sources, generic_attr_sources, guard_builder_names,
                       guard_code_source, guard_source_enum, installed_free, traced_code, value_guards_compare_bits)
@@ -70,7 +70,7 @@ __all__ = [
     "compiling_frame_locals", "drop_manager", "fail_reason", "failing_guard", "forget_export_info", "guard_failures", "guard_profiler", "guard_tree_api", "invalidate", "is_deleted",
     "leaf_sources", "missing_for_verify", "retire", "tensor_check", "torch_function_enabled", "uncount",
     # config
-    "DYNAMO_CONFIG", "DYNAMO_LOGGER", "INDUCTOR_CONFIG", "MARK_DYNAMIC", "clear_compilation_metrics", "compilation_metrics", "config_patch", "config_value", "counters",
+    "DYNAMO_CONFIG", "DYNAMO_LOGGER", "INDUCTOR_CONFIG", "MARK_DYNAMIC", "clear_compilation_metrics", "limit_hit", "compilation_metrics", "config_patch", "config_value", "counters",
     "dynamo_config", "dynamo_optimize_replaced", "has_config", "lookup_backend",
     # sources
     "closure_vars", "duplicate_source", "dynamo_sources", "generic_attr_sources", "guard_builder_names",

@@ -21,6 +21,13 @@ DYNAMO_LOGGER = "torch._dynamo"
 MARK_DYNAMIC = "torch._dynamo.mark_dynamic"
 
 
+def limit_hit(limit: str, value: Any) -> str:
+    """torch's words when a frame reaches a recompile limit (``convert_frame``'s warning):
+    ``torch._dynamo hit config.recompile_limit (8)`` for ``limit`` the knob's name and
+    ``value`` its value then."""
+    return f"{DYNAMO_LOGGER} hit config.{limit} ({value})"
+
+
 def dynamo_config() -> Any:
     return torch._dynamo.config
 

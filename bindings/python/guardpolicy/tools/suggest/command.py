@@ -351,9 +351,11 @@ def suggest(fn: Any, args: tuple = (), kwargs: dict | None = None, *, name: str 
     if result.problems:
         raise ValueError("; ".join(result.problems))
     if result.frames == 0:
+        from ...runtime import torch_internals
+
         raise NothingToAudit(
             "torch.compile compiled no frame of the model: Dynamo ran all of it in eager (modules a release skips: "
-            "nn.GRU and nn.LSTM on torch 2.11 to 2.14 unless torch._dynamo.config.allow_rnn = True; "
+            f"nn.GRU and nn.LSTM on torch 2.11 to 2.14 unless {torch_internals.DYNAMO_CONFIG}.allow_rnn = True; "
             "TORCH_LOGS=graph_breaks says why), so there is no guard to audit and no policy is written")
     dropped, kept = decide(result, set(changed))
     source = render(name, spec, result, dropped, kept, torch.__version__, verify)
