@@ -60,7 +60,8 @@ _BINDERS: dict[Any, Callable[..., dict]] = {}
 def top_frame(compiled: Any) -> TopFrame:
     """The ``TopFrame`` of ``compiled`` (see the module docstring). Raises TypeError for
     anything that is not a compiled object whose first frame is a Python function."""
-    _tp = _torch_internals()
+    from .. import torch_internals as _tp
+
     stats = _stats_of(compiled)
     if isinstance(compiled, _tp.OptimizedModule):
         fn, lead = _module_frame(compiled)
@@ -85,18 +86,6 @@ def top_frame(compiled: Any) -> TopFrame:
     if binder is None or binder.__defaults__ is not fn.__defaults__:
         binder = _BINDERS[fn] = frame_locals_binder(fn)
     return TopFrame(fn, lead, ctx, stats, binder)
-
-
-_TP: list = []
-
-
-def _torch_internals() -> Any:
-    """``runtime.torch_internals``, imported (with torch) on first use."""
-    if not _TP:
-        from .. import torch_internals
-
-        _TP.append(torch_internals)
-    return _TP[0]
 
 
 def _stats_of(compiled: Any) -> CompileStats | None:

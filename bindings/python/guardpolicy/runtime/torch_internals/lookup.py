@@ -73,17 +73,17 @@ _RESUME_PREFIX = "__resume_at_"  # Dynamo's name for the continuation after a gr
 
 
 class _Fixed:
-    """What never changes of a cache entry: ``compile_id``, ``resumes``, ``backend`` (what
-    torch's ``backend_match`` compares) and ``compiled`` (its code is a code object; torch
-    never picks an entry without one). Holds no manager: kept in the manager's own dict."""
+    """What never changes of a cache entry: ``compile_id``, ``resumes`` and ``compiled`` (its
+    code is a code object; torch never picks an entry without one). Holds no manager and no
+    backend: it is kept in the manager's own dict, which torch may keep after the entry is
+    gone, and a user's backend may hold their model."""
 
-    __slots__ = ("compile_id", "resumes", "backend", "compiled")
+    __slots__ = ("compile_id", "resumes", "compiled")
 
     def __init__(self, entry: Any):
         self.compile_id = str(entry.compile_id)
         self.compiled = isinstance(entry.code, types.CodeType)
         self.resumes = tuple(n for n in entry.code.co_names if n.startswith(_RESUME_PREFIX)) if self.compiled else ()
-        self.backend = entry.backend
 
 
 def _fixed(entry: Any, manager: Any) -> _Fixed:
@@ -136,7 +136,7 @@ def lookup_entries(code: types.CodeType, callback: Any = None, region: int = -1)
         fixed = _fixed(entry, manager)
         if not fixed.compiled or getattr(manager, "cache_entry", None) is None:
             continue  # invalidated: torch never picks it
-        if backend is not None and not (fixed.backend is backend or fixed.backend == backend):
+        if backend is not None and not (entry.backend is backend or entry.backend == backend):
             continue  # extra_state.cpp backend_match
         out.append(LookupEntry(fixed.compile_id, manager, fixed.resumes))
     return out
